@@ -1,0 +1,1 @@
+"""Scrapy downloader and spider middlewares: thin adapters over :mod:`webcrawl`."""

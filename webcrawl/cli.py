@@ -1,0 +1,277 @@
+"""The ``webcrawl`` command: run the demo, inspect and steer a crawl.
+
+    webcrawl demo                 crawl the bundled demo web, print a summary
+    webcrawl status [--json]      the crawl's queue, dupefilter, store, workers
+    webcrawl show URL             a page's stored row as JSON
+    webcrawl submit URL|-f FILE   add seeds to a (running) crawl
+    webcrawl reset --yes          delete a crawl's state in Redis
+    webcrawl serve-demo           serve the demo web (for your own crawls)
+    webcrawl bench                pages/s of the full stack vs plain Scrapy
+
+Settings come from the Scrapy project (``scrapy.cfg``, or
+``SCRAPY_SETTINGS_MODULE``, e.g. ``settings.cluster``), with ``-s NAME=VALUE``
+overrides, exactly as for ``scrapy crawl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from scrapy.settings import Settings
+
+from webcrawl.keys import CrawlKeys
+from webcrawl.redisconn import CrawlRedis
+from webcrawl.store import open_store, store_url_from_settings
+from webcrawl.urlkey import BadURLError, url_to_key
+from webcrawl.workers import WorkerRegistry
+
+
+def load_settings(overrides: list[str] | None = None) -> Settings:
+    """The project's settings (as ``scrapy crawl`` sees them) plus ``-s`` overrides."""
+    from scrapy.utils.project import get_project_settings
+
+    settings = get_project_settings()
+    if settings.get("WEBCRAWL_DATA_DIR") is None:  # not inside the project: use our defaults
+        settings.setmodule("settings.base", priority="project")
+    for item in overrides or []:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"webcrawl: -s expects NAME=VALUE, got {item!r}")
+        settings.set(name, value, priority="cmdline")
+    return settings
+
+
+def _crawl(args: argparse.Namespace, settings: Settings) -> CrawlKeys:
+    return CrawlKeys(args.crawl or settings.get("WEBCRAWL_CRAWL") or "web")
+
+
+class _Session:
+    """Redis and store for one command, closed (embedded Redis left) at the end."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.redis = CrawlRedis.from_settings(settings)
+        self.redis.open()
+        self.client = self.redis.client
+
+    def __enter__(self) -> _Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.redis.close()
+
+
+# -- commands -------------------------------------------------------------------
+
+
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    keys = _crawl(args, settings)
+    with _Session(settings) as session:
+        pipe = session.client.pipeline(transaction=False)
+        pipe.zcard(keys.queue).scard(keys.seen).llen(keys.start).scard(keys.scope)
+        queued, seen, submitted, scope = pipe.execute()
+        workers = WorkerRegistry(session.client, keys).live()
+        redis_desc = session.redis.description
+    store_url = store_url_from_settings(settings)
+    with open_store(store_url) as store:
+        stored = store.count_pages()
+    now = time.time()
+    status = {
+        "crawl": keys.crawl,
+        "redis": redis_desc,
+        "store": store_url,
+        "queued": queued,
+        "seen": seen,
+        "submitted": submitted,
+        "scope_keys": scope,
+        "stored": stored,
+        "workers": workers,
+    }
+    if args.json:
+        print(json.dumps(status, indent=2))
+        return 0
+    print(f"crawl      {keys.crawl}")
+    print(f"redis      {redis_desc}")
+    print(f"store      {store_url}")
+    for name in ("queued", "seen", "submitted", "stored"):
+        print(f"{name:<10} {status[name]}")
+    print(f"workers    {len(workers)} alive")
+    if workers:
+        header = f"  {'worker':<32} {'state':<5} {'pages':>7} {'items':>7} {'errors':>6} "
+        print(header + f"{'pages/s':>8} {'up':>8} {'seen':>6}")
+        for w in workers:
+            print(
+                f"  {w['id']:<32} {w.get('state', '?'):<5} {w['pages']:>7} {w['items']:>7} "
+                f"{w['errors']:>6} {w['rate']:>8.1f} {_ago(now - w['started']):>8} "
+                f"{_ago(now - w['last_seen']):>6}"
+            )
+    return 0
+
+
+def _ago(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    return f"{seconds // 3600}h"
+
+
+def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        key = url_to_key(args.url)
+    except BadURLError as exc:
+        print(f"webcrawl show: {exc}", file=sys.stderr)
+        return 2
+    store_url = store_url_from_settings(settings)
+    with open_store(store_url) as store:
+        row = store.get_page(key)
+    if row is None:
+        print(f"webcrawl show: not stored: {args.url} (key {key} in {store_url})", file=sys.stderr)
+        return 1
+    print(json.dumps(row, indent=2, ensure_ascii=False))
+    return 0
+
+
+def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
+    from webcrawl.seeds import parse_seed_lines, read_seeds
+
+    urls: list[str] = []
+    bad = []
+    if args.file:
+        try:
+            found, errors = read_seeds(args.file)
+        except OSError as exc:
+            print(f"webcrawl submit: {exc}", file=sys.stderr)
+            return 2
+        urls += found
+        bad += errors
+    found, errors = parse_seed_lines(args.urls, "argument")
+    urls += found
+    bad += errors
+    for seed in bad:
+        print(f"webcrawl submit: skipping bad seed {seed}", file=sys.stderr)
+    if not urls:
+        print("webcrawl submit: no valid seeds", file=sys.stderr)
+        return 2
+    keys = _crawl(args, settings)
+    with _Session(settings) as session:
+        session.client.rpush(keys.start, *urls)
+    print(
+        f"submitted {len(urls)} seeds to crawl {keys.crawl!r}"
+        + (f" ({len(bad)} bad)" if bad else "")
+    )
+    return 1 if bad else 0
+
+
+def cmd_reset(args: argparse.Namespace, settings: Settings) -> int:
+    keys = _crawl(args, settings)
+    if not args.yes:
+        print(
+            f"webcrawl reset: this deletes crawl {keys.crawl!r}'s queue, dupefilter and "
+            "workers in Redis (the store is kept); add --yes to do it",
+            file=sys.stderr,
+        )
+        return 2
+    with _Session(settings) as session:
+        names = list(session.client.scan_iter(match=keys.prefix + "*", count=1000))
+        if names:
+            session.client.delete(*names)
+    print(f"reset crawl {keys.crawl!r}: deleted {len(names)} keys")
+    return 0
+
+
+def cmd_serve_demo(args: argparse.Namespace, settings: Settings) -> int:
+    from webcrawl import demoweb
+
+    demoweb.run(args)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    from webcrawl import demo
+
+    return demo.run(args, settings)
+
+
+def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
+    from webcrawl import bench
+
+    return bench.run(args)
+
+
+# -- parser ---------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from webcrawl import demoweb
+
+    parser = argparse.ArgumentParser(prog="webcrawl", description=__doc__.split("\n")[0])
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-s", "--set", action="append", default=[], metavar="NAME=VALUE",
+        help="override a setting (as with scrapy crawl -s)",
+    )  # fmt: skip
+    common.add_argument("--crawl", help="crawl name (default: WEBCRAWL_CRAWL, else 'web')")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("status", parents=[common], help="show the crawl's state and workers")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("show", parents=[common], help="print a page's stored row as JSON")
+    p.add_argument("url")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("submit", parents=[common], help="add seeds to a crawl")
+    p.add_argument("urls", nargs="*", help="seed URLs")
+    p.add_argument("-f", "--file", help="file of seed URLs, one per line")
+    p.set_defaults(func=cmd_submit)
+
+    p = sub.add_parser("reset", parents=[common], help="delete a crawl's state in Redis")
+    p.add_argument("--yes", action="store_true", help="really do it")
+    p.set_defaults(func=cmd_reset)
+
+    p = sub.add_parser("serve-demo", help="serve the demo web on 127.0.0.x")
+    demoweb.add_arguments(p)
+    p.set_defaults(func=cmd_serve_demo)
+
+    p = sub.add_parser("demo", parents=[common], help="crawl the bundled demo web end to end")
+    p.add_argument("--hosts", type=int, default=4, help="seed hosts of the demo web")
+    p.add_argument("--pages", type=int, default=100, help="pages per host")
+    p.add_argument(
+        "--data-dir", default=".webcrawl/demo", help="where the demo crawl keeps its data"
+    )
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("bench", help="pages/s: full stack vs plain Scrapy, on the demo web")
+    p.add_argument("--hosts", type=int, default=4, help="seed hosts of the demo web")
+    p.add_argument("--pages", type=int, default=425, help="pages per host")
+    p.add_argument("--runs", type=int, default=3, help="runs per setup (the median is shown)")
+    p.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> Any:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        settings = load_settings(getattr(args, "set", []))
+        return args.func(args, settings)
+    except (ValueError, OSError) as exc:
+        print(f"webcrawl {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        import redis
+
+        if isinstance(exc, redis.RedisError):
+            print(f"webcrawl {args.command}: Redis: {exc}", file=sys.stderr)
+            return 2
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

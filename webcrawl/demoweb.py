@@ -1,0 +1,414 @@
+"""The demo web: a generated multi-host site served on loopback.
+
+It is what the quick start crawls, what the tests crawl and what the
+benchmarks extend.  Every host is a distinct loopback address (127.0.0.2,
+127.0.0.3, ...) on one port, so each is its own site for scope and
+politeness.  The site is generated from a seed, so the same arguments give
+the same web, and :meth:`DemoWeb.reachable` answers what a correct crawl
+must fetch.
+
+Per host: a home page, sections and sub-sections of articles with
+real-looking text, a robots.txt that disallows ``/private/``, PDF and JSON
+files, ``/old/...`` links that 301-redirect to ``/moved/...``, a few links
+to missing pages (404), links back home and across hosts.  The last host is
+linked to but is not a seed host, so it is out of scope by default.
+
+Responses carry ETag, Last-Modified and Content-Length and answer
+conditional requests with 304.  Every request is logged as a JSON line
+(``--log``), which is how tests check politeness and fetch-once from the
+server's side.  Faults (hangs, resets, slow hosts) and changing pages are
+added by later extensions through :meth:`DemoResource.respond`.
+
+    python -m webcrawl.demoweb --hosts 4 --pages 100 --log requests.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import email.utils
+import hashlib
+import json
+import random
+import signal
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import IO, Any
+from urllib.parse import urlsplit
+
+WORDS = {
+    "adj": (
+        "quiet ancient bright careful early northern hidden rapid simple curious formal "
+        "gentle local modern rural coastal seasonal public private narrow open central steady "
+        "rare visible common broad dense shallow"
+    ).split(),
+    "noun": (
+        "river garden library station harbour market bridge forest valley village archive "
+        "museum orchard railway tower meadow canal island school workshop theatre lighthouse "
+        "observatory festival journal committee council survey map record collection method "
+        "season harvest storm road path"
+    ).split(),
+    "verb": (
+        "describes follows crosses records shapes supports reveals connects protects measures "
+        "explains gathers outlines compares celebrates restores maps tracks welcomes reflects"
+    ).split(),
+    "prep": ("near beyond along across beside under above through around behind").split(),
+    "topic": (
+        "history geography architecture botany astronomy transport trade music education "
+        "weather fishing farming crafts literature cartography"
+    ).split(),
+}
+_SENTENCES = (
+    "The {adj} {noun} {verb} the {noun} {prep} the {adj} {noun}.",
+    "Visitors often notice how the {noun} {verb} the {adj} {noun}.",
+    "In the {topic} of the region, the {noun} {verb} a {adj} {noun}.",
+    "Records from the {adj} {noun} show that the {noun} {verb} the {noun}.",
+    "A {adj} {noun} stands {prep} the {noun}, and it {verb} the {adj} {noun}.",
+    "Local guides say the {noun} {verb} every {noun} {prep} the {noun}.",
+)
+LAST_MODIFIED = 1_700_000_000  # fixed Unix time for the static pages
+
+
+def _sentence(rng: random.Random) -> str:
+    template = rng.choice(_SENTENCES)
+    while "{" in template:
+        start = template.index("{")
+        end = template.index("}", start)
+        template = (
+            template[:start] + rng.choice(WORDS[template[start + 1 : end]]) + template[end + 1 :]
+        )
+    return template
+
+
+@dataclass
+class DemoPage:
+    url: str
+    kind: str  # "html", "pdf", "json", "redirect", "robots"
+    title: str = ""
+    links: list[str] = field(default_factory=list)
+    redirect_to: str | None = None
+
+
+class DemoWeb:
+    """The generated link graph of ``hosts`` (``ip:port`` netlocs)."""
+
+    def __init__(self, hosts: list[str], pages_per_host: int = 100, seed: int = 0) -> None:
+        if len(hosts) < 2:
+            raise ValueError("the demo web needs at least two hosts (one is out of scope)")
+        if pages_per_host < 12:
+            raise ValueError("pages_per_host must be at least 12")
+        self.hosts = hosts
+        self.seed = seed
+        self.pages: dict[str, DemoPage] = {}
+        rng = random.Random(seed)
+        articles: dict[str, list[str]] = {}
+        for host in hosts:
+            articles[host] = self._build_host(host, pages_per_host, rng)
+        for host in hosts:  # cross-host links, including into the out-of-scope host
+            others = [h for h in hosts if h != host]
+            for url in rng.sample(articles[host], k=min(10, len(articles[host]))):
+                self.pages[url].links.append(rng.choice(articles[rng.choice(others)]))
+
+    @property
+    def seed_hosts(self) -> list[str]:
+        return self.hosts[:-1]
+
+    def seeds(self) -> list[str]:
+        return [f"http://{h}/" for h in self.seed_hosts]
+
+    def _add(self, page: DemoPage) -> DemoPage:
+        self.pages[page.url] = page
+        return page
+
+    def _build_host(self, host: str, n: int, rng: random.Random) -> list[str]:
+        base = f"http://{host}"
+        sections = max(3, n // 20)
+        home = self._add(DemoPage(f"{base}/", "html", f"{host} home"))
+        self._add(DemoPage(f"{base}/robots.txt", "robots"))
+        budget = n - 1 - sections
+        articles: list[str] = []
+        for s in range(sections):
+            topic = WORDS["topic"][(s + rng.randrange(7)) % len(WORDS["topic"])]
+            section = self._add(DemoPage(f"{base}/s{s}/", "html", f"{topic.title()} section {s}"))
+            home.links.append(section.url)
+            section.links.append(home.url)
+            count = budget // sections + (1 if s < budget % sections else 0)
+            children: list[DemoPage] = []
+            for a in range(count):
+                sub = f"sub{a % 3}/" if a >= count // 2 else ""
+                page = self._add(DemoPage(f"{base}/s{s}/{sub}a{a}.html", "html", f"{topic} {a}"))
+                page.links += [home.url, section.url]
+                children.append(page)
+                articles.append(page.url)
+            # a chain with shortcuts, so pages sit at several depths
+            for i, page in enumerate(children):
+                if i + 1 < len(children):
+                    page.links.append(children[i + 1].url)
+                if i < 3:
+                    section.links.append(page.url)
+                for other in rng.sample(children, k=min(2, len(children))):
+                    if other is not page:
+                        page.links.append(other.url)
+        # special resources, each linked from one article
+        specials = [
+            DemoPage(f"{base}/private/p{i}.html", "html", f"private {i}") for i in range(2)
+        ] + [
+            DemoPage(f"{base}/files/report-{i}.pdf", "pdf") for i in range(2)
+        ] + [
+            DemoPage(f"{base}/data/d{i}.json", "json") for i in range(2)
+        ]  # fmt: skip
+        for i in range(2):
+            target = self._add(DemoPage(f"{base}/moved/m{i}.html", "html", f"moved {i}"))
+            target.links.append(home.url)
+            specials.append(DemoPage(f"{base}/old/m{i}", "redirect", redirect_to=target.url))
+        for page in specials:
+            self._add(page)
+            self.pages[rng.choice(articles)].links.append(page.url)
+        for i in range(2):  # dead links
+            self.pages[rng.choice(articles)].links.append(f"{base}/missing-{i}.html")
+        return articles
+
+    # -- ground truth --------------------------------------------------------
+
+    @staticmethod
+    def robots_txt() -> str:
+        return "User-agent: *\nDisallow: /private/\n"
+
+    @staticmethod
+    def allowed(url: str) -> bool:
+        return not urlsplit(url).path.startswith("/private/")
+
+    def reachable(
+        self,
+        seeds: list[str] | None = None,
+        scope: str = "host",
+        depth_limit: int | None = None,
+    ) -> dict[str, int]:
+        """URL -> shortest depth of every URL a correct crawl records.
+
+        A redirect is recorded under its source URL (its target is fetched
+        as part of it); missing pages are recorded with their 404.
+        """
+        seeds = self.seeds() if seeds is None else seeds
+        in_scope = {urlsplit(s).netloc for s in seeds}
+        depth = {s: 0 for s in seeds}
+        todo = deque(seeds)
+        while todo:
+            url = todo.popleft()
+            page = self.pages.get(url)
+            if page is None or page.kind != "html":
+                continue
+            if depth_limit is not None and depth[url] >= depth_limit:
+                continue
+            for link in page.links:
+                if link in depth or not self.allowed(link):
+                    continue
+                if scope == "host" and urlsplit(link).netloc not in in_scope:
+                    continue
+                depth[link] = depth[url] + 1
+                todo.append(link)
+        return depth
+
+    # -- content -------------------------------------------------------------
+
+    def render(self, page: DemoPage) -> tuple[bytes, str]:
+        """Body and content type of ``page``."""
+        rng = random.Random(f"{self.seed}:{page.url}")
+        if page.kind == "robots":
+            return self.robots_txt().encode(), "text/plain; charset=utf-8"
+        if page.kind == "pdf":
+            body = b"%PDF-1.4\n% demo report\n" + _sentence(rng).encode() + b"\n%%EOF\n"
+            return body, "application/pdf"
+        if page.kind == "json":
+            data = {"url": page.url, "values": [rng.randrange(1000) for _ in range(5)]}
+            return json.dumps(data).encode(), "application/json"
+        paragraphs = "\n".join(
+            "<p>" + " ".join(_sentence(rng) for _ in range(rng.randint(3, 6))) + "</p>"
+            for _ in range(rng.randint(2, 5))
+        )
+        links = "\n".join(
+            f'<li><a href="{_relative(page.url, link)}">{_link_text(link)}</a></li>'
+            for link in page.links
+        )
+        html = (
+            '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
+            f"<title>{page.title.title()}</title>"
+            "<style>body{font-family:serif}</style>"
+            "<script>var tracker = 'not visible text';</script></head>\n"
+            f"<body><h1>{page.title.title()}</h1>\n{paragraphs}\n<ul>\n{links}\n</ul>"
+            "</body></html>\n"
+        )
+        return html.encode(), "text/html; charset=utf-8"
+
+
+def _relative(page_url: str, link: str) -> str:
+    """Same-host links as absolute paths (as real sites write them)."""
+    a, b = urlsplit(page_url), urlsplit(link)
+    return b.path if a.netloc == b.netloc else link
+
+
+def _link_text(url: str) -> str:
+    path = urlsplit(url).path.strip("/") or "home"
+    return path.replace("/", " / ")
+
+
+# -- the server ---------------------------------------------------------------
+
+
+def _http_date(ts: float) -> str:
+    return email.utils.formatdate(ts, usegmt=True)
+
+
+class DemoResource:
+    """Answers requests for a :class:`DemoWeb` on every host (behind a twisted.web Site)."""
+
+    def __init__(self, web: DemoWeb, log: IO[str] | None = None, latency: float = 0.0) -> None:
+        self.web = web
+        self.log = log
+        self.latency = latency
+
+    def render(self, request: Any) -> Any:
+        from twisted.internet import reactor
+        from twisted.web.server import NOT_DONE_YET
+
+        if self.latency > 0:
+            reactor.callLater(self.latency, self._finish, request)
+            return NOT_DONE_YET
+        return self.respond(request)
+
+    def _finish(self, request: Any) -> None:
+        if request.finished or request._disconnected:
+            return
+        body = self.respond(request)
+        if body:
+            request.write(body)
+        request.finish()
+
+    def respond(self, request: Any) -> bytes:
+        host = request.getHost()
+        netloc = f"{host.host}:{host.port}"
+        path = request.uri.decode("latin-1").split("#")[0]
+        url = f"http://{netloc}{path}"
+        page = self.web.pages.get(url)
+        status = 200
+        if page is None:
+            status, body, ctype = 404, b"<html><body><h1>Not found</h1></body></html>", "text/html"
+        elif page.kind == "redirect":
+            status, body, ctype = 301, b"", "text/html"
+            request.setHeader("Location", page.redirect_to)
+        else:
+            body, ctype = self.web.render(page)
+            etag = '"' + hashlib.sha1(body).hexdigest()[:16] + '"'
+            request.setHeader("ETag", etag)
+            request.setHeader("Last-Modified", _http_date(LAST_MODIFIED))
+            if request.getHeader("If-None-Match") == etag:
+                status, body = 304, b""
+        request.setResponseCode(status)
+        request.setHeader("Content-Type", ctype)
+        request.setHeader("Content-Length", str(len(body)))
+        self._log(request, netloc, path, status)
+        return b"" if request.method == b"HEAD" else body
+
+    def _log(self, request: Any, netloc: str, path: str, status: int) -> None:
+        if self.log is None:
+            return
+        entry = {
+            "t": round(time.time(), 6),
+            "host": netloc,
+            "method": request.method.decode(),
+            "path": path,
+            "status": status,
+            "ua": (request.getHeader("User-Agent") or ""),
+        }
+        self.log.write(json.dumps(entry) + "\n")
+        self.log.flush()
+
+
+def listen(n_hosts: int, site_factory: Any, port: int = 0) -> list[str]:
+    """Listen on 127.0.0.2.. 127.0.0.(n+1), one port for all; return the netlocs."""
+    from twisted.internet import reactor
+    from twisted.internet.error import CannotListenError
+
+    for _ in range(20):
+        ports = []
+        try:
+            first = reactor.listenTCP(port, site_factory(), interface="127.0.0.2")
+            ports.append(first)
+            number = first.getHost().port
+            for i in range(1, n_hosts):
+                ports.append(
+                    reactor.listenTCP(number, site_factory(), interface=f"127.0.0.{2 + i}")
+                )
+            return [f"127.0.0.{2 + i}:{number}" for i in range(n_hosts)]
+        except CannotListenError:
+            for p in ports:
+                p.stopListening()
+            if port:
+                raise
+    raise RuntimeError("could not find a port free on all demo hosts")
+
+
+def serve(
+    hosts: int, pages: int, *, seed: int = 0, port: int = 0, log: IO[str] | None = None,
+    latency: float = 0.0, out: IO[str] = sys.stdout,
+) -> None:  # fmt: skip
+    """Serve the demo web until SIGTERM/SIGINT; print its address as one JSON line first."""
+    from twisted.internet import reactor
+    from twisted.web.resource import Resource
+    from twisted.web.server import Site
+
+    holder: dict[str, DemoResource] = {}
+
+    class Root(Resource):
+        isLeaf = True
+
+        def render(self, request: Any) -> Any:
+            return holder["resource"].render(request)
+
+    def site_factory() -> Site:
+        site = Site(Root())
+        site.noisy = False
+        site.log = lambda request: None  # we log ourselves
+        return site
+
+    netlocs = listen(hosts + 1, site_factory, port)
+    web = DemoWeb(netlocs, pages, seed)
+    holder["resource"] = DemoResource(web, log, latency)
+    info = {"hosts": netlocs, "seeds": web.seeds(), "pages": len(web.pages), "seed": seed}
+    out.write(json.dumps(info) + "\n")
+    out.flush()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: reactor.callFromThread(reactor.stop))
+    reactor.run(installSignalHandlers=False)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="webcrawl serve-demo", description=__doc__.split("\n")[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    run(args)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--hosts", type=int, default=4, help="seed hosts (one more is out of scope)"
+    )
+    parser.add_argument("--pages", type=int, default=100, help="pages per host")
+    parser.add_argument("--seed", type=int, default=0, help="generator seed")
+    parser.add_argument("--port", type=int, default=0, help="port for every host (0: any free)")
+    parser.add_argument("--log", help="append a JSON line per request to this file")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
+
+
+def run(args: argparse.Namespace) -> None:
+    log = open(args.log, "a", encoding="utf-8") if args.log else None  # noqa: SIM115
+    try:
+        serve(args.hosts, args.pages, seed=args.seed, port=args.port, log=log, latency=args.latency)
+    finally:
+        if log:
+            log.close()
+
+
+if __name__ == "__main__":
+    main()

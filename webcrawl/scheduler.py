@@ -1,0 +1,235 @@
+"""The crawl's scheduler: scrapy-redis's Scheduler, made safe to share.
+
+What it changes from ``scrapy_redis.scheduler.Scheduler``:
+
+- **No wipe on close.** A worker closing never deletes the shared queue or
+  dupefilter, whatever ``SCHEDULER_PERSIST`` says; ``webcrawl reset`` does.
+- **No I/O in the factory.** ``from_crawler`` only reads settings; the Redis
+  connection (and the embedded server, with no ``REDIS_URL``) is opened in
+  :meth:`open`, off the reactor thread.
+- **Batched enqueue.** Requests are buffered and pushed, dupefilter check
+  included, in one round trip per batch; the buffer is flushed before every
+  pop, so nothing waits in it while the worker looks for work.
+- **Crawl-wide idle.** A worker closes when the crawl has no work left
+  anywhere (nothing queued, no submitted seeds, no live worker busy), not
+  when its own queue looks empty, and not on a timer started at import time.
+  ``WEBCRAWL_CONTINUOUS`` keeps workers waiting for work instead.
+- **Heartbeats** for ``webcrawl status``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from scrapy import Request, Spider, signals
+from scrapy.crawler import Crawler
+from scrapy.exceptions import DontCloseSpider
+from scrapy.utils.misc import build_from_crawler, load_object
+from scrapy_redis.scheduler import Scheduler as RedisScheduler
+from twisted.internet import task, threads
+from twisted.internet.defer import Deferred
+
+from webcrawl.dupefilter import RedisDupeFilter
+from webcrawl.keys import CrawlKeys
+from webcrawl.queue import PriorityQueue
+from webcrawl.redisconn import CrawlRedis
+from webcrawl.settings_check import positive_float, positive_int
+from webcrawl.workers import WorkerRegistry, new_worker_id, worker_info
+
+logger = logging.getLogger(__name__)
+
+
+def crawl_name(settings: Any, spider_name: str) -> str:
+    """The crawl's namespace in Redis: ``WEBCRAWL_CRAWL``, else the spider's name."""
+    return settings.get("WEBCRAWL_CRAWL") or spider_name
+
+
+class Scheduler(RedisScheduler):
+    def __init__(self, crawler: Crawler, redis: CrawlRedis) -> None:
+        settings = crawler.settings
+        dupefilter_cls = load_object(settings.get("DUPEFILTER_CLASS"))
+        if not issubclass(dupefilter_cls, RedisDupeFilter):
+            raise ValueError(
+                f"DUPEFILTER_CLASS must be webcrawl.dupefilter.RedisDupeFilter (or a subclass) "
+                f"with SCHEDULER = webcrawl.scheduler.Scheduler, got {dupefilter_cls!r}"
+            )
+        queue_cls = load_object(settings.get("SCHEDULER_QUEUE_CLASS"))
+        if not (isinstance(queue_cls, type) and issubclass(queue_cls, PriorityQueue)):
+            raise ValueError(
+                "SCHEDULER_QUEUE_CLASS must be webcrawl.queue.PriorityQueue (or a subclass) "
+                f"with SCHEDULER = webcrawl.scheduler.Scheduler, got {queue_cls!r}"
+            )
+        super().__init__(
+            server=redis.client,
+            persist=True,
+            flush_on_start=settings.getbool("SCHEDULER_FLUSH_ON_START"),
+            queue_cls=queue_cls,
+            dupefilter=build_from_crawler(dupefilter_cls, crawler),
+        )
+        if not settings.getbool("SCHEDULER_PERSIST"):
+            logger.warning(
+                "SCHEDULER_PERSIST=False is ignored: a closing worker never wipes the "
+                "crawl's shared queue and dupefilter (use `webcrawl reset` to start over)"
+            )
+        self.crawler = crawler
+        self.redis = redis
+        self.stats = crawler.stats
+        self.continuous = settings.getbool("WEBCRAWL_CONTINUOUS")
+        self.batch_size = positive_int(settings, "FRONTIER_BATCH_SIZE")
+        self.idle_poll = positive_float(settings, "FRONTIER_IDLE_POLL_INTERVAL")
+        self.heartbeat_interval = positive_float(settings, "STATUS_HEARTBEAT_INTERVAL")
+        self.heartbeat_ttl = positive_float(settings, "STATUS_HEARTBEAT_TTL")
+        if self.heartbeat_ttl <= self.heartbeat_interval:
+            raise ValueError(
+                f"STATUS_HEARTBEAT_TTL ({self.heartbeat_ttl}) must be longer than "
+                f"STATUS_HEARTBEAT_INTERVAL ({self.heartbeat_interval})"
+            )
+        self.worker_id = new_worker_id()
+        self.keys: CrawlKeys | None = None
+        self.closed = False
+        self._buffer: list[tuple[bytes, int, bytes]] = []
+        self._idle = False
+        self._waiting_logged = False
+        self._started = time.time()
+        self._last_beat = (self._started, 0)
+        self._loops: list[task.LoopingCall] = []
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Scheduler:
+        scheduler = cls(crawler, CrawlRedis.from_settings(crawler.settings))
+        crawler.signals.connect(scheduler._on_idle, signal=signals.spider_idle)
+        return scheduler
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def open(self, spider: Spider) -> Deferred[None]:
+        self.spider = spider
+        self.keys = CrawlKeys(crawl_name(self.crawler.settings, spider.name))
+        self.queue = self.queue_cls(self.server, spider, self.keys)
+        self.df.attach(self.server, self.keys.seen)
+        self.registry = WorkerRegistry(self.server, self.keys)
+        d = threads.deferToThread(self.redis.open)
+        d.addCallback(self._opened)
+        return d
+
+    def _opened(self, _: object) -> None:
+        if self.flush_on_start:
+            logger.warning("SCHEDULER_FLUSH_ON_START: clearing crawl %r", self.keys.crawl)
+            self.flush()
+        self._beat()
+        queued = len(self.queue)
+        logger.info(
+            "Worker %s joined crawl %r on %s (%d requests queued, %d seen)",
+            self.worker_id, self.keys.crawl, self.redis.description, queued, len(self.df),
+        )  # fmt: skip
+        for interval, func in ((self.heartbeat_interval, self._beat), (self.idle_poll, self._poll)):
+            loop = task.LoopingCall(self._guarded, func)
+            loop.start(interval, now=False)
+            self._loops.append(loop)
+
+    def close(self, reason: str) -> Deferred[None]:
+        self.closed = True
+        for loop in self._loops:
+            if loop.running:
+                loop.stop()
+        try:
+            self._flush_buffer()
+            self.registry.remove(self.worker_id)
+        except Exception:
+            logger.exception("Could not hand %d buffered requests back to Redis", len(self._buffer))
+        return threads.deferToThread(self.redis.close)
+
+    # -- scheduler interface -------------------------------------------------
+
+    def enqueue_request(self, request: Request) -> bool:
+        try:
+            data = self.queue.encode(request)
+        except (TypeError, ValueError) as exc:
+            logger.error("Dropped %s: %s", request, exc)
+            self.stats.inc_value("scheduler/unserializable")
+            return False
+        fingerprint = b"" if request.dont_filter else self.df.fingerprint(request)
+        self._buffer.append((fingerprint, request.priority, data))
+        if len(self._buffer) >= self.batch_size:
+            self._flush_buffer()
+        return True
+
+    def next_request(self) -> Request | None:
+        self._flush_buffer()
+        request = self.queue.pop(self.worker_id, time.time())
+        if request is not None:
+            self._idle = False
+            self._waiting_logged = False
+            self.stats.inc_value("scheduler/dequeued/redis")
+        return request
+
+    def has_pending_requests(self) -> bool:
+        self._flush_buffer()
+        return len(self.queue) > 0
+
+    def __len__(self) -> int:
+        return len(self.queue) + len(self._buffer)
+
+    # -- internals -----------------------------------------------------------
+
+    def _flush_buffer(self) -> None:
+        if not self._buffer:
+            return
+        batch, self._buffer = self._buffer, []
+        added = self.queue.push_many(batch)
+        self.stats.inc_value("scheduler/enqueued/redis", added)
+        if len(batch) > added:
+            self.stats.inc_value("dupefilter/filtered", len(batch) - added)
+
+    def _on_idle(self, spider: Spider) -> None:
+        """spider_idle: close only when the whole crawl has no work left."""
+        self._flush_buffer()
+        queued, submitted, busy = self.queue.idle_check(self.worker_id)
+        self._idle = True
+        if self.continuous:
+            raise DontCloseSpider("WEBCRAWL_CONTINUOUS: waiting for work")
+        if queued or submitted or busy:
+            if not self._waiting_logged:
+                logger.info(
+                    "Nothing to do here for now; crawl %r has %d queued, %d submitted seeds, "
+                    "%d other busy workers: waiting", self.keys.crawl, queued, submitted, busy,
+                )  # fmt: skip
+                self._waiting_logged = True
+            raise DontCloseSpider("other workers are busy")
+        logger.info("Crawl %r has no work left anywhere: closing this worker", self.keys.crawl)
+
+    def _poll(self) -> None:
+        """While idle, wake the engine as soon as there is work, not on its 5 s heartbeat."""
+        if not self._idle:
+            return
+        pipe = self.server.pipeline(transaction=False)
+        pipe.zcard(self.keys.queue).llen(self.keys.start)
+        if any(pipe.execute()):
+            self._wake_engine()
+
+    def _wake_engine(self) -> None:
+        # Scrapy has no public "work is available" call; nextcall is what its
+        # own heartbeat schedules.  Without it we only lose latency.
+        slot = getattr(self.crawler.engine, "_slot", None)
+        if slot is not None:
+            slot.nextcall.schedule()
+
+    def _beat(self) -> None:
+        now = time.time()
+        stats = self.stats.get_stats()
+        last_time, last_pages = self._last_beat
+        pages = int(stats.get("response_received_count", 0))
+        rate = (pages - last_pages) / max(now - last_time, 1e-9)
+        self._last_beat = (now, pages)
+        info = worker_info(self._started, stats, now, rate, idle=self._idle)
+        self.registry.beat(self.worker_id, info, self.heartbeat_ttl)
+
+    @staticmethod
+    def _guarded(func: Any) -> None:
+        """Run a periodic task; a Redis hiccup is logged and the loop goes on."""
+        try:
+            func()
+        except Exception as exc:
+            logger.warning("Scheduler task %s failed (will retry): %s", func.__name__, exc)

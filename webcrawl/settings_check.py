@@ -1,0 +1,44 @@
+"""Typed setting reads that fail at start with the setting's name."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from scrapy.settings import BaseSettings
+
+
+def _number(settings: BaseSettings, name: str, kind: type) -> float:
+    value = settings.get(name)
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a {kind.__name__}, got {value!r}") from None
+
+
+def positive_int(settings: BaseSettings, name: str) -> int:
+    value = int(_number(settings, name, int))
+    if value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def positive_float(settings: BaseSettings, name: str) -> float:
+    value = _number(settings, name, float)
+    if not value > 0:
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
+    return value
+
+
+def non_negative_float(settings: BaseSettings, name: str) -> float:
+    value = _number(settings, name, float)
+    if not value >= 0:
+        raise ValueError(f"{name} must be zero or more, got {value!r}")
+    return value
+
+
+def choice(settings: BaseSettings, name: str, options: Iterable[str]) -> str:
+    value = str(settings.get(name)).lower()
+    options = tuple(options)
+    if value not in options:
+        raise ValueError(f"{name} must be one of {', '.join(options)}; got {settings.get(name)!r}")
+    return value

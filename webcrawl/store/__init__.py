@@ -1,0 +1,33 @@
+"""Page stores behind one small interface (see :mod:`webcrawl.store.base`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from scrapy.settings import BaseSettings
+
+from webcrawl.store.base import Row, Store, StoreError
+
+__all__ = ["Row", "Store", "StoreError", "open_store", "store_url_from_settings"]
+
+
+def store_url_from_settings(settings: BaseSettings) -> str:
+    """``WEBCRAWL_STORE_URL``, or the SQLite file in ``WEBCRAWL_DATA_DIR``."""
+    url = settings.get("WEBCRAWL_STORE_URL")
+    if url:
+        return str(url)
+    return f"sqlite:///{Path(settings.get('WEBCRAWL_DATA_DIR')) / 'webtable.sqlite3'}"
+
+
+def open_store(url: str) -> Store:
+    """The store for ``url``: ``sqlite:///relative.db``, ``sqlite:////abs/path.db``."""
+    scheme = urlsplit(url).scheme
+    if scheme == "sqlite":
+        from webcrawl.store.sqlite import SQLiteStore
+
+        path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
+        if not path:
+            raise ValueError(f"WEBCRAWL_STORE_URL: expected sqlite:///PATH, got {url!r}")
+        return SQLiteStore(path)
+    raise ValueError(f"WEBCRAWL_STORE_URL: unsupported store {url!r} (supported: sqlite:///PATH)")

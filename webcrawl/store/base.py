@@ -1,0 +1,48 @@
+"""The store interface: the webtable (one row per URL, keyed by reversed URL).
+
+Backends implement these few methods and pass ``tests/test_store_contract.py``.
+Rows are JSON-compatible dicts with at least ``key`` and ``url``; a backend
+may keep some fields in columns of their own, but returns the row as written.
+Methods block: callers on the reactor thread run them in a thread.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+Row = dict[str, Any]
+
+
+class StoreError(RuntimeError):
+    """A store operation failed (after the backend's own retries)."""
+
+
+class Store(abc.ABC):
+    url: str
+
+    @abc.abstractmethod
+    def put_pages(self, rows: Sequence[Row]) -> None:
+        """Insert or replace ``rows`` (by ``row["key"]``), all or nothing."""
+
+    @abc.abstractmethod
+    def get_page(self, key: str) -> Row | None:
+        """The row at ``key``, or None."""
+
+    @abc.abstractmethod
+    def scan_pages(self, prefix: str = "", limit: int | None = None) -> Iterator[Row]:
+        """Rows whose key starts with ``prefix``, in key order."""
+
+    @abc.abstractmethod
+    def count_pages(self) -> int:
+        """Number of rows in the webtable."""
+
+    def close(self) -> None:  # noqa: B027 - optional for backends without resources
+        """Release connections; the store may not be used afterwards."""
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
