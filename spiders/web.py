@@ -19,7 +19,6 @@ from typing import Any
 
 from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
-from scrapy.exceptions import CloseSpider
 from scrapy.http import Response, TextResponse
 from scrapy.linkextractors import LinkExtractor
 from twisted.internet import task
@@ -28,7 +27,7 @@ from webcrawl import extract
 from webcrawl.page import Page
 from webcrawl.scope import MODES, Scope
 from webcrawl.seeds import parse_seed_lines, read_seeds
-from webcrawl.settings_check import choice, positive_float
+from webcrawl.settings_check import check_choice, choice, positive_float
 from webcrawl.urlkey import BadURLError, canonical_url
 
 logger = logging.getLogger(__name__)
@@ -52,16 +51,17 @@ class WebSpider(Spider):
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> WebSpider:
         spider = super().from_crawler(crawler, *args, **kwargs)
-        settings = crawler.settings
-        if spider.scope_arg is not None:
-            settings = settings.copy()
-            settings.set("WEBCRAWL_SCOPE", spider.scope_arg)
-        spider.scope = Scope(choice(settings, "WEBCRAWL_SCOPE", MODES))
+        if spider.scope_arg is not None:  # -a scope= wins over the setting
+            spider.scope = Scope(check_choice("-a scope", spider.scope_arg, MODES))
+        else:
+            spider.scope = Scope(choice(crawler.settings, "WEBCRAWL_SCOPE", MODES))
         spider.submit_poll = positive_float(crawler.settings, "WEBCRAWL_SUBMIT_POLL_INTERVAL")
         spider.link_extractor = LinkExtractor(
             deny_extensions=crawler.settings.getlist("WEBCRAWL_DENY_EXTENSIONS"), unique=True
         )
         spider._scope_refreshed = 0.0
+        spider._bad_seeds = 0
+        spider.seed_urls = spider._read_seeds()
         spider._poll = task.LoopingCall(spider._pull_submitted)
         crawler.signals.connect(spider._on_idle, signal=signals.spider_idle)
         crawler.signals.connect(spider._on_closed, signal=signals.spider_closed)
@@ -101,17 +101,25 @@ class WebSpider(Spider):
 
     # -- seeds ---------------------------------------------------------------
 
+    def _read_seeds(self) -> list[str]:
+        """Parse ``-a seeds=``; a missing seed file fails the crawl at start."""
+        if not self.seeds:
+            return []
+        try:
+            urls, bad = read_seeds(self.seeds)
+        except OSError as exc:
+            raise ValueError(f"-a seeds: {exc}") from None
+        for seed in bad:
+            logger.warning("Skipping bad seed %s", seed)
+        self._bad_seeds = len(bad)
+        if bad and not urls:
+            logger.error("None of the %d seeds is a valid http(s) URL", len(bad))
+        return urls
+
     async def start(self) -> AsyncIterator[Request]:
-        urls: list[str] = []
-        if self.seeds:
-            try:
-                urls, bad = read_seeds(self.seeds)
-            except OSError as exc:
-                raise CloseSpider(f"bad seeds argument: {exc}") from None
-            for seed in bad:
-                logger.warning("Skipping bad seed %s", seed)
-            self.crawler.stats.inc_value("seeds/invalid", len(bad))
-            self.crawler.stats.inc_value("seeds/valid", len(urls))
+        urls = self.seed_urls
+        self.crawler.stats.inc_value("seeds/invalid", self._bad_seeds)
+        self.crawler.stats.inc_value("seeds/valid", len(urls))
         self._share_scope(urls)
         if not urls:
             logger.info("No seeds given: working on what crawl already has queued")

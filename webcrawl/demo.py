@@ -47,6 +47,9 @@ def demo_server(hosts: int, pages: int, log: Path | None = None, latency: float 
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def scrapy_env() -> dict[str, str]:

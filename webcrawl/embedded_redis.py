@@ -150,11 +150,21 @@ class EmbeddedRedis:
             probe.close()
 
     def _server_pid(self) -> int | None:
+        """The pid in the pid file if that process is a live redis-server."""
         try:
             pid = int(self.pid_path.read_text().strip())
             os.kill(pid, 0)
         except (OSError, ValueError):
             return None
+        proc = Path(f"/proc/{pid}")
+        if proc.exists():  # Linux: a killed server can linger as a zombie, or the pid be reused
+            try:
+                state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                cmdline = (proc / "cmdline").read_bytes()
+            except (OSError, IndexError):
+                return None
+            if state in ("Z", "X") or b"redis-server" not in cmdline:
+                return None
         return pid
 
     def _start(self) -> None:

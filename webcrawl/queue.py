@@ -33,7 +33,8 @@ for i = 0, n - 1 do
   if fp == '' or redis.call('SADD', KEYS[2], fp) == 1 then
     seq = seq + 1
     local score = -tonumber(ARGV[3 + i * 3]) * 1e12 + seq
-    redis.call('ZADD', KEYS[1], string.format('%.17g', score), ARGV[4 + i * 3])
+    -- the sequence number prefix keeps identical (dont_filter) requests apart
+    redis.call('ZADD', KEYS[1], string.format('%.17g', score), seq .. '|' .. ARGV[4 + i * 3])
     added = added + 1
   end
 end
@@ -75,7 +76,9 @@ class PriorityQueue:
     def encode(self, request: Request) -> bytes:
         return serialize.dumps(request.to_dict(spider=self.spider))
 
-    def decode(self, data: bytes) -> Request:
+    def decode(self, member: bytes) -> Request:
+        """The request in a queue member (``<seq>|<json>``)."""
+        data = member.split(b"|", 1)[1]
         return request_from_dict(serialize.loads(data), spider=self.spider)
 
     def __len__(self) -> int:

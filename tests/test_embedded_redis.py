@@ -1,0 +1,67 @@
+"""The embedded Redis: start, join from other processes, last one out stops it."""
+
+import subprocess
+import sys
+import textwrap
+
+from webcrawl.embedded_redis import EmbeddedRedis
+
+
+def test_start_join_leave_keeps_data(tmp_path):
+    first = EmbeddedRedis(tmp_path)
+    a = first.client()
+    first.join(a)
+    a.set("k", "v")
+    b = EmbeddedRedis(tmp_path).client()
+    EmbeddedRedis(tmp_path).join(b)
+    assert b.get("k") == b"v"
+    assert not first.leave(a)  # b still connected: server stays
+    assert b.get("k") == b"v"
+    assert EmbeddedRedis(tmp_path).leave(b)  # last one out stops it
+    assert not (tmp_path / "redis.pid").exists()
+    c = first.client()
+    first.join(c)  # restarted from its saved data
+    assert c.get("k") == b"v"
+    first.leave(c)
+
+
+def test_another_process_joins(tmp_path):
+    server = EmbeddedRedis(tmp_path)
+    client = server.client()
+    server.join(client)
+    script = textwrap.dedent(f"""
+        from webcrawl.embedded_redis import EmbeddedRedis
+        e = EmbeddedRedis({str(tmp_path)!r}); c = e.client(); e.join(c)
+        c.incr("n"); print(e.leave(c))
+    """)
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                             check=True)  # fmt: skip
+        assert out.stdout.strip() == "False"  # we are still connected
+    assert client.get("n") == b"3"
+    assert server.leave(client)
+
+
+def test_stale_socket_and_pid_after_a_crash(tmp_path):
+    server = EmbeddedRedis(tmp_path)
+    client = server.client()
+    server.join(client)
+    pid = int((tmp_path / "redis.pid").read_text())
+    subprocess.run(["kill", "-9", str(pid)], check=True)
+    client.connection_pool.disconnect()
+    fresh = server.client()
+    server.join(fresh)  # starts a new server over the stale socket/pid files
+    assert fresh.ping()
+    assert int((tmp_path / "redis.pid").read_text()) != pid
+    assert server.leave(fresh)
+
+
+def test_long_data_dir_uses_a_short_socket_path(tmp_path):
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    server = EmbeddedRedis(deep)
+    assert len(str(server.socket_path)) < 100
+    client = server.client()
+    server.join(client)
+    assert client.ping()
+    assert server.leave(client)
+    assert (deep / "redis.log").exists()

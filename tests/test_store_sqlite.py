@@ -1,0 +1,68 @@
+"""The SQLite webtable through the store interface (the HBase issue adds a contract suite)."""
+
+import multiprocessing
+
+import pytest
+
+from webcrawl.store import StoreError, open_store
+from webcrawl.urlkey import url_to_key
+
+
+def row(url, **fields):
+    return {"key": url_to_key(url), "url": url, "status": 200, "fetched_at": 1.0, **fields}
+
+
+def test_put_get_replace_scan_count(tmp_path):
+    with open_store(f"sqlite:///{tmp_path}/w.db") as store:
+        store.put_pages([row("http://b.example/"), row("http://a.example/x", title="é")])
+        assert store.count_pages() == 2
+        assert store.get_page(url_to_key("http://a.example/x"))["title"] == "é"
+        store.put_pages([row("http://a.example/x", title="new", status=404)])
+        assert store.count_pages() == 2
+        got = store.get_page("example.a:http/x")
+        assert (got["title"], got["status"]) == ("new", 404)
+        assert store.get_page("example.zzz:http/") is None
+        store.put_pages([row("http://www.a.example/"), row("http://a.example/y")])
+        assert [r["url"] for r in store.scan_pages("example.a:")] == [
+            "http://a.example/x", "http://a.example/y",
+        ]  # fmt: skip
+        assert len(list(store.scan_pages(limit=2))) == 2
+
+
+def test_rows_survive_reopen(tmp_path):
+    url = f"sqlite:///{tmp_path}/w.db"
+    with open_store(url) as store:
+        store.put_pages([row("http://a.example/", text="x" * 1_000_000)])
+    with open_store(url) as store:
+        assert len(store.get_page("example.a:http/")["text"]) == 1_000_000
+
+
+def _writer(path, start):
+    with open_store(f"sqlite:///{path}") as store:
+        for i in range(start, start + 500, 50):
+            store.put_pages([row(f"http://h.example/{j}") for j in range(i, i + 50)])
+
+
+def test_two_processes_write_one_file(tmp_path):
+    path = tmp_path / "w.db"
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(path, n * 500)) for n in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    with open_store(f"sqlite:///{path}") as store:
+        assert store.count_pages() == 1000
+
+
+def test_bad_urls(tmp_path):
+    with pytest.raises(ValueError, match="WEBCRAWL_STORE_URL: unsupported store"):
+        open_store("mysql://x/")
+    with pytest.raises(ValueError, match="expected sqlite:///PATH"):
+        open_store("sqlite://")
+
+
+def test_write_error_is_a_store_error(tmp_path):
+    with open_store(f"sqlite:///{tmp_path}/w.db") as store, pytest.raises(StoreError):
+        store.put_pages([{"key": "k", "url": None}])  # url NOT NULL
