@@ -18,6 +18,12 @@ NEWSPIDER_MODULE = "spiders"
 USER_AGENT = "webcrawl/0.1 (+https://github.com/webcrawl/webcrawl)"
 # Obey robots.txt (Protego parser, Scrapy's default).
 ROBOTSTXT_OBEY = True
+# Scrapy's robots.txt middleware, replaced by ours: Scrapy 2.19's lets requests
+# that wait for a host's robots.txt through unchecked (see middlewares/robotstxt.py).
+DOWNLOADER_MIDDLEWARES = {
+    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+    "middlewares.robotstxt.RobotsTxtMiddleware": 100,
+}
 # Requests in flight per worker process, and per host (download slot).
 CONCURRENT_REQUESTS = 16
 CONCURRENT_REQUESTS_PER_DOMAIN = 2

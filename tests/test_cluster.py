@@ -1,0 +1,104 @@
+"""Several workers share one Redis: nothing fetched twice, nothing lost, nobody leaves early."""
+
+import signal
+import subprocess
+import time
+from collections import Counter
+
+import pytest
+
+from conftest import ROOT, crawl_cmd, crawl_env, read_items, run_crawl
+
+from webcrawl.keys import CrawlKeys
+
+
+@pytest.fixture
+def workers():
+    """Started worker processes; any left running when a test fails is killed."""
+    procs = []
+    yield procs
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def start_worker(procs, seeds, data_dir, redis_url, items, *settings):
+    log = items.with_suffix(".log")
+    with open(log, "w") as err:  # a file, not a pipe: a full pipe would stall the worker
+        proc = subprocess.Popen(
+            crawl_cmd(seeds, data_dir, f"REDIS_URL={redis_url}", *settings, items=items),
+            cwd=ROOT, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=err,
+        )  # fmt: skip
+    proc.log = log
+    procs.append(proc)
+    return proc
+
+
+def finish(proc, timeout=120):
+    proc.wait(timeout)
+    log = proc.log.read_text()
+    assert proc.returncode == 0, log[-3000:]
+    return log
+
+
+def wait_for_fetches(demo, n, timeout=30):
+    deadline = time.monotonic() + timeout
+    while sum(demo.page_fetches().values()) < n:
+        assert time.monotonic() < deadline, "crawl did not get going"
+        time.sleep(0.05)
+
+
+def test_two_workers_share_the_crawl(slow_demo, redis_server, redis_client, tmp_path, workers):
+    demo = slow_demo
+    items = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
+    for path in items:
+        start_worker(workers, demo.seeds, tmp_path / "data", redis_server.url, path)
+    logs = [finish(w) for w in workers]
+    expected = set(demo.web.reachable())
+    per_worker = [[i["url"] for i in read_items(p)] for p in items]
+    union = Counter(per_worker[0] + per_worker[1])
+    assert set(union) == expected
+    assert max(union.values()) == 1  # no page stored by both
+    fetches = demo.page_fetches()
+    assert max(fetches.values()) == 1  # and none fetched twice (server side)
+    assert all(len(p) > 20 for p in per_worker), [len(p) for p in per_worker]
+    assert all("has no work left anywhere" in log for log in logs)
+    keys = CrawlKeys("web")
+    assert redis_client.scard(keys.seen) > len(expected)  # dupefilter kept after close
+    assert redis_client.zcard(keys.queue) == 0
+    assert redis_client.scard(keys.workers) == 0  # both deregistered
+
+
+def test_late_worker_joins_a_running_crawl(slow_demo, redis_server, redis_client, tmp_path, workers):
+    demo = slow_demo
+    a = start_worker(workers, demo.seeds, tmp_path / "data", redis_server.url, tmp_path / "a.jsonl")
+    wait_for_fetches(demo, 40)
+    b = start_worker(workers, None, tmp_path / "data", redis_server.url, tmp_path / "b.jsonl")
+    finish(a)
+    log_b = finish(b)
+    got_b = read_items(tmp_path / "b.jsonl")
+    assert len(got_b) > 10, log_b[-2000:]  # it took work, and did not close at once
+    urls = [i["url"] for p in ("a", "b") for i in read_items(tmp_path / f"{p}.jsonl")]
+    assert Counter(urls) == Counter(set(demo.web.reachable()))
+    assert max(demo.page_fetches().values()) == 1
+
+
+def test_stopping_a_worker_keeps_the_crawl(slow_demo, redis_server, redis_client, tmp_path, workers):
+    """Ctrl-C on the only worker: queue and dupefilter stay; a new worker finishes the crawl."""
+    demo = slow_demo
+    a = start_worker(workers, demo.seeds, tmp_path / "data", redis_server.url, tmp_path / "a.jsonl")
+    wait_for_fetches(demo, 40)
+    a.send_signal(signal.SIGINT)
+    log_a = finish(a)
+    assert "shutting down gracefully" in log_a
+    keys = CrawlKeys("web")
+    assert redis_client.zcard(keys.queue) > 0
+    assert redis_client.scard(keys.seen) > 0
+    result = run_crawl(None, tmp_path / "data", f"REDIS_URL={redis_server.url}",
+                       items=tmp_path / "b.jsonl")  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "requests queued" in result.stderr
+    urls = [i["url"] for p in ("a", "b") for i in read_items(tmp_path / f"{p}.jsonl")]
+    assert Counter(urls) == Counter(set(demo.web.reachable()))
+    assert max(demo.page_fetches().values()) == 1
