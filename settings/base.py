@@ -66,6 +66,9 @@ WEBCRAWL_EMBEDDED_REDIS = True
 REDIS_PARAMS = {}
 # Requests buffered before one batched push (dupefilter check included) to Redis.
 FRONTIER_BATCH_SIZE = 256
+# Fingerprints each worker remembers as already seen, so duplicate links cost
+# no Redis round trip (~100 bytes each; the cache is cleared when full).
+FRONTIER_SEEN_CACHE_SIZE = 1_000_000
 # Seconds: how often an idle worker checks Redis for new work.
 FRONTIER_IDLE_POLL_INTERVAL = 0.5
 

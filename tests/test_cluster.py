@@ -6,7 +6,6 @@ import time
 from collections import Counter
 
 import pytest
-
 from conftest import ROOT, crawl_cmd, crawl_env, read_items, run_crawl
 
 from webcrawl.keys import CrawlKeys
@@ -70,7 +69,9 @@ def test_two_workers_share_the_crawl(slow_demo, redis_server, redis_client, tmp_
     assert redis_client.scard(keys.workers) == 0  # both deregistered
 
 
-def test_late_worker_joins_a_running_crawl(slow_demo, redis_server, redis_client, tmp_path, workers):
+def test_late_worker_joins_a_running_crawl(
+    slow_demo, redis_server, redis_client, tmp_path, workers
+):
     demo = slow_demo
     a = start_worker(workers, demo.seeds, tmp_path / "data", redis_server.url, tmp_path / "a.jsonl")
     wait_for_fetches(demo, 40)
@@ -84,7 +85,9 @@ def test_late_worker_joins_a_running_crawl(slow_demo, redis_server, redis_client
     assert max(demo.page_fetches().values()) == 1
 
 
-def test_stopping_a_worker_keeps_the_crawl(slow_demo, redis_server, redis_client, tmp_path, workers):
+def test_stopping_a_worker_keeps_the_crawl(
+    slow_demo, redis_server, redis_client, tmp_path, workers
+):
     """Ctrl-C on the only worker: queue and dupefilter stay; a new worker finishes the crawl."""
     demo = slow_demo
     a = start_worker(workers, demo.seeds, tmp_path / "data", redis_server.url, tmp_path / "a.jsonl")

@@ -81,3 +81,39 @@ def test_registry_prunes_dead_workers(redis_client):
     assert redis_client.smembers(keys.workers) == {b"alive"}
     registry.remove("alive")
     assert registry.live() == []
+
+
+class WithCallbacks(Spider):
+    name = "cb"
+
+    def parse(self, response):
+        pass
+
+    def page(self, response):
+        pass
+
+    def failed(self, failure):
+        pass
+
+
+def test_fast_encode_matches_scrapy_to_dict(redis_client):
+    from scrapy import FormRequest
+    from scrapy.utils.request import request_from_dict
+
+    from webcrawl import serialize
+
+    spider = WithCallbacks()
+    queue = PriorityQueue(redis_client, spider, CrawlKeys("t"))
+    requests = [
+        Request("http://a/1"),
+        Request("http://a/2", callback=spider.page, errback=spider.failed, meta={"d": 1}),
+        Request("http://a/3", callback=spider.parse, priority=4, dont_filter=True),
+        FormRequest("http://a/4", formdata={"q": "x"}, callback=spider.page),
+    ]
+    for request in requests:
+        ours = serialize.loads(queue.encode(request))
+        assert ours == serialize.loads(serialize.dumps(request.to_dict(spider=spider)))
+        back = request_from_dict(ours, spider=spider)
+        assert (type(back), back.url, back.callback, back.errback, back.body) == (
+            type(request), request.url, request.callback, request.errback, request.body,
+        )  # fmt: skip

@@ -52,7 +52,11 @@ def test_site_rows_sort_together():
     urls = ["http://www.example.com/b", "http://example.org/", "http://www.example.com/a",
             "http://docs.example.com/"]  # fmt: skip
     keys = sorted(url_to_key(u) for u in urls)
-    assert keys[:3] == ["com.example.docs:http/", "com.example.www:http/a", "com.example.www:http/b"]
+    assert keys[:3] == [
+        "com.example.docs:http/",
+        "com.example.www:http/a",
+        "com.example.www:http/b",
+    ]
     assert site_prefix("http://www.example.com/a/b") == "com.example.www:http"
 
 

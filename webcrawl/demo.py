@@ -109,7 +109,8 @@ def run(args: argparse.Namespace, settings: Settings, out: IO[str] = sys.stdout)
     complete = stored == expected
     out.write(
         f"\nCrawl finished in {elapsed:.1f}s (exit {code})\n"
-        f"  requests    {len(fetched_pages)} pages + {len(fetched) - len(fetched_pages)} robots.txt\n"
+        f"  requests    {len(fetched_pages)} pages + "
+        f"{len(fetched) - len(fetched_pages)} robots.txt\n"
         f"  items       {len(item_rows)} ({_counts(kinds)})\n"
         f"  stored      {len(stored)} rows; demo web has {len(expected)} reachable in scope: "
         f"{'complete' if complete else 'INCOMPLETE'}\n"

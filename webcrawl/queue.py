@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import redis
 from scrapy import Request, Spider
+from scrapy.http.request import _find_method as request_to_name  # the slow, general path
 from scrapy.utils.request import request_from_dict
 
 from webcrawl import serialize
@@ -74,7 +75,35 @@ class PriorityQueue:
         self._idle = server.register_script(_IDLE)
 
     def encode(self, request: Request) -> bytes:
-        return serialize.dumps(request.to_dict(spider=self.spider))
+        """JSON bytes of ``request.to_dict(spider=...)``, without its per-call cost.
+
+        ``Request.to_dict`` finds a callback's name by scanning every method
+        of the spider with ``inspect.getmembers`` for each request (~180 us,
+        a quarter of a page's CPU time here).  We resolve names once per
+        function and build the same dict.
+        """
+        d = {
+            "url": request.url,
+            "callback": self._method_name(request.callback),
+            "errback": self._method_name(request.errback),
+            "headers": dict(request.headers),
+        }
+        for attr in request.attributes:
+            d.setdefault(attr, getattr(request, attr))
+        if type(request) is not Request:
+            d["_class"] = type(request).__module__ + "." + type(request).__name__
+        return serialize.dumps(d)
+
+    def _method_name(self, func: object) -> object:
+        if not callable(func):
+            return func  # None, or already a name
+        underlying = getattr(func, "__func__", None)
+        name = getattr(func, "__name__", None)
+        if underlying is not None and name is not None:
+            own = getattr(self.spider, name, None)
+            if getattr(own, "__func__", None) is underlying:
+                return name
+        return request_to_name(self.spider, func)
 
     def decode(self, member: bytes) -> Request:
         """The request in a queue member (``<seq>|<json>``)."""

@@ -78,6 +78,8 @@ class Scheduler(RedisScheduler):
         self.stats = crawler.stats
         self.continuous = settings.getbool("WEBCRAWL_CONTINUOUS")
         self.batch_size = positive_int(settings, "FRONTIER_BATCH_SIZE")
+        self.seen_cache_size = positive_int(settings, "FRONTIER_SEEN_CACHE_SIZE")
+        self._seen: set[bytes] = set()  # fingerprints known to be in the crawl's seen set
         self.idle_poll = positive_float(settings, "FRONTIER_IDLE_POLL_INTERVAL")
         self.heartbeat_interval = positive_float(settings, "STATUS_HEARTBEAT_INTERVAL")
         self.heartbeat_ttl = positive_float(settings, "STATUS_HEARTBEAT_TTL")
@@ -144,13 +146,17 @@ class Scheduler(RedisScheduler):
     # -- scheduler interface -------------------------------------------------
 
     def enqueue_request(self, request: Request) -> bool:
+        fingerprint = b"" if request.dont_filter else self.df.fingerprint(request)
+        if fingerprint in self._seen:  # known duplicate: no need to serialise or ask Redis
+            self.stats.inc_value("dupefilter/filtered")
+            self.df.log(request, self.spider)
+            return False
         try:
             data = self.queue.encode(request)
         except (TypeError, ValueError) as exc:
             logger.error("Dropped %s: %s", request, exc)
             self.stats.inc_value("scheduler/unserializable")
             return False
-        fingerprint = b"" if request.dont_filter else self.df.fingerprint(request)
         self._buffer.append((fingerprint, request.priority, data))
         if len(self._buffer) >= self.batch_size:
             self._flush_buffer()
@@ -179,6 +185,11 @@ class Scheduler(RedisScheduler):
             return
         batch, self._buffer = self._buffer, []
         added = self.queue.push_many(batch)
+        # Every fingerprint of the batch is in the crawl's seen set now (ours or
+        # another worker's), and fingerprints are never removed while it runs.
+        if len(self._seen) > self.seen_cache_size:
+            self._seen.clear()
+        self._seen.update(fp for fp, _, _ in batch if fp)
         self.stats.inc_value("scheduler/enqueued/redis", added)
         if len(batch) > added:
             self.stats.inc_value("dupefilter/filtered", len(batch) - added)

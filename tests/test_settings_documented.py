@@ -1,0 +1,81 @@
+"""Every setting a component reads is defined, with a comment, in settings/base.py."""
+
+import ast
+import re
+from pathlib import Path
+
+import scrapy.settings.default_settings as scrapy_defaults
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ["webcrawl", "spiders", "middlewares", "pipelines"]
+NAME = re.compile(r"^[A-Z][A-Z0-9]*(_[A-Z0-9]+)+$")
+READERS = {"get", "getbool", "getint", "getfloat", "getlist", "getdict", "getwithbase",
+           "positive_int", "positive_float", "non_negative_float", "choice"}  # fmt: skip
+
+
+def settings_read() -> dict[str, str]:
+    """NAME -> file:line of every settings read in our code."""
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            tree = ast.parse(path.read_text(), str(path))
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Call):
+                    continue
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if name not in READERS:
+                    continue
+                for arg in node.args[:2]:
+                    value = arg.value if isinstance(arg, ast.Constant) else None
+                    if isinstance(value, str) and NAME.match(value):
+                        found.setdefault(value, f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def documented() -> dict[str, bool]:
+    """NAME -> whether the assignment in settings/base.py has a comment above it."""
+    lines = (ROOT / "settings" / "base.py").read_text().splitlines()
+    names = {}
+    for i, line in enumerate(lines):
+        match = re.match(r"^([A-Z][A-Z0-9_]+) = ", line)
+        if match:
+            j = i - 1
+            while j >= 0 and re.match(r"^[A-Z][A-Z0-9_]+ = ", lines[j]):
+                j -= 1  # a group of related settings shares one comment
+            names[match.group(1)] = j >= 0 and lines[j].startswith("#")
+    return names
+
+
+def test_the_scan_finds_what_components_read():
+    read = settings_read()
+    for name in ("WEBCRAWL_DATA_DIR", "FRONTIER_BATCH_SIZE", "WEBCRAWL_SCOPE",
+                 "WEBCRAWL_STORE_BATCH_SIZE", "STATUS_HEARTBEAT_TTL", "REDIS_URL"):  # fmt: skip
+        assert name in read, name
+
+
+def test_every_setting_read_is_documented():
+    docs = documented()
+    missing = {
+        name: where
+        for name, where in settings_read().items()
+        if name not in docs and not hasattr(scrapy_defaults, name)
+    }
+    assert missing == {}, f"read but not in settings/base.py: {missing}"
+
+
+def test_our_settings_have_comments_and_prefixes():
+    prefixes = ("WEBCRAWL_", "FRONTIER_", "FAILPATH_", "ADAPTIVE_DELAY_", "SIMHASH_",
+                "REVISIT_", "STATUS_", "REDIS_", "SCHEDULER_")  # fmt: skip
+    for name, commented in documented().items():
+        if hasattr(scrapy_defaults, name):
+            continue  # a Scrapy setting we override
+        assert name.startswith(prefixes), f"{name}: no component prefix"
+        assert commented, f"{name}: no comment in settings/base.py"
+
+
+def test_consoles_that_run_code_are_off():
+    from settings import base
+
+    assert base.TELNETCONSOLE_ENABLED is False
+    assert base.REMOTE_CONTROL_ENABLED is False
