@@ -17,6 +17,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+from redis.exceptions import RedisError
 from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.http import Response, TextResponse
@@ -77,21 +78,31 @@ class WebSpider(Spider):
         return scheduler
 
     def _share_scope(self, urls: list[str]) -> None:
+        """Put ``urls``' hosts in scope here and, for the other workers, in Redis."""
         self.scope.add_urls(urls)
         frontier = self._frontier
         if frontier is not None and self.scope.mode != "broad":
             keys = {self.scope.key(u) for u in urls}
-            if keys:
-                frontier.server.sadd(frontier.keys.scope, *keys)
+            try:
+                if keys:
+                    frontier.server.sadd(frontier.keys.scope, *keys)
+            except RedisError as exc:
+                logger.warning("Could not share the seeds' scope in Redis: %s", exc)
             self._refresh_scope(force=True)
 
     def _refresh_scope(self, force: bool = False) -> None:
+        """Add the scope other workers' seeds put in Redis (at most once a second)."""
         frontier = self._frontier
         now = time.monotonic()
         if frontier is None or (not force and now - self._scope_refreshed < 1.0):
             return
         self._scope_refreshed = now
-        self.scope.keys |= {k.decode() for k in frontier.server.smembers(frontier.keys.scope)}
+        try:
+            shared = frontier.server.smembers(frontier.keys.scope)
+        except RedisError as exc:
+            logger.warning("Could not read the crawl's scope from Redis: %s", exc)
+            return
+        self.scope.keys |= {k.decode() for k in shared}
 
     def in_scope(self, url: str) -> bool:
         if self.scope.allows(url):
@@ -138,7 +149,7 @@ class WebSpider(Spider):
             return
         try:
             raw = frontier.server.lpop(frontier.keys.start, 100) or []
-        except Exception as exc:
+        except RedisError as exc:
             logger.warning("Could not read submitted seeds: %s", exc)
             return
         if not raw:

@@ -105,3 +105,26 @@ def test_stopping_a_worker_keeps_the_crawl(
     urls = [i["url"] for p in ("a", "b") for i in read_items(tmp_path / f"{p}.jsonl")]
     assert Counter(urls) == Counter(set(demo.web.reachable()))
     assert max(demo.page_fetches().values()) == 1
+
+
+def test_redis_restart_mid_crawl_loses_nothing(slow_demo, tmp_path, workers):
+    """Redis (with persistence) stops for a while and comes back: the crawl completes."""
+    from conftest import RedisServer, free_port
+
+    demo = slow_demo
+    port = free_port()
+    server = RedisServer(f"redis://127.0.0.1:{port}/0", port, tmp_path)
+    server.start(appendonly=True)
+    try:
+        a = start_worker(workers, demo.seeds, tmp_path / "data", server.url, tmp_path / "a.jsonl")
+        wait_for_fetches(demo, 40)
+        server.stop()  # saves its append-only file on the way out
+        time.sleep(2)
+        server.start(appendonly=True)
+        log = finish(a)
+    finally:
+        server.stop()
+    assert "Could not" in log and "retrying until Redis at" in log
+    urls = [i["url"] for i in read_items(tmp_path / "a.jsonl")]
+    assert Counter(urls) == Counter(set(demo.web.reachable()))
+    assert max(demo.page_fetches().values()) == 1

@@ -68,8 +68,8 @@ class EmbeddedRedis:
 
     def client(self, **params: object) -> redis.Redis:
         """A client for this server (connects lazily, on first command)."""
-        params.setdefault("socket_timeout", 30)
-        params.setdefault("socket_connect_timeout", 10)
+        params.setdefault("socket_timeout", 10)
+        params.setdefault("socket_connect_timeout", 5)
         return redis.Redis(unix_socket_path=str(self.socket_path), **params)  # type: ignore[arg-type]
 
     def _probe(self) -> redis.Redis:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 
 import redis
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.retry import Retry
 from scrapy.settings import BaseSettings
 
 from webcrawl.embedded_redis import EmbeddedRedis
@@ -22,13 +24,17 @@ class CrawlRedis:
 
     def __init__(self, url: str | None, data_dir: str, params: dict | None = None) -> None:
         params = dict(params or {})
+        # Commands run on the reactor thread: fail within a second and let the
+        # caller retry later, rather than redis-py's default of up to ~7 s of
+        # back-off that would freeze every download.
+        params.setdefault("retry", Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), 2))
+        params.setdefault("socket_timeout", 10)
         self.embedded = None if url else EmbeddedRedis(data_dir)
         if self.embedded is not None:
             self.client = self.embedded.client(**params)
             self.description = f"embedded Redis at {self.embedded.socket_path}"
         else:
-            params.setdefault("socket_timeout", 30)
-            params.setdefault("socket_connect_timeout", 10)
+            params.setdefault("socket_connect_timeout", 5)
             self.client = redis.Redis.from_url(url, **params)
             self.description = f"Redis at {_redact(url)}"
 

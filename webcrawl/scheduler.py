@@ -23,6 +23,7 @@ import logging
 import time
 from typing import Any
 
+from redis.exceptions import RedisError
 from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DontCloseSpider
@@ -94,6 +95,7 @@ class Scheduler(RedisScheduler):
         self._buffer: list[tuple[bytes, int, bytes]] = []
         self._idle = False
         self._waiting_logged = False
+        self._outage_logged = False
         self._started = time.time()
         self._last_beat = (self._started, 0)
         self._loops: list[task.LoopingCall] = []
@@ -164,7 +166,12 @@ class Scheduler(RedisScheduler):
 
     def next_request(self) -> Request | None:
         self._flush_buffer()
-        request = self.queue.pop(self.worker_id, time.time())
+        try:
+            request = self.queue.pop(self.worker_id, time.time())
+        except RedisError as exc:
+            self._outage("pop a request", exc)
+            return None  # the engine asks again on its next loop
+        self._outage_logged = False
         if request is not None:
             self._idle = False
             self._waiting_logged = False
@@ -173,7 +180,13 @@ class Scheduler(RedisScheduler):
 
     def has_pending_requests(self) -> bool:
         self._flush_buffer()
-        return len(self.queue) > 0
+        if self._buffer:
+            return True  # Redis is unreachable and we hold requests
+        try:
+            return len(self.queue) > 0
+        except RedisError as exc:
+            self._outage("read the queue length", exc)
+            return True  # do not let an outage look like the end of the crawl
 
     def __len__(self) -> int:
         return len(self.queue) + len(self._buffer)
@@ -183,8 +196,13 @@ class Scheduler(RedisScheduler):
     def _flush_buffer(self) -> None:
         if not self._buffer:
             return
-        batch, self._buffer = self._buffer, []
-        added = self.queue.push_many(batch)
+        batch = self._buffer
+        try:
+            added = self.queue.push_many(batch)
+        except RedisError as exc:
+            self._outage(f"queue {len(batch)} requests (kept, will retry)", exc)
+            return
+        self._buffer = []
         # Every fingerprint of the batch is in the crawl's seen set now (ours or
         # another worker's), and fingerprints are never removed while it runs.
         if len(self._seen) > self.seen_cache_size:
@@ -197,7 +215,11 @@ class Scheduler(RedisScheduler):
     def _on_idle(self, spider: Spider) -> None:
         """spider_idle: close only when the whole crawl has no work left."""
         self._flush_buffer()
-        queued, submitted, busy = self.queue.idle_check(self.worker_id)
+        try:
+            queued, submitted, busy = self.queue.idle_check(self.worker_id)
+        except RedisError as exc:
+            self._outage("check whether the crawl is done", exc)
+            raise DontCloseSpider("Redis unreachable") from None
         self._idle = True
         if self.continuous:
             raise DontCloseSpider("WEBCRAWL_CONTINUOUS: waiting for work")
@@ -210,6 +232,14 @@ class Scheduler(RedisScheduler):
                 self._waiting_logged = True
             raise DontCloseSpider("other workers are busy")
         logger.info("Crawl %r has no work left anywhere: closing this worker", self.keys.crawl)
+
+    def _outage(self, what: str, exc: Exception) -> None:
+        """Redis is unreachable: log once per outage, count every failure."""
+        self.stats.inc_value("scheduler/redis_errors")
+        if not self._outage_logged:
+            logger.warning("Could not %s: %s: retrying until %s is back", what, exc,
+                           self.redis.description)  # fmt: skip
+            self._outage_logged = True
 
     def _poll(self) -> None:
         """While idle, wake the engine as soon as there is work, not on its 5 s heartbeat."""
