@@ -14,6 +14,7 @@ import logging
 import time
 from typing import Any
 
+from itemadapter import ItemAdapter
 from scrapy.crawler import Crawler
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import reactor, task
@@ -23,7 +24,7 @@ from twisted.python.threadpool import ThreadPool
 
 from webcrawl.page import store_row
 from webcrawl.settings_check import non_negative_float, positive_float, positive_int
-from webcrawl.store import Row, Store, StoreError, open_store, store_url_from_settings
+from webcrawl.store import Store, StoreError, open_store, store_url_from_settings
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ class StorePipeline:
         self.flush_interval = positive_float(settings, "WEBCRAWL_STORE_FLUSH_INTERVAL")
         self.retry_times = int(non_negative_float(settings, "WEBCRAWL_STORE_RETRY_TIMES"))
         self.store: Store = open_store(self.store_url)  # validates the URL; connects lazily
-        self._buffer: list[Row] = []
+        self._buffer: list[Any] = []
         self._pending: set[Deferred[None]] = set()
         self._pool = ThreadPool(minthreads=1, maxthreads=1, name="webcrawl-store")
         self._loop = task.LoopingCall(self._flush)
@@ -52,7 +53,7 @@ class StorePipeline:
         logger.info("Storing pages in %s", self.store_url)
 
     def process_item(self, item: Any) -> Any:
-        self._buffer.append(store_row(item))
+        self._buffer.append(item)  # made into a row on the store thread, not the reactor's
         if len(self._buffer) >= self.batch_size:
             self._flush()
         return item
@@ -70,17 +71,23 @@ class StorePipeline:
         if not self._buffer:
             return
         batch, self._buffer = self._buffer, []
-        d = deferToThreadPool(reactor, self._pool, self._write, batch)
+        d: Deferred[int] = deferToThreadPool(reactor, self._pool, self._write, batch)
         d.addCallbacks(self._written, self._failed, callbackArgs=(batch,), errbackArgs=(batch,))
         self._pending.add(d)
         d.addBoth(lambda _: self._pending.discard(d))
 
-    def _write(self, batch: list[Row]) -> None:
-        """Runs in the store thread: write, retrying with back-off."""
+    def _write(self, batch: list[Any]) -> int:
+        """Runs in the store thread: write, retrying with back-off; return rows written."""
+        rows = []
+        for item in batch:
+            try:
+                rows.append(store_row(item))
+            except (KeyError, ValueError) as exc:  # no url, or not an http(s) URL
+                logger.error("Cannot store item (%s): %r", exc, item)
         for attempt in range(self.retry_times + 1):
             try:
-                self.store.put_pages(batch)
-                return
+                self.store.put_pages(rows)
+                return len(rows)
             except StoreError as exc:
                 if attempt == self.retry_times:
                     raise
@@ -91,13 +98,15 @@ class StorePipeline:
                 )  # fmt: skip
                 time.sleep(delay)
 
-    def _written(self, _: object, batch: list[Row]) -> None:
-        self.stats.inc_value("store/rows", len(batch))
+    def _written(self, written: int, batch: list[Any]) -> None:
+        self.stats.inc_value("store/rows", written)
         self.stats.inc_value("store/batches")
+        if written < len(batch):
+            self.stats.inc_value("store/bad_items", len(batch) - written)
 
-    def _failed(self, failure: Any, batch: list[Row]) -> None:
+    def _failed(self, failure: Any, batch: list[Any]) -> None:
         self.stats.inc_value("store/failed_rows", len(batch))
-        urls = [row["url"] for row in batch]
+        urls = [ItemAdapter(item).get("url", "?") for item in batch]
         logger.error(
             "Lost %d rows after %d retries (%s): %s",
             len(batch), self.retry_times, failure.getErrorMessage(), " ".join(urls),

@@ -12,7 +12,8 @@ def _number(settings: BaseSettings, name: str, kind: type) -> float:
     try:
         return kind(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a {kind.__name__}, got {value!r}") from None
+        noun = "an integer" if kind is int else "a number"
+        raise ValueError(f"{name} must be {noun}, got {value!r}") from None
 
 
 def positive_int(settings: BaseSettings, name: str) -> int:
