@@ -267,10 +267,11 @@ class Scheduler(RedisScheduler):
         info = worker_info(self._started, stats, now, rate, idle=self._idle)
         self.registry.beat(self.worker_id, info, self.heartbeat_ttl)
 
-    @staticmethod
-    def _guarded(func: Any) -> None:
-        """Run a periodic task; a Redis hiccup is logged and the loop goes on."""
+    def _guarded(self, func: Any) -> None:
+        """Run a periodic task; a Redis outage is logged once and the loop goes on."""
         try:
             func()
-        except Exception as exc:
-            logger.warning("Scheduler task %s failed (will retry): %s", func.__name__, exc)
+        except RedisError as exc:
+            self._outage(f"run {func.__name__.strip('_')}", exc)
+        except Exception:
+            logger.exception("Scheduler task %s failed (will run again)", func.__name__)
