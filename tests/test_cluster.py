@@ -10,6 +10,10 @@ from conftest import ROOT, crawl_cmd, crawl_env, read_items, run_crawl
 
 from webcrawl.keys import CrawlKeys
 
+# About 40 pages/s per worker on the 4 seed hosts: a crawl of the slow demo web
+# lasts ~7 s, long enough for a second worker to start and take its share.
+PACED = ("DOWNLOAD_DELAY=0.1", "CONCURRENT_REQUESTS_PER_DOMAIN=1")
+
 
 @pytest.fixture
 def workers():
@@ -51,8 +55,8 @@ def wait_for_fetches(demo, n, timeout=30):
 def test_two_workers_share_the_crawl(slow_demo, redis_server, redis_client, tmp_path, workers):
     demo = slow_demo
     items = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
-    for path in items:
-        start_worker(workers, demo.seeds, tmp_path / "data", redis_server.url, path)
+    for path in items:  # paced so that the crawl lasts long enough for both to take a share
+        start_worker(workers, demo.seeds, tmp_path / "data", redis_server.url, path, *PACED)
     logs = [finish(w) for w in workers]
     expected = set(demo.web.reachable())
     per_worker = [[i["url"] for i in read_items(p)] for p in items]
@@ -73,9 +77,11 @@ def test_late_worker_joins_a_running_crawl(
     slow_demo, redis_server, redis_client, tmp_path, workers
 ):
     demo = slow_demo
-    a = start_worker(workers, demo.seeds, tmp_path / "data", redis_server.url, tmp_path / "a.jsonl")
+    a = start_worker(workers, demo.seeds, tmp_path / "data", redis_server.url, tmp_path / "a.jsonl",
+                     *PACED)  # fmt: skip
     wait_for_fetches(demo, 40)
-    b = start_worker(workers, None, tmp_path / "data", redis_server.url, tmp_path / "b.jsonl")
+    b = start_worker(workers, None, tmp_path / "data", redis_server.url, tmp_path / "b.jsonl",
+                     *PACED)  # fmt: skip
     finish(a)
     log_b = finish(b)
     got_b = read_items(tmp_path / "b.jsonl")
