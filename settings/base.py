@@ -27,8 +27,9 @@ DOWNLOADER_MIDDLEWARES = {
 # Requests in flight per worker process, and per host (download slot).
 CONCURRENT_REQUESTS = 16
 CONCURRENT_REQUESTS_PER_DOMAIN = 2
-# Seconds between two requests to one host from this process.
-DOWNLOAD_DELAY = 0.5
+# Seconds between two requests to one host from this process.  0: the shared
+# frontier paces each host for all workers together (FRONTIER_HOST_DELAY).
+DOWNLOAD_DELAY = 0
 # Seconds before a request is given up.
 DOWNLOAD_TIMEOUT = 30
 # Bytes: larger responses are dropped (10 MiB); a warning above 2 MiB.
@@ -48,7 +49,7 @@ REMOTE_CONTROL_ENABLED = False
 
 # --- Shared frontier (scrapy-redis) -------------------------------------------
 SCHEDULER = "webcrawl.scheduler.Scheduler"
-SCHEDULER_QUEUE_CLASS = "webcrawl.queue.PriorityQueue"
+SCHEDULER_QUEUE_CLASS = "webcrawl.queue.HostQueue"
 DUPEFILTER_CLASS = "webcrawl.dupefilter.RedisDupeFilter"
 # The queue and dupefilter belong to the crawl, not to a worker: never wiped on
 # close (setting this False only logs a warning).  `webcrawl reset` clears a crawl.
@@ -64,6 +65,12 @@ REDIS_URL = os.environ.get("REDIS_URL") or None
 WEBCRAWL_EMBEDDED_REDIS = True
 # Extra keyword arguments for redis.Redis (e.g. {"password": "..."}).
 REDIS_PARAMS = {}
+# Seconds between two requests to one host, counted over all workers of the crawl.
+FRONTIER_HOST_DELAY = 1.0
+# Seconds a popped request stays leased to its worker; renewed with every
+# heartbeat while the worker lives, so only a dead worker's leases expire (and
+# go back to the queue).
+FRONTIER_LEASE_TIMEOUT = 60.0
 # Requests buffered before one batched push (dupefilter check included) to Redis.
 FRONTIER_BATCH_SIZE = 256
 # Fingerprints each worker remembers as already seen, so duplicate links cost

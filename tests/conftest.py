@@ -129,8 +129,9 @@ def crawl_cmd(
     if seeds:
         cmd += ["-a", "seeds=" + (seeds if isinstance(seeds, str) else ",".join(seeds))]
     base = [
-        f"WEBCRAWL_DATA_DIR={data_dir}", "DOWNLOAD_DELAY=0", "CONCURRENT_REQUESTS_PER_DOMAIN=4",
-        "STATUS_HEARTBEAT_INTERVAL=0.5", "STATUS_HEARTBEAT_TTL=3", "LOG_LEVEL=DEBUG",
+        f"WEBCRAWL_DATA_DIR={data_dir}", "FRONTIER_HOST_DELAY=0",
+        "CONCURRENT_REQUESTS_PER_DOMAIN=4", "STATUS_HEARTBEAT_INTERVAL=0.5",
+        "STATUS_HEARTBEAT_TTL=3", "LOG_LEVEL=DEBUG",
     ]  # fmt: skip
     for item in [*base, *settings]:
         cmd += ["-s", item]

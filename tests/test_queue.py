@@ -5,7 +5,7 @@ import time
 from scrapy import Request, Spider
 
 from webcrawl.keys import CrawlKeys
-from webcrawl.queue import PriorityQueue
+from webcrawl.queue import HostQueue
 from webcrawl.workers import WorkerRegistry
 
 
@@ -15,60 +15,136 @@ class S(Spider):
 
 def make(redis_client):
     keys = CrawlKeys("t")
-    return PriorityQueue(redis_client, S(), keys), keys
+    return HostQueue(redis_client, S(), keys), keys
 
 
-def entry(queue, url, priority=0, fp=None):
+def entry(queue, url, priority=0, fp=None, not_before=0.0):
     request = Request(url, priority=priority)
-    return (fp if fp is not None else url.encode(), priority, queue.encode(request))
+    host = url.split("/")[2]
+    return (
+        fp if fp is not None else url.encode(),
+        host,
+        priority,
+        not_before,
+        queue.encode(request),
+    )
+
+
+def drain(queue, now=1000.0, **kw):
+    urls = []
+    while (r := queue.step(now=now, worker_id="w", **kw).request) is not None:
+        urls.append(r.url)
+    return urls
 
 
 def test_batch_push_dedups_in_one_round_trip(redis_client):
     queue, keys = make(redis_client)
-    added = queue.push_many([entry(queue, "http://a/1"), entry(queue, "http://a/2"),
-                             entry(queue, "http://a/1")])  # fmt: skip
-    assert added == 2
-    assert queue.push_many([entry(queue, "http://a/2"), entry(queue, "http://a/3")]) == 1
+    pushes = [entry(queue, "http://a/1"), entry(queue, "http://a/2"), entry(queue, "http://a/1")]
+    assert queue.step(now=1, worker_id="w", pushes=pushes, pop=False).added == 2
+    pushes = [entry(queue, "http://a/2"), entry(queue, "http://b/3")]
+    assert queue.step(now=1, worker_id="w", pushes=pushes, pop=False).added == 1
     assert len(queue) == 3
     assert redis_client.scard(keys.seen) == 3
-    # dont_filter (empty fingerprint) bypasses the set
-    assert queue.push_many([entry(queue, "http://a/1", fp=b"")]) == 1
-    assert len(queue) == 4
+    # dont_filter (empty fingerprint) bypasses the set, and identical requests stay apart
+    pushes = [entry(queue, "http://a/1", fp=b""), entry(queue, "http://a/1", fp=b"")]
+    assert queue.step(now=1, worker_id="w", pushes=pushes, pop=False).added == 2
+    assert len(queue) == 5
 
 
-def test_pop_by_priority_then_fifo(redis_client):
+def test_priority_then_fifo_within_a_host(redis_client):
     queue, _ = make(redis_client)
     urls = [("http://a/low1", -1), ("http://a/high", 5), ("http://a/mid1", 0),
             ("http://a/low2", -1), ("http://a/mid2", 0), ("http://a/huge", 10**9)]  # fmt: skip
     for url, prio in urls:  # one at a time: order across batches is kept too
-        queue.push_many([entry(queue, url, prio)])
-    popped = []
-    while (request := queue.pop("w1", time.time())) is not None:
-        popped.append(request.url)
-    assert popped == ["http://a/huge", "http://a/high", "http://a/mid1", "http://a/mid2",
-                      "http://a/low1", "http://a/low2"]  # fmt: skip
-    assert queue.pop("w1", time.time()) is None
+        queue.step(now=1, worker_id="w", pushes=[entry(queue, url, prio)], pop=False)
+    assert drain(queue) == ["http://a/huge", "http://a/high", "http://a/mid1", "http://a/mid2",
+                            "http://a/low1", "http://a/low2"]  # fmt: skip
 
 
-def test_idle_check_sees_busy_live_workers_only(redis_client):
+def test_a_host_is_handed_out_once_per_delay_across_workers(redis_client):
+    queue, _ = make(redis_client)
+    queue.step(now=100, worker_id="w1", pop=False,
+               pushes=[entry(queue, f"http://a/{i}") for i in range(3)])  # fmt: skip
+    first = queue.step(now=100, worker_id="w1", default_delay=2.0)
+    assert first.request.url == "http://a/0"
+    other = queue.step(now=101, worker_id="w2", default_delay=2.0)  # another worker, too early
+    assert other.request is None and other.next_ready == 102.0
+    assert queue.step(now=102, worker_id="w2", default_delay=2.0).request.url == "http://a/1"
+    # a per-host delay overrides the default
+    queue.set_delay("a", 10.0)
+    assert queue.step(now=103, worker_id="w1", default_delay=2.0).request is None
+    assert queue.step(now=104, worker_id="w1", default_delay=2.0).request.url == "http://a/2"
+    # the host's last pop is remembered while its queue is empty
+    queue.step(now=105, worker_id="w1", pushes=[entry(queue, "http://a/3")], pop=False)
+    assert queue.step(now=105, worker_id="w1").next_ready == 114.0
+
+
+def test_hosts_take_turns(redis_client):
+    """A host with many queued URLs does not hold up hosts with few."""
+    queue, _ = make(redis_client)
+    pushes = [entry(queue, f"http://big/{i}") for i in range(100)]
+    pushes += [entry(queue, f"http://small{h}/{i}") for h in range(3) for i in range(2)]
+    queue.step(now=0, worker_id="w", pushes=pushes, pop=False)
+    hosts = []
+    now = 0.0
+    while len(hosts) < 12:
+        result = queue.step(now=now, worker_id="w", default_delay=1.0)
+        if result.request is None:
+            now = result.next_ready
+            continue
+        hosts.append(result.request.url.split("/")[2])
+    assert hosts[:4] == ["big", "small0", "small1", "small2"]
+    assert hosts[4:8] == ["big", "small0", "small1", "small2"]
+    assert hosts[8:] == ["big"] * 4  # small hosts are done after two rounds
+
+
+def test_leases_ack_and_expire(redis_client):
+    queue, keys = make(redis_client)
+    queue.step(now=0, worker_id="w", pop=False,
+               pushes=[entry(queue, "http://a/1"), entry(queue, "http://b/2")])  # fmt: skip
+    one = queue.step(now=0, worker_id="w1", lease_timeout=10)
+    two = queue.step(now=0, worker_id="w2", lease_timeout=10)
+    assert {one.request.url, two.request.url} == {"http://a/1", "http://b/2"}
+    assert redis_client.zcard(keys.leases) == 2 and len(queue) == 0
+    queue.step(now=1, worker_id="w1", acks=[one.lease], pop=False)  # w1 finished
+    queue.renew([one.lease], deadline=50)  # renewing an acked lease does not revive it
+    assert redis_client.zcard(keys.leases) == 1
+    assert queue.step(now=5, worker_id="w3").request is None  # w2's lease still valid
+    again = queue.step(now=11, worker_id="w3", lease_timeout=10)  # w2 died: lease expired
+    assert again.requeued == 1 and again.request.url == two.request.url
+    queue.renew([again.lease], deadline=100)
+    assert queue.step(now=30, worker_id="w4").requeued == 0  # renewed
+
+
+def test_delayed_requests_wait_for_their_time(redis_client):
+    queue, _ = make(redis_client)
+    pushes = [entry(queue, "http://a/retry", not_before=50.0), entry(queue, "http://a/now")]
+    queue.step(now=0, worker_id="w", pushes=pushes, pop=False)
+    assert len(queue) == 2
+    assert drain(queue, now=10) == ["http://a/now"]
+    assert drain(queue, now=50) == ["http://a/retry"]
+
+
+def test_idle_check_sees_busy_live_workers_and_leases(redis_client):
     queue, keys = make(redis_client)
     registry = WorkerRegistry(redis_client, keys)
-    queue.push_many([entry(queue, "http://a/1"), entry(queue, "http://a/2")])
+    queue.step(now=0, worker_id="w", pop=False,
+               pushes=[entry(queue, "http://a/1"), entry(queue, "http://b/2")])  # fmt: skip
     registry.beat("w1", {}, ttl=10)
     registry.beat("w2", {}, ttl=10)
-    queue.pop("w1", 1.0)
-    queue.pop("w2", 1.0)
-    assert queue.idle_check("w1") == (0, 0, 1)  # w2 still busy
-    assert queue.idle_check("w2") == (0, 0, 0)
-    queue.pop("w3", 1.0)  # w3 popped nothing: not busy
+    l1 = queue.step(now=0, worker_id="w1").lease
+    l2 = queue.step(now=0, worker_id="w2").lease
+    assert queue.idle_check("w1") == (0, 0, 1, 2)  # w2 busy; both leases open
+    queue.step(now=0, worker_id="w1", acks=[l1, l2], pop=False)
+    assert queue.idle_check("w2") == (0, 0, 0, 0)
     redis_client.rpush(keys.start, "http://submitted/")
-    assert queue.idle_check("w1") == (0, 1, 0)
-    # a busy worker whose heartbeat expired (killed) does not hold the crawl open
-    queue.push_many([entry(queue, "http://a/3")])
+    assert queue.idle_check("w1") == (0, 1, 0, 0)
+    # a busy worker whose heartbeat expired (killed) does not count as busy
+    queue.step(now=0, worker_id="w", pushes=[entry(queue, "http://a/3")], pop=False)
     registry.beat("w4", {}, ttl=0.05)
-    queue.pop("w4", 1.0)
+    queue.step(now=0, worker_id="w4")
     time.sleep(0.1)
-    assert queue.idle_check("w1") == (0, 1, 0)
+    assert queue.idle_check("w1") == (0, 1, 0, 1)  # ...but its lease does, until it expires
 
 
 def test_registry_prunes_dead_workers(redis_client):
@@ -103,7 +179,7 @@ def test_fast_encode_matches_scrapy_to_dict(redis_client):
     from webcrawl import serialize
 
     spider = WithCallbacks()
-    queue = PriorityQueue(redis_client, spider, CrawlKeys("t"))
+    queue = HostQueue(redis_client, spider, CrawlKeys("t"))
     requests = [
         Request("http://a/1"),
         Request("http://a/2", callback=spider.page, errback=spider.failed, meta={"d": 1}),

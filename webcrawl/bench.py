@@ -31,7 +31,8 @@ from typing import Any
 from webcrawl.demo import crawl_command, demo_server, scrapy_env
 from webcrawl.embedded_redis import redis_server_binary
 
-COMMON = ["DOWNLOAD_DELAY=0", "CONCURRENT_REQUESTS=16", "CONCURRENT_REQUESTS_PER_DOMAIN=16",
+COMMON = ["DOWNLOAD_DELAY=0", "FRONTIER_HOST_DELAY=0", "CONCURRENT_REQUESTS=16",
+          "CONCURRENT_REQUESTS_PER_DOMAIN=16",
           "LOG_LEVEL=INFO"]  # fmt: skip
 PLAIN = [
     "SCHEDULER=scrapy.core.scheduler.Scheduler",

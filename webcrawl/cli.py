@@ -71,8 +71,14 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     keys = _crawl(args, settings)
     with _Session(settings) as session:
         pipe = session.client.pipeline(transaction=False)
-        pipe.zcard(keys.queue).scard(keys.seen).llen(keys.start).scard(keys.scope)
-        queued, seen, submitted, scope = pipe.execute()
+        pipe.get(keys.queued).zcard(keys.delayed).zcard(keys.leases)
+        pipe.scard(keys.seen).llen(keys.start).scard(keys.scope).zrange(keys.ready, 0, -1)
+        queued, delayed, leased, seen, submitted, scope, hosts = pipe.execute()
+        queued = int(queued or 0) + int(delayed)
+        pipe = session.client.pipeline(transaction=False)
+        for host in hosts:
+            pipe.zcard(keys.host_queue(host.decode()))
+        sizes = sorted(zip(pipe.execute(), (h.decode() for h in hosts), strict=True), reverse=True)
         workers = WorkerRegistry(session.client, keys).live()
         redis_desc = session.redis.description
     store_url = store_url_from_settings(settings)
@@ -84,6 +90,9 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         "redis": redis_desc,
         "store": store_url,
         "queued": queued,
+        "queued_per_host": {host: n for n, host in sizes[: args.top]},
+        "hosts_queued": len(sizes),
+        "leased": leased,
         "seen": seen,
         "submitted": submitted,
         "scope_keys": scope,
@@ -96,8 +105,12 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     print(f"crawl      {keys.crawl}")
     print(f"redis      {redis_desc}")
     print(f"store      {store_url}")
-    for name in ("queued", "seen", "submitted", "stored"):
+    for name in ("queued", "leased", "seen", "submitted", "stored"):
         print(f"{name:<10} {status[name]}")
+    if sizes:
+        print(f"hosts      {len(sizes)} with queued requests; the largest:")
+        for n, host in sizes[: args.top]:
+            print(f"  {host:<40} {n:>8}")
     print(f"workers    {len(workers)} alive")
     if workers:
         header = f"  {'worker':<32} {'state':<5} {'pages':>7} {'items':>7} {'errors':>6} "
@@ -220,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("status", parents=[common], help="show the crawl's state and workers")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--top", type=int, default=10, help="hosts listed by queue size")
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("show", parents=[common], help="print a page's stored row as JSON")

@@ -88,7 +88,7 @@ def run(args: argparse.Namespace, settings: Settings, out: IO[str] = sys.stdout)
             seeds, data_dir,
             "WEBCRAWL_CRAWL=demo",
             # the demo web is on this machine: no need to be gentle with it
-            "DOWNLOAD_DELAY=0", "CONCURRENT_REQUESTS_PER_DOMAIN=8",
+            "DOWNLOAD_DELAY=0", "FRONTIER_HOST_DELAY=0", "CONCURRENT_REQUESTS_PER_DOMAIN=8",
             f"LOG_FILE={crawl_log}", *args.set,
         )  # fmt: skip
         cmd += ["-O", f"{items}:jsonl"]

@@ -14,9 +14,51 @@ class CrawlKeys:
         return f"webcrawl:{self.crawl}:"
 
     @property
-    def queue(self) -> str:
-        """Sorted set of serialised requests, by priority then arrival."""
-        return self.prefix + "queue"
+    def host_queue_prefix(self) -> str:
+        """``<prefix>hq:<host>``: a host's requests, by priority then arrival."""
+        return self.prefix + "hq:"
+
+    def host_queue(self, host: str) -> str:
+        return self.host_queue_prefix + host
+
+    @property
+    def ready(self) -> str:
+        """Sorted set of hosts with queued requests, by the time they may be fetched from."""
+        return self.prefix + "ready"
+
+    @property
+    def next(self) -> str:
+        """Hash host -> earliest time of its next pop (last pop + its delay)."""
+        return self.prefix + "next"
+
+    @property
+    def delay(self) -> str:
+        """Hash host -> politeness delay in seconds, where it differs from the default."""
+        return self.prefix + "delay"
+
+    @property
+    def queued(self) -> str:
+        """Counter of requests in the host queues."""
+        return self.prefix + "queued"
+
+    @property
+    def delayed(self) -> str:
+        """Sorted set of requests not to be fetched before a time (retries with back-off)."""
+        return self.prefix + "delayed"
+
+    @property
+    def leases(self) -> str:
+        """Sorted set of lease ids by deadline: popped requests not yet acknowledged."""
+        return self.prefix + "leases"
+
+    @property
+    def leased(self) -> str:
+        """Hash lease id -> host, score and request of a leased request."""
+        return self.prefix + "leased"
+
+    @property
+    def lease_seq(self) -> str:
+        return self.prefix + "lease_seq"
 
     @property
     def seq(self) -> str:

@@ -1,17 +1,30 @@
-"""The crawl's shared request queue in Redis.
+"""The crawl's shared frontier in Redis: per-host queues, politeness, leases.
 
-A sorted set ordered by request priority, then arrival (FIFO within a
-priority).  :meth:`push_many` checks fingerprints against the dupefilter set
-and queues the new requests in one round trip (a Lua script), so following
-the links of a page costs one round trip, not one per link.  :meth:`pop` is
-also one round trip and never blocks: it marks the popping worker busy in the
-same script, which is what lets an idle worker tell "nothing left anywhere"
-from "another worker is still busy".
+Data (all under the crawl's prefix):
+
+- ``hq:<host>``: a sorted set per host, by request priority then arrival.
+- ``ready``: hosts that have queued requests, scored by the time they may be
+  fetched from next.  ``next``: per host, the earliest time of its next pop
+  (last pop + its delay), kept while the host's queue is empty too.
+- ``delay``: per-host delay overrides (seconds); the default is the caller's.
+- ``leases`` / ``leased``: popped requests, by deadline, and their data.
+  A request is leased, not deleted, until the worker acknowledges it; a
+  lease whose deadline passes (a killed worker) goes back to its host queue.
+- ``delayed``: requests that may not be fetched before a time (re-queued
+  failures with back-off), moved into their host queue when due.
+
+Everything a worker does per page is one round trip: :meth:`step` runs one
+Lua script that acknowledges finished leases, pushes new requests (dupefilter
+check included), requeues expired leases and due delayed requests, and pops
+the next request from the host whose turn it is.  Hosts take turns by ready
+time, so a host with 100 000 queued URLs does not hold up one with 10, and
+one host is never handed out twice within its delay, whichever workers ask.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import redis
 from scrapy import Request, Spider
@@ -25,28 +38,105 @@ from webcrawl.keys import CrawlKeys
 # exact in a double (|priority| * 1e12 + seq < 2**53).
 MAX_PRIORITY = 8000
 
-_PUSH_MANY = """
-local n = tonumber(ARGV[1])
-local seq = redis.call('INCRBY', KEYS[3], n) - n
+_STEP = """
+local now = tonumber(ARGV[1])
+local default_delay = tonumber(ARGV[3])
+local lease_timeout = tonumber(ARGV[4])
+local want_pop = ARGV[5] == '1'
+local requeue_limit = tonumber(ARGV[6])
+local hq = KEYS[10]
+
+local function schedule(host)
+  local nxt = tonumber(redis.call('HGET', KEYS[2], host) or '0')
+  redis.call('ZADD', KEYS[1], 'NX', string.format('%.17g', math.max(now, nxt)), host)
+end
+
+local function enqueue(host, score, member)
+  redis.call('ZADD', hq .. host, score, member)
+  redis.call('INCR', KEYS[9])
+  schedule(host)
+end
+
+-- 1. acknowledgements
+local i = 7
+local n_acks = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n_acks do
+  redis.call('ZREM', KEYS[4], ARGV[i])
+  redis.call('HDEL', KEYS[5], ARGV[i])
+  i = i + 1
+end
+
+-- 2. new requests (fingerprint, host, priority, not-before, data)
 local added = 0
-for i = 0, n - 1 do
-  local fp = ARGV[2 + i * 3]
-  if fp == '' or redis.call('SADD', KEYS[2], fp) == 1 then
+local n_push = tonumber(ARGV[i]); i = i + 1
+local seq = redis.call('INCRBY', KEYS[7], n_push) - n_push
+for _ = 1, n_push do
+  local fp, host, data = ARGV[i], ARGV[i+1], ARGV[i+4]
+  local prio, nb = tonumber(ARGV[i+2]), tonumber(ARGV[i+3])
+  i = i + 5
+  if fp == '' or redis.call('SADD', KEYS[6], fp) == 1 then
     seq = seq + 1
-    local score = -tonumber(ARGV[3 + i * 3]) * 1e12 + seq
+    local score = string.format('%.17g', -prio * 1e12 + seq)
     -- the sequence number prefix keeps identical (dont_filter) requests apart
-    redis.call('ZADD', KEYS[1], string.format('%.17g', score), seq .. '|' .. ARGV[4 + i * 3])
+    local member = seq .. '|' .. data
+    if nb > now then
+      local entry = host .. '\\n' .. score .. '\\n' .. member
+      redis.call('ZADD', KEYS[11], string.format('%.17g', nb), entry)
+    else
+      enqueue(host, score, member)
+    end
     added = added + 1
   end
 end
-return added
-"""
 
-_POP = """
-local item = redis.call('ZPOPMIN', KEYS[1])
-if #item == 0 then return false end
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-return item[1]
+-- 3. expired leases and due delayed requests go back to their host queues
+local requeued = 0
+local expired = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, requeue_limit)
+for _, id in ipairs(expired) do
+  local entry = redis.call('HGET', KEYS[5], id)
+  redis.call('ZREM', KEYS[4], id)
+  redis.call('HDEL', KEYS[5], id)
+  if entry then
+    local host, score, member = string.match(entry, '^([^\\n]*)\\n([^\\n]*)\\n(.*)$')
+    enqueue(host, score, member)
+    requeued = requeued + 1
+  end
+end
+local due = redis.call('ZRANGEBYSCORE', KEYS[11], '-inf', now, 'LIMIT', 0, requeue_limit)
+for _, entry in ipairs(due) do
+  redis.call('ZREM', KEYS[11], entry)
+  local host, score, member = string.match(entry, '^([^\\n]*)\\n([^\\n]*)\\n(.*)$')
+  enqueue(host, score, member)
+end
+
+-- 4. pop from the host whose turn it is
+if not want_pop then return {false, false, added, requeued} end
+for _ = 1, 10 do
+  local top = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  if #top == 0 then return {false, false, added, requeued} end
+  local host, ready_at = top[1], tonumber(top[2])
+  if ready_at > now then return {false, top[2], added, requeued} end
+  local item = redis.call('ZPOPMIN', hq .. host)
+  if #item == 0 then
+    redis.call('ZREM', KEYS[1], host)
+  else
+    redis.call('DECR', KEYS[9])
+    local delay = tonumber(redis.call('HGET', KEYS[3], host) or default_delay)
+    local nxt = now + delay
+    redis.call('HSET', KEYS[2], host, string.format('%.17g', nxt))
+    if redis.call('EXISTS', hq .. host) == 1 then
+      redis.call('ZADD', KEYS[1], string.format('%.17g', nxt), host)
+    else
+      redis.call('ZREM', KEYS[1], host)
+    end
+    local id = tostring(redis.call('INCR', KEYS[12]))
+    redis.call('ZADD', KEYS[4], string.format('%.17g', now + lease_timeout), id)
+    redis.call('HSET', KEYS[5], id, host .. '\\n' .. item[2] .. '\\n' .. item[1])
+    redis.call('HSET', KEYS[8], ARGV[2], ARGV[1])
+    return {item[1], id, added, requeued}
+  end
+end
+return {false, false, added, requeued}
 """
 
 _IDLE = """
@@ -59,20 +149,32 @@ for _, wid in ipairs(redis.call('HKEYS', KEYS[3])) do
     redis.call('HDEL', KEYS[3], wid)
   end
 end
-return {redis.call('ZCARD', KEYS[1]), redis.call('LLEN', KEYS[2]), busy}
+local queued = tonumber(redis.call('GET', KEYS[1]) or '0') + redis.call('ZCARD', KEYS[5])
+return {queued, redis.call('LLEN', KEYS[2]), busy, redis.call('ZCARD', KEYS[4])}
 """
 
 
-class PriorityQueue:
-    """Shared priority queue with dupefilter-aware batch push and busy tracking."""
+@dataclass
+class StepResult:
+    request: Request | None = None
+    lease: str | None = None
+    next_ready: float | None = None  # when no host was ready: when the next one is
+    added: int = 0
+    requeued: int = 0
+    pushed: int = field(default=0)
+
+
+class HostQueue:
+    """Per-host queues with cluster-wide politeness and leased pops."""
 
     def __init__(self, server: redis.Redis, spider: Spider, keys: CrawlKeys) -> None:
         self.server = server
         self.spider = spider
         self.keys = keys
-        self._push_many = server.register_script(_PUSH_MANY)
-        self._pop = server.register_script(_POP)
+        self._step = server.register_script(_STEP)
         self._idle = server.register_script(_IDLE)
+
+    # -- encoding ------------------------------------------------------------
 
     def encode(self, request: Request) -> bytes:
         """JSON bytes of ``request.to_dict(spider=...)``, without its per-call cost.
@@ -110,32 +212,66 @@ class PriorityQueue:
         data = member.split(b"|", 1)[1]
         return request_from_dict(serialize.loads(data), spider=self.spider)
 
-    def __len__(self) -> int:
-        return int(self.server.zcard(self.keys.queue))
+    # -- operations ----------------------------------------------------------
 
-    def push_many(self, entries: Sequence[tuple[bytes, int, bytes]]) -> int:
-        """Queue ``(fingerprint, priority, data)`` entries whose fingerprint is new.
+    def step(
+        self,
+        *,
+        now: float,
+        worker_id: str,
+        acks: Sequence[str] = (),
+        pushes: Sequence[tuple[bytes, str, int, float, bytes]] = (),
+        pop: bool = True,
+        default_delay: float = 0.0,
+        lease_timeout: float = 60.0,
+        requeue_limit: int = 20,
+    ) -> StepResult:
+        """Ack, push ``(fingerprint, host, priority, not_before, data)``, requeue, pop.
 
         An empty fingerprint bypasses the dupefilter (``dont_filter``).
-        Returns how many were queued.
         """
-        if not entries:
-            return 0
-        args: list[bytes | int] = [len(entries)]
-        for fingerprint, priority, data in entries:
-            args += [fingerprint, max(-MAX_PRIORITY, min(MAX_PRIORITY, priority)), data]
-        keys = [self.keys.queue, self.keys.seen, self.keys.seq]
-        return int(self._push_many(keys=keys, args=args))
+        args: list[object] = [now, worker_id, default_delay, lease_timeout, int(pop),
+                              requeue_limit, len(acks), *acks, len(pushes)]  # fmt: skip
+        for fingerprint, host, priority, not_before, data in pushes:
+            args += [fingerprint, host, max(-MAX_PRIORITY, min(MAX_PRIORITY, priority)),
+                     not_before, data]  # fmt: skip
+        k = self.keys
+        keys = [k.ready, k.next, k.delay, k.leases, k.leased, k.seen, k.seq, k.busy, k.queued,
+                k.host_queue_prefix, k.delayed, k.lease_seq]  # fmt: skip
+        member, second, added, requeued = self._step(keys=keys, args=args)
+        result = StepResult(added=int(added), requeued=int(requeued), pushed=len(pushes))
+        if member:
+            result.request = self.decode(member)
+            result.lease = second.decode()
+        elif second:
+            result.next_ready = float(second)
+        return result
 
-    def pop(self, worker_id: str, now: float) -> Request | None:
-        data = self._pop(keys=[self.keys.queue, self.keys.busy], args=[worker_id, now])
-        return self.decode(data) if data else None
+    def renew(self, leases: Sequence[str], deadline: float) -> None:
+        """Push back the deadline of leases still in progress (only those that exist)."""
+        if leases:
+            self.server.zadd(self.keys.leases, dict.fromkeys(leases, deadline), xx=True)
 
-    def idle_check(self, worker_id: str) -> tuple[int, int, int]:
-        """Mark ``worker_id`` idle; return (queued, submitted seeds, busy live workers)."""
-        keys = [self.keys.queue, self.keys.start, self.keys.busy]
-        queued, submitted, busy = self._idle(keys=keys, args=[worker_id, self.keys.worker_prefix])
-        return int(queued), int(submitted), int(busy)
+    def __len__(self) -> int:
+        """Requests queued (ready or waiting for their host's turn, or delayed)."""
+        pipe = self.server.pipeline(transaction=False)
+        pipe.get(self.keys.queued).zcard(self.keys.delayed)
+        queued, delayed = pipe.execute()
+        return int(queued or 0) + int(delayed)
+
+    def idle_check(self, worker_id: str) -> tuple[int, int, int, int]:
+        """Mark ``worker_id`` idle; return (queued, submitted seeds, busy live workers, leases)."""
+        k = self.keys
+        result = self._idle(keys=[k.queued, k.start, k.busy, k.leases, k.delayed],
+                            args=[worker_id, k.worker_prefix])  # fmt: skip
+        return tuple(int(x) for x in result)  # type: ignore[return-value]
+
+    def set_delay(self, host: str, delay: float) -> None:
+        self.server.hset(self.keys.delay, host, delay)
 
     def clear(self) -> None:
-        self.server.delete(self.keys.queue, self.keys.seq)
+        k = self.keys
+        hosts = self.server.zrange(k.ready, 0, -1)
+        names = [k.host_queue_prefix + h.decode() for h in hosts]
+        names += [k.ready, k.next, k.leases, k.leased, k.seq, k.queued, k.delayed, k.lease_seq]
+        self.server.delete(*names)

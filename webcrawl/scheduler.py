@@ -29,14 +29,15 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy_redis.scheduler import Scheduler as RedisScheduler
-from twisted.internet import task, threads
+from twisted.internet import reactor, task, threads
 from twisted.internet.defer import Deferred
 
 from webcrawl.dupefilter import RedisDupeFilter
 from webcrawl.keys import CrawlKeys
-from webcrawl.queue import PriorityQueue
+from webcrawl.queue import HostQueue, StepResult
 from webcrawl.redisconn import CrawlRedis
-from webcrawl.settings_check import positive_float, positive_int
+from webcrawl.scope import scope_key
+from webcrawl.settings_check import non_negative_float, positive_float, positive_int
 from webcrawl.workers import WorkerRegistry, new_worker_id, worker_info
 
 logger = logging.getLogger(__name__)
@@ -57,9 +58,9 @@ class Scheduler(RedisScheduler):
                 f"with SCHEDULER = webcrawl.scheduler.Scheduler, got {dupefilter_cls!r}"
             )
         queue_cls = load_object(settings.get("SCHEDULER_QUEUE_CLASS"))
-        if not (isinstance(queue_cls, type) and issubclass(queue_cls, PriorityQueue)):
+        if not (isinstance(queue_cls, type) and issubclass(queue_cls, HostQueue)):
             raise ValueError(
-                "SCHEDULER_QUEUE_CLASS must be webcrawl.queue.PriorityQueue (or a subclass) "
+                "SCHEDULER_QUEUE_CLASS must be webcrawl.queue.HostQueue (or a subclass) "
                 f"with SCHEDULER = webcrawl.scheduler.Scheduler, got {queue_cls!r}"
             )
         super().__init__(
@@ -82,6 +83,8 @@ class Scheduler(RedisScheduler):
         self.seen_cache_size = positive_int(settings, "FRONTIER_SEEN_CACHE_SIZE")
         self._seen: set[bytes] = set()  # fingerprints known to be in the crawl's seen set
         self.idle_poll = positive_float(settings, "FRONTIER_IDLE_POLL_INTERVAL")
+        self.host_delay = non_negative_float(settings, "FRONTIER_HOST_DELAY")
+        self.lease_timeout = positive_float(settings, "FRONTIER_LEASE_TIMEOUT")
         self.heartbeat_interval = positive_float(settings, "STATUS_HEARTBEAT_INTERVAL")
         self.heartbeat_ttl = positive_float(settings, "STATUS_HEARTBEAT_TTL")
         if self.heartbeat_ttl <= self.heartbeat_interval:
@@ -89,10 +92,18 @@ class Scheduler(RedisScheduler):
                 f"STATUS_HEARTBEAT_TTL ({self.heartbeat_ttl}) must be longer than "
                 f"STATUS_HEARTBEAT_INTERVAL ({self.heartbeat_interval})"
             )
+        if self.lease_timeout <= self.heartbeat_interval:
+            raise ValueError(
+                f"FRONTIER_LEASE_TIMEOUT ({self.lease_timeout}) must be longer than "
+                f"STATUS_HEARTBEAT_INTERVAL ({self.heartbeat_interval}): leases are renewed "
+                "with each heartbeat"
+            )
         self.worker_id = new_worker_id()
         self.keys: CrawlKeys | None = None
         self.closed = False
-        self._buffer: list[tuple[bytes, int, bytes]] = []
+        self._buffer: list[tuple[bytes, str, int, float, bytes]] = []
+        self._leases: dict[Request, str] = {}  # popped, not yet acknowledged
+        self._wake_call: Any = None
         self._idle = False
         self._waiting_logged = False
         self._outage_logged = False
@@ -138,8 +149,10 @@ class Scheduler(RedisScheduler):
         for loop in self._loops:
             if loop.running:
                 loop.stop()
+        if self._wake_call is not None and self._wake_call.active():
+            self._wake_call.cancel()
         try:
-            self._flush_buffer()
+            self._step(pop=False)
             self.registry.remove(self.worker_id)
         except Exception:
             logger.exception("Could not hand %d buffered requests back to Redis", len(self._buffer))
@@ -159,29 +172,32 @@ class Scheduler(RedisScheduler):
             logger.error("Dropped %s: %s", request, exc)
             self.stats.inc_value("scheduler/unserializable")
             return False
-        self._buffer.append((fingerprint, request.priority, data))
+        host = scope_key(request.url, "host")
+        not_before = float(request.meta.get("frontier_not_before", 0))
+        self._buffer.append((fingerprint, host, request.priority, not_before, data))
         if len(self._buffer) >= self.batch_size:
-            self._flush_buffer()
+            self._step(pop=False)
         return True
 
     def next_request(self) -> Request | None:
-        self._flush_buffer()
-        try:
-            request = self.queue.pop(self.worker_id, time.time())
-        except RedisError as exc:
-            self._outage("pop a request", exc)
-            return None  # the engine asks again on its next loop
-        self._outage_logged = False
-        if request is not None:
-            self._idle = False
-            self._waiting_logged = False
-            self.stats.inc_value("scheduler/dequeued/redis")
-        return request
+        result = self._step(pop=True)
+        if result is None:
+            return None  # Redis unreachable: the engine asks again on its next loop
+        if result.request is None:
+            if result.next_ready is not None:
+                self._wake_at(result.next_ready)
+            return None
+        self._idle = False
+        self._waiting_logged = False
+        self._leases[result.request] = result.lease
+        self.stats.inc_value("scheduler/dequeued/redis")
+        return result.request
 
     def has_pending_requests(self) -> bool:
-        self._flush_buffer()
         if self._buffer:
-            return True  # Redis is unreachable and we hold requests
+            self._step(pop=False)
+            if self._buffer:
+                return True  # Redis is unreachable and we hold requests
         try:
             return len(self.queue) > 0
         except RedisError as exc:
@@ -193,41 +209,79 @@ class Scheduler(RedisScheduler):
 
     # -- internals -----------------------------------------------------------
 
-    def _flush_buffer(self) -> None:
-        if not self._buffer:
-            return
+    def _finished(self) -> list[Request]:
+        """Leased requests whose outcome is final: the engine is done with them.
+
+        A request stays in the engine's in-progress set until its download
+        and the handling of the spider's output (the links it found) are
+        complete, whatever the outcome, so a lease is acknowledged only after
+        its outlinks are in our buffer, and they go to Redis in the same call.
+        """
+        slot = getattr(self.crawler.engine, "_slot", None)
+        inprogress = getattr(slot, "inprogress", None)
+        if inprogress is None:  # no engine slot (closing): nothing is in progress
+            return list(self._leases)
+        return [r for r in self._leases if r not in inprogress]
+
+    def _step(self, pop: bool) -> StepResult | None:
+        """One round trip: ack finished leases, push the buffer, maybe pop."""
+        finished = self._finished()
         batch = self._buffer
         try:
-            added = self.queue.push_many(batch)
+            result = self.queue.step(
+                now=time.time(), worker_id=self.worker_id,
+                acks=[self._leases[r] for r in finished], pushes=batch, pop=pop,
+                default_delay=self.host_delay, lease_timeout=self.lease_timeout,
+            )  # fmt: skip
         except RedisError as exc:
-            self._outage(f"queue {len(batch)} requests (kept, will retry)", exc)
-            return
+            self._outage("reach the frontier (requests kept, will retry)", exc)
+            return None
+        self._outage_logged = False
         self._buffer = []
+        for request in finished:
+            del self._leases[request]
         # Every fingerprint of the batch is in the crawl's seen set now (ours or
         # another worker's), and fingerprints are never removed while it runs.
         if len(self._seen) > self.seen_cache_size:
             self._seen.clear()
-        self._seen.update(fp for fp, _, _ in batch if fp)
-        self.stats.inc_value("scheduler/enqueued/redis", added)
-        if len(batch) > added:
-            self.stats.inc_value("dupefilter/filtered", len(batch) - added)
+        self._seen.update(fp for fp, *_ in batch if fp)
+        if result.added:
+            self.stats.inc_value("scheduler/enqueued/redis", result.added)
+        if len(batch) > result.added:
+            self.stats.inc_value("dupefilter/filtered", len(batch) - result.added)
+        if result.requeued:
+            self.stats.inc_value("frontier/lease_expired", result.requeued)
+            logger.info("Requeued %d requests whose lease expired", result.requeued)
+        return result
+
+    def _wake_at(self, when: float) -> None:
+        """Wake the engine when the next host becomes ready (not on its 5 s heartbeat)."""
+        delay = max(0.0, when - time.time())
+        call = self._wake_call
+        if call is not None and call.active():
+            if call.getTime() <= reactor.seconds() + delay:
+                return
+            call.cancel()
+        self._wake_call = reactor.callLater(delay, self._wake_engine)
 
     def _on_idle(self, spider: Spider) -> None:
         """spider_idle: close only when the whole crawl has no work left."""
-        self._flush_buffer()
+        if self._step(pop=False) is None:
+            raise DontCloseSpider("Redis unreachable")
         try:
-            queued, submitted, busy = self.queue.idle_check(self.worker_id)
+            queued, submitted, busy, leased = self.queue.idle_check(self.worker_id)
         except RedisError as exc:
             self._outage("check whether the crawl is done", exc)
             raise DontCloseSpider("Redis unreachable") from None
         self._idle = True
         if self.continuous:
             raise DontCloseSpider("WEBCRAWL_CONTINUOUS: waiting for work")
-        if queued or submitted or busy:
+        if queued or submitted or busy or leased:
             if not self._waiting_logged:
                 logger.info(
                     "Nothing to do here for now; crawl %r has %d queued, %d submitted seeds, "
-                    "%d other busy workers: waiting", self.keys.crawl, queued, submitted, busy,
+                    "%d leased, %d other busy workers: waiting",
+                    self.keys.crawl, queued, submitted, leased, busy,
                 )  # fmt: skip
                 self._waiting_logged = True
             raise DontCloseSpider("other workers are busy")
@@ -246,7 +300,11 @@ class Scheduler(RedisScheduler):
         if not self._idle:
             return
         pipe = self.server.pipeline(transaction=False)
-        pipe.zcard(self.keys.queue).llen(self.keys.start)
+        now = time.time()
+        pipe.zrangebyscore(self.keys.ready, "-inf", now, start=0, num=1)
+        pipe.llen(self.keys.start)
+        pipe.zrangebyscore(self.keys.leases, "-inf", now, start=0, num=1)  # expired: requeue
+        pipe.zrangebyscore(self.keys.delayed, "-inf", now, start=0, num=1)
         if any(pipe.execute()):
             self._wake_engine()
 
@@ -266,6 +324,7 @@ class Scheduler(RedisScheduler):
         self._last_beat = (now, pages)
         info = worker_info(self._started, stats, now, rate, idle=self._idle)
         self.registry.beat(self.worker_id, info, self.heartbeat_ttl)
+        self.queue.renew(list(self._leases.values()), now + self.lease_timeout)
 
     def _guarded(self, func: Any) -> None:
         """Run a periodic task; a Redis outage is logged once and the loop goes on."""
