@@ -2,8 +2,11 @@
 
 Rows are buffered and written by one dedicated thread in batches of
 ``WEBCRAWL_STORE_BATCH_SIZE`` (or every ``WEBCRAWL_STORE_FLUSH_INTERVAL``
-seconds).  A failed batch is retried ``WEBCRAWL_STORE_RETRY_TIMES`` times with
-back-off; a batch that still fails is logged with its URLs and counted
+seconds).  An item is done when its batch is written: until then Scrapy keeps
+its request in progress, so the frontier acknowledges a request only once its
+page is in the store (a worker killed before that loses nothing: the lease
+expires and another worker fetches the page again).  A failed batch is
+retried ``WEBCRAWL_STORE_RETRY_TIMES`` times with back-off; a batch that still fails is logged with its URLs and counted
 (``store/failed_rows``), never dropped silently.  Closing the spider waits for
 every buffered row.
 """
@@ -39,6 +42,7 @@ class StorePipeline:
         self.retry_times = int(non_negative_float(settings, "WEBCRAWL_STORE_RETRY_TIMES"))
         self.store: Store = open_store(self.store_url)  # validates the URL; connects lazily
         self._buffer: list[Any] = []
+        self._waiters: list[Deferred[None]] = []  # one per buffered item, fired when written
         self._pending: set[Deferred[None]] = set()
         self._pool = ThreadPool(minthreads=1, maxthreads=1, name="webcrawl-store")
         self._loop = task.LoopingCall(self._flush)
@@ -52,10 +56,15 @@ class StorePipeline:
         self._loop.start(self.flush_interval, now=False)
         logger.info("Storing pages in %s", self.store_url)
 
-    def process_item(self, item: Any) -> Any:
+    async def process_item(self, item: Any) -> Any:
         self._buffer.append(item)  # made into a row on the store thread, not the reactor's
+        # Each item waits on a Deferred of its own: awaiting one shared Deferred
+        # from several coroutines hands its result to the first only.
+        written: Deferred[None] = Deferred()
+        self._waiters.append(written)
         if len(self._buffer) >= self.batch_size:
             self._flush()
+        await maybe_deferred_to_future(written)
         return item
 
     async def close_spider(self) -> None:
@@ -71,10 +80,17 @@ class StorePipeline:
         if not self._buffer:
             return
         batch, self._buffer = self._buffer, []
+        waiters, self._waiters = self._waiters, []
         d: Deferred[int] = deferToThreadPool(reactor, self._pool, self._write, batch)
         d.addCallbacks(self._written, self._failed, callbackArgs=(batch,), errbackArgs=(batch,))
         self._pending.add(d)
-        d.addBoth(lambda _: self._pending.discard(d))
+
+        def done(_: object) -> None:
+            self._pending.discard(d)
+            for waiter in waiters:
+                waiter.callback(None)
+
+        d.addBoth(done)
 
     def _write(self, batch: list[Any]) -> int:
         """Runs in the store thread: write, retrying with back-off; return rows written."""
