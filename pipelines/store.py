@@ -6,8 +6,9 @@ seconds).  An item is done when its batch is written: until then Scrapy keeps
 its request in progress, so the frontier acknowledges a request only once its
 page is in the store (a worker killed before that loses nothing: the lease
 expires and another worker fetches the page again).  A failed batch is
-retried ``WEBCRAWL_STORE_RETRY_TIMES`` times with back-off; a batch that still fails is logged with its URLs and counted
-(``store/failed_rows``), never dropped silently.  Closing the spider waits for
+retried ``WEBCRAWL_STORE_RETRY_TIMES`` times with back-off; a batch that
+still fails is logged with its URLs and counted (``store/failed_rows``),
+never dropped silently.  Closing the spider waits for
 every buffered row.
 """
 
