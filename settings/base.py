@@ -65,8 +65,12 @@ REDIS_URL = os.environ.get("REDIS_URL") or None
 WEBCRAWL_EMBEDDED_REDIS = True
 # Extra keyword arguments for redis.Redis (e.g. {"password": "..."}).
 REDIS_PARAMS = {}
-# Seconds between two requests to one host, counted over all workers of the crawl.
+# Seconds between two requests to one host, counted over all workers of the crawl
+# from when each request leaves its worker.
 FRONTIER_HOST_DELAY = 1.0
+# Seconds added to a non-zero host delay, for the jitter between a request
+# leaving a worker and reaching the server (connection set-up, busy loops).
+FRONTIER_DELAY_SLACK = 0.01
 # Seconds a popped request stays leased to its worker; renewed with every
 # heartbeat while the worker lives, so only a dead worker's leases expire (and
 # go back to the queue).

@@ -103,16 +103,22 @@ class Demo:
         )
 
 
-def _demo(tmp_path: Path, pages: int, latency: float = 0.0) -> Iterator[Demo]:
+def _demo(tmp_path: Path, pages: int | list[int], latency: float = 0.0) -> Iterator[Demo]:
     log = tmp_path / "requests.jsonl"
     with demo_server(4, pages, log, latency) as info:
-        yield Demo(info, DemoWeb(info["hosts"], pages, info["seed"]), log)
+        yield Demo(info, DemoWeb(info["hosts"], info["pages_per_host"], info["seed"]), log)
 
 
 @pytest.fixture
 def demo(tmp_path: Path) -> Iterator[Demo]:
     """The demo web, 4 seed hosts of 40 pages."""
     yield from _demo(tmp_path, 40)
+
+
+@pytest.fixture
+def lopsided_demo(tmp_path: Path) -> Iterator[Demo]:
+    """One big host (240 pages) and three small ones (24 pages)."""
+    yield from _demo(tmp_path, [240, 24])
 
 
 @pytest.fixture

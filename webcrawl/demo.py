@@ -27,9 +27,12 @@ from webcrawl.store import open_store
 
 
 @contextmanager
-def demo_server(hosts: int, pages: int, log: Path | None = None, latency: float = 0.0) -> Any:
-    """Run the demo web in a subprocess; yield its address info (hosts, seeds)."""
-    cmd = [sys.executable, "-m", "webcrawl.demoweb", "--hosts", str(hosts), "--pages", str(pages)]
+def demo_server(
+    hosts: int, pages: int | list[int], log: Path | None = None, latency: float = 0.0
+) -> Any:
+    """Run the demo web in a subprocess; yield its address info (hosts, seeds, pages_per_host)."""
+    sizes = ",".join(map(str, pages)) if isinstance(pages, list) else str(pages)
+    cmd = [sys.executable, "-m", "webcrawl.demoweb", "--hosts", str(hosts), "--pages", sizes]
     if log is not None:
         cmd += ["--log", str(log)]
     if latency:
@@ -95,7 +98,7 @@ def run(args: argparse.Namespace, settings: Settings, out: IO[str] = sys.stdout)
         started = time.monotonic()
         code = subprocess.call(cmd, env=scrapy_env())
         elapsed = time.monotonic() - started
-        web = DemoWeb(info["hosts"], args.pages, info["seed"])
+        web = DemoWeb(info["hosts"], info["pages_per_host"], info["seed"])
     expected = set(web.reachable(seeds))
     fetched = [json.loads(line) for line in requests_log.read_text().splitlines()]
     fetched_pages = [f for f in fetched if f["path"] != "/robots.txt"]

@@ -93,18 +93,24 @@ class DemoPage:
 class DemoWeb:
     """The generated link graph of ``hosts`` (``ip:port`` netlocs)."""
 
-    def __init__(self, hosts: list[str], pages_per_host: int = 100, seed: int = 0) -> None:
+    def __init__(
+        self, hosts: list[str], pages_per_host: int | list[int] = 100, seed: int = 0
+    ) -> None:
+        """``pages_per_host``: one number for every host, or a list (its last entry
+        repeats), e.g. ``[400, 40]`` for one big host among small ones."""
         if len(hosts) < 2:
             raise ValueError("the demo web needs at least two hosts (one is out of scope)")
-        if pages_per_host < 12:
+        sizes = [pages_per_host] if isinstance(pages_per_host, int) else list(pages_per_host)
+        if not sizes or min(sizes) < 12:
             raise ValueError("pages_per_host must be at least 12")
+        self.sizes = [sizes[min(i, len(sizes) - 1)] for i in range(len(hosts))]
         self.hosts = hosts
         self.seed = seed
         self.pages: dict[str, DemoPage] = {}
         rng = random.Random(seed)
         articles: dict[str, list[str]] = {}
-        for host in hosts:
-            articles[host] = self._build_host(host, pages_per_host, rng)
+        for host, size in zip(hosts, self.sizes, strict=True):
+            articles[host] = self._build_host(host, size, rng)
         for host in hosts:  # cross-host links, including into the out-of-scope host
             others = [h for h in hosts if h != host]
             for url in rng.sample(articles[host], k=min(10, len(articles[host]))):
@@ -349,8 +355,16 @@ def listen(n_hosts: int, site_factory: Any, port: int = 0) -> list[str]:
     raise RuntimeError("could not find a port free on all demo hosts")
 
 
+def parse_pages(text: str) -> list[int]:
+    """``"100"`` or ``"400,40"`` (pages of the first hosts; the last repeats)."""
+    try:
+        return [int(p) for p in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected N or N,N,...: {text!r}") from None
+
+
 def serve(
-    hosts: int, pages: int, *, seed: int = 0, port: int = 0, log: IO[str] | None = None,
+    hosts: int, pages: int | list[int], *, seed: int = 0, port: int = 0, log: IO[str] | None = None,
     latency: float = 0.0, out: IO[str] = sys.stdout,
 ) -> None:  # fmt: skip
     """Serve the demo web until SIGTERM/SIGINT; print its address as one JSON line first."""
@@ -375,7 +389,8 @@ def serve(
     netlocs = listen(hosts + 1, site_factory, port)
     web = DemoWeb(netlocs, pages, seed)
     holder["resource"] = DemoResource(web, log, latency)
-    info = {"hosts": netlocs, "seeds": web.seeds(), "pages": len(web.pages), "seed": seed}
+    info = {"hosts": netlocs, "seeds": web.seeds(), "pages": len(web.pages), "seed": seed,
+            "pages_per_host": web.sizes}  # fmt: skip
     out.write(json.dumps(info) + "\n")
     out.flush()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -394,7 +409,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--hosts", type=int, default=4, help="seed hosts (one more is out of scope)"
     )
-    parser.add_argument("--pages", type=int, default=100, help="pages per host")
+    parser.add_argument(
+        "--pages", type=parse_pages, default=[100],
+        help="pages per host, or a list for the first hosts (400,40: one big host)",
+    )  # fmt: skip
     parser.add_argument("--seed", type=int, default=0, help="generator seed")
     parser.add_argument("--port", type=int, default=0, help="port for every host (0: any free)")
     parser.add_argument("--log", help="append a JSON line per request to this file")

@@ -44,6 +44,13 @@ local default_delay = tonumber(ARGV[3])
 local lease_timeout = tonumber(ARGV[4])
 local want_pop = ARGV[5] == '1'
 local requeue_limit = tonumber(ARGV[6])
+local slack = tonumber(ARGV[7])
+
+local function host_delay(host)
+  local delay = tonumber(redis.call('HGET', KEYS[3], host) or default_delay)
+  if delay > 0 then return delay + slack end
+  return 0
+end
 local hq = KEYS[10]
 
 local function schedule(host)
@@ -58,7 +65,7 @@ local function enqueue(host, score, member)
 end
 
 -- 1. acknowledgements
-local i = 7
+local i = 8
 local n_acks = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n_acks do
   redis.call('ZREM', KEYS[4], ARGV[i])
@@ -66,7 +73,23 @@ for _ = 1, n_acks do
   i = i + 1
 end
 
--- 2. new requests (fingerprint, host, priority, not-before, data)
+-- 2. requests sent: a host's next turn counts from when its request really left
+--    (a request can wait after its pop, e.g. for the host's robots.txt)
+local n_sent = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n_sent do
+  local host, t = ARGV[i], tonumber(ARGV[i + 1])
+  i = i + 2
+  local nxt = t + host_delay(host)
+  if nxt > tonumber(redis.call('HGET', KEYS[2], host) or '0') then
+    redis.call('HSET', KEYS[2], host, string.format('%.17g', nxt))
+    local score = redis.call('ZSCORE', KEYS[1], host)
+    if score and tonumber(score) < nxt then
+      redis.call('ZADD', KEYS[1], 'XX', string.format('%.17g', nxt), host)
+    end
+  end
+end
+
+-- 3. new requests (fingerprint, host, priority, not-before, data)
 local added = 0
 local n_push = tonumber(ARGV[i]); i = i + 1
 local seq = redis.call('INCRBY', KEYS[7], n_push) - n_push
@@ -89,7 +112,7 @@ for _ = 1, n_push do
   end
 end
 
--- 3. expired leases and due delayed requests go back to their host queues
+-- 4. expired leases and due delayed requests go back to their host queues
 local requeued = 0
 local expired = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, requeue_limit)
 for _, id in ipairs(expired) do
@@ -109,7 +132,7 @@ for _, entry in ipairs(due) do
   enqueue(host, score, member)
 end
 
--- 4. pop from the host whose turn it is
+-- 5. pop from the host whose turn it is
 if not want_pop then return {false, false, added, requeued} end
 for _ = 1, 10 do
   local top = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
@@ -121,8 +144,7 @@ for _ = 1, 10 do
     redis.call('ZREM', KEYS[1], host)
   else
     redis.call('DECR', KEYS[9])
-    local delay = tonumber(redis.call('HGET', KEYS[3], host) or default_delay)
-    local nxt = now + delay
+    local nxt = now + host_delay(host)
     redis.call('HSET', KEYS[2], host, string.format('%.17g', nxt))
     if redis.call('EXISTS', hq .. host) == 1 then
       redis.call('ZADD', KEYS[1], string.format('%.17g', nxt), host)
@@ -171,6 +193,8 @@ class HostQueue:
         self.server = server
         self.spider = spider
         self.keys = keys
+        agent = getattr(spider, "settings", None) and spider.settings.get("USER_AGENT")
+        self._own_agent: bytes | None = agent.encode() if agent else None
         self._step = server.register_script(_STEP)
         self._idle = server.register_script(_IDLE)
 
@@ -184,11 +208,16 @@ class HostQueue:
         a quarter of a page's CPU time here).  We resolve names once per
         function and build the same dict.
         """
+        headers = dict(request.headers)
+        if self._own_agent is not None and headers.get(b"User-Agent") == [self._own_agent]:
+            # Set by this worker's UserAgentMiddleware, and copied into redirects:
+            # the worker that fetches the request sets its own.
+            del headers[b"User-Agent"]
         d = {
             "url": request.url,
             "callback": self._method_name(request.callback),
             "errback": self._method_name(request.errback),
-            "headers": dict(request.headers),
+            "headers": headers,
         }
         for attr in request.attributes:
             d.setdefault(attr, getattr(request, attr))
@@ -220,18 +249,27 @@ class HostQueue:
         now: float,
         worker_id: str,
         acks: Sequence[str] = (),
+        sent: Sequence[tuple[str, float]] = (),
         pushes: Sequence[tuple[bytes, str, int, float, bytes]] = (),
         pop: bool = True,
         default_delay: float = 0.0,
         lease_timeout: float = 60.0,
         requeue_limit: int = 20,
+        slack: float = 0.0,
     ) -> StepResult:
-        """Ack, push ``(fingerprint, host, priority, not_before, data)``, requeue, pop.
+        """Ack leases, report ``(host, time)`` sends, push ``(fingerprint, host,
+        priority, not_before, data)``, requeue expired leases, and pop.
 
-        An empty fingerprint bypasses the dupefilter (``dont_filter``).
+        An empty fingerprint bypasses the dupefilter (``dont_filter``).  A host's
+        delay (``default_delay`` unless set per host) is stretched by ``slack``
+        seconds, when it is not 0, for the jitter between a request leaving a
+        worker and reaching the server.
         """
         args: list[object] = [now, worker_id, default_delay, lease_timeout, int(pop),
-                              requeue_limit, len(acks), *acks, len(pushes)]  # fmt: skip
+                              requeue_limit, slack, len(acks), *acks, len(sent)]  # fmt: skip
+        for host, when in sent:
+            args += [host, when]
+        args.append(len(pushes))
         for fingerprint, host, priority, not_before, data in pushes:
             args += [fingerprint, host, max(-MAX_PRIORITY, min(MAX_PRIORITY, priority)),
                      not_before, data]  # fmt: skip

@@ -1,0 +1,120 @@
+"""The cluster frontier from the servers' side: politeness, fairness, no lost URLs."""
+
+import signal
+import subprocess
+import time
+from collections import defaultdict
+from itertools import pairwise
+
+import pytest
+from conftest import ROOT, crawl_cmd, crawl_env, run_crawl
+
+from webcrawl.store import open_store
+
+
+def stored_urls(data_dir):
+    with open_store(f"sqlite:///{data_dir}/webtable.sqlite3") as store:
+        return [r["url"] for r in store.scan_pages()]
+
+
+def page_times(demo):
+    """host -> sorted request times, robots.txt excluded (it is fetched outside the queue)."""
+    times = defaultdict(list)
+    for r in demo.requests():
+        if r["path"] != "/robots.txt":
+            times[r["host"]].append(r["t"])
+    return {h: sorted(t) for h, t in times.items()}
+
+
+def spawn(seeds, data_dir, redis_url, log_path, *settings):
+    with open(log_path, "w") as log:
+        return subprocess.Popen(
+            crawl_cmd(seeds, data_dir, f"REDIS_URL={redis_url}", *settings),
+            cwd=ROOT, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=log,
+        )  # fmt: skip
+
+
+def test_politeness_holds_across_workers(demo, redis_server, redis_client, tmp_path):
+    delay = 0.25
+    settings = (f"FRONTIER_HOST_DELAY={delay}", "DEPTH_LIMIT=2", "CONCURRENT_REQUESTS_PER_DOMAIN=8")
+    procs = [spawn(demo.seeds, tmp_path / "data", redis_server.url, tmp_path / f"{i}.log",
+                   *settings) for i in range(2)]  # fmt: skip
+    for proc in procs:
+        assert proc.wait(120) == 0
+    gaps = {h: min(b - a for a, b in pairwise(t)) for h, t in page_times(demo).items()
+            if len(t) > 1}  # fmt: skip
+    assert len(gaps) == 4
+    assert min(gaps.values()) >= delay, gaps
+    # and the pace is the configured one, not slower: mean gap within 50 % of it
+    for t in page_times(demo).values():
+        assert (t[-1] - t[0]) / (len(t) - 1) < delay * 1.5
+
+
+STOCK = (  # the control: stock scrapy-redis, one global queue, Scrapy's per-process delay
+    "SCHEDULER=scrapy_redis.scheduler.Scheduler",
+    "DUPEFILTER_CLASS=scrapy_redis.dupefilter.RFPDupeFilter",
+    "SCHEDULER_QUEUE_CLASS=scrapy_redis.queue.FifoQueue",
+    "SCHEDULER_SERIALIZER=webcrawl.serialize",
+    "DOWNLOAD_DELAY=0.02", "RANDOMIZE_DOWNLOAD_DELAY=False", "CONCURRENT_REQUESTS_PER_DOMAIN=1",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("frontier", ["webcrawl", "stock"])
+def test_a_big_host_does_not_hold_up_small_ones(lopsided_demo, redis_server, tmp_path, frontier):
+    demo = lopsided_demo
+    settings = ["FRONTIER_HOST_DELAY=0.02"]
+    if frontier == "stock":
+        settings = [*STOCK, f"REDIS_URL={redis_server.url}", "SCHEDULER_PERSIST=False"]
+    result = run_crawl(demo.seeds, tmp_path / "data", *settings)
+    assert result.returncode == 0, result.stderr[-2000:]
+    times = page_times(demo)
+    big = demo.info["hosts"][0]
+    start = min(t[0] for t in times.values())
+    big_done = times[big][-1] - start
+    small_done = max(t[-1] - start for host, t in times.items() if host != big)
+    if frontier == "webcrawl":
+        assert small_done < big_done * 0.4, (small_done, big_done)
+        assert sorted(stored_urls(tmp_path / "data")) == sorted(demo.web.reachable())
+    else:  # the big host's backlog holds the small hosts back
+        assert small_done > big_done * 0.4, (small_done, big_done)
+
+
+def test_killed_workers_lose_nothing(slow_demo, redis_server, redis_client, tmp_path):
+    """kill -9 a worker again and again mid-crawl: every page is still stored."""
+    demo = slow_demo
+    data = tmp_path / "data"
+    # ~30 pages/s over the 4 hosts: the crawl lasts ~10 s, long enough for three victims
+    paced = ("FRONTIER_HOST_DELAY=0.12", "FRONTIER_LEASE_TIMEOUT=2")
+    steady = spawn(demo.seeds, data, redis_server.url, tmp_path / "steady.log", *paced,
+                   "USER_AGENT=steady")  # fmt: skip
+    killed_agents = []
+    try:
+        for i in range(3):
+            agent = f"victim-{i}"
+            victim = spawn(demo.seeds, data, redis_server.url, tmp_path / f"{agent}.log",
+                           *paced, f"USER_AGENT={agent}")  # fmt: skip
+            deadline = time.monotonic() + 30
+            while not any(r["ua"] == agent for r in demo.requests()):
+                assert steady.poll() is None, f"the crawl ended before {agent} took part"
+                assert time.monotonic() < deadline, f"{agent} never fetched"
+                time.sleep(0.05)
+            time.sleep(0.5)
+            victim.send_signal(signal.SIGKILL)
+            victim.wait()
+            killed_agents.append(agent)
+        assert steady.wait(120) == 0
+    finally:
+        if steady.poll() is None:
+            steady.kill()
+    log = (tmp_path / "steady.log").read_text()
+    assert "whose lease expired" in log
+    expected = set(demo.web.reachable())
+    urls = stored_urls(data)
+    assert sorted(urls) == sorted(expected)  # nothing lost, one row each
+    fetched = defaultdict(list)
+    for r in demo.requests():
+        if r["path"] != "/robots.txt":
+            fetched[f"http://{r['host']}{r['path']}"].append(r["ua"])
+    twice = {u: agents for u, agents in fetched.items() if len(agents) > 1}
+    # only what a killed worker held was fetched again
+    assert all(any(a in killed_agents for a in agents) for agents in twice.values()), twice
