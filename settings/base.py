@@ -20,9 +20,13 @@ USER_AGENT = "webcrawl/0.1 (+https://github.com/webcrawl/webcrawl)"
 ROBOTSTXT_OBEY = True
 # Scrapy's robots.txt middleware, replaced by ours: Scrapy 2.19's lets requests
 # that wait for a host's robots.txt through unchecked (see middlewares/robotstxt.py).
+# Scrapy's retry middleware, replaced by ours: retries go back to the frontier
+# with back-off instead of being retried at once by the same worker.
 DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "middlewares.robotstxt.RobotsTxtMiddleware": 100,
+    "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
+    "middlewares.retry.FrontierRetryMiddleware": 550,
 }
 # Requests in flight per worker process, and per host (download slot).
 CONCURRENT_REQUESTS = 16
@@ -75,6 +79,11 @@ FRONTIER_DELAY_SLACK = 0.01
 # heartbeat while the worker lives, so only a dead worker's leases expire (and
 # go back to the queue).
 FRONTIER_LEASE_TIMEOUT = 60.0
+# Times a failed request (connection error, DNS error, timeout, RETRY_HTTP_CODES)
+# goes back to the queue before it is recorded as failed.
+FRONTIER_RETRY_TIMES = 3
+# Seconds before the first retry; doubled for each further one (1, 2, 4 s).
+FRONTIER_RETRY_BACKOFF = 1.0
 # Requests buffered before one batched push (dupefilter check included) to Redis.
 FRONTIER_BATCH_SIZE = 256
 # Fingerprints each worker remembers as already seen, so duplicate links cost

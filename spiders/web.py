@@ -20,9 +20,11 @@ from typing import Any
 from redis.exceptions import RedisError
 from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
+from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response, TextResponse
 from scrapy.linkextractors import LinkExtractor
 from twisted.internet import task
+from twisted.python.failure import Failure
 
 from webcrawl import extract
 from webcrawl.page import Page
@@ -140,7 +142,7 @@ class WebSpider(Spider):
             yield self.request_for(url)
 
     def request_for(self, url: str) -> Request:
-        return Request(url, callback=self.parse)
+        return Request(url, callback=self.parse, errback=self.failed)
 
     def _pull_submitted(self) -> None:
         """Move seeds from ``webcrawl submit`` into the crawl."""
@@ -172,6 +174,31 @@ class WebSpider(Spider):
             self._poll.stop()
 
     # -- pages -----------------------------------------------------------------
+
+    def failed(self, failure: Failure) -> Iterator[Page]:
+        """A request that failed for good (after its retries): record why."""
+        if failure.check(IgnoreRequest):
+            return  # robots.txt or offsite: nothing wrong with the site
+        request = failure.request
+        redirects = [str(u) for u in request.meta.get("redirect_urls", [])]
+        reason = f"{type(failure.value).__name__}: {failure.getErrorMessage()}"
+        self.crawler.stats.inc_value("pages/failed")
+        frontier = self._frontier
+        if frontier is not None:
+            try:
+                frontier.server.incr(frontier.keys.failed)
+            except RedisError as exc:
+                logger.warning("Could not count a failed page in Redis: %s", exc)
+        yield Page(
+            url=redirects[0] if redirects else request.url,
+            final_url=request.url,
+            status=0,
+            fetched_at=time.time(),
+            depth=int(request.meta.get("depth", 0)),
+            kind="failed",
+            redirects=redirects,
+            error=reason,
+        )
 
     def parse(self, response: Response) -> Iterator[Page | Request]:
         redirects = [str(u) for u in response.meta.get("redirect_urls", [])]

@@ -1,5 +1,6 @@
 """The cluster frontier from the servers' side: politeness, fairness, no lost URLs."""
 
+import re
 import signal
 import subprocess
 import time
@@ -118,3 +119,48 @@ def test_killed_workers_lose_nothing(slow_demo, redis_server, redis_client, tmp_
     twice = {u: agents for u, agents in fetched.items() if len(agents) > 1}
     # only what a killed worker held was fetched again
     assert all(any(a in killed_agents for a in agents) for agents in twice.values()), twice
+
+
+def test_failures_are_requeued_with_backoff_then_recorded(tmp_path):
+    """Host 1 resets every connection once (transient); host 2's /s1/ always (dead)."""
+    from conftest import Demo, demo_server
+
+    from webcrawl.demoweb import DemoWeb
+
+    log = tmp_path / "requests.jsonl"
+    faults = ["1:/:reset:1", "2:/s1/:reset"]
+    with demo_server(4, 24, log, faults=faults) as info:
+        demo = Demo(info, DemoWeb(info["hosts"], info["pages_per_host"], info["seed"]), log)
+        settings = ("FRONTIER_RETRY_BACKOFF=0.2", "STATUS_HEARTBEAT_INTERVAL=0.5")
+        result = run_crawl(demo.seeds, tmp_path / "data", *settings, timeout=180)
+    assert result.returncode == 0, result.stderr[-2000:]
+    flaky, dead = info["hosts"][1], info["hosts"][2]
+    retried = set(re.findall(r"Retrying <GET (\S+)> \(failed 1 times\)", result.stderr))
+    assert any(flaky in u for u in retried)
+    rows = {}
+    with open_store(f"sqlite:///{tmp_path}/data/webtable.sqlite3") as store:
+        rows = {r["url"]: r for r in store.scan_pages()}
+    assert set(rows) == set(demo.web.reachable(dead=(f"http://{dead}/s1/",)))
+    fetches = defaultdict(list)
+    for r in demo.requests():
+        if r["path"] != "/robots.txt":
+            fetches[f"http://{r['host']}{r['path']}"].append((r["t"], r["status"]))
+    for url, row in rows.items():
+        host = url.split("/")[2]
+        attempts = fetches[url]
+        # Twisted's connection pool retries a GET once, at once, when a reused
+        # keep-alive connection drops; the others are ours, after the back-off.
+        if host == flaky:  # reset once, then fetched (a redirect source answers 301)
+            assert [s for _, s in attempts] == [0, 301 if "/old/" in url else row["status"]], url
+            if url in retried:
+                assert attempts[1][0] - attempts[0][0] >= 0.2, (url, attempts)
+        elif host == dead and url.split("/", 3)[3].startswith("s1/"):
+            assert row["kind"] == "failed" and row["status"] == 0, row
+            assert "Connection" in row["error"], row["error"]
+            assert {s for _, s in attempts} == {0}
+            assert 4 <= len(attempts) <= 8  # 1 + FRONTIER_RETRY_TIMES (+ Twisted's at once)
+            # back-off 0.2 + 0.4 + 0.8 s between the first attempt and the last
+            assert attempts[-1][0] - attempts[0][0] >= 1.4, attempts
+        else:
+            assert len(attempts) == 1, (url, attempts)
+    assert f"'pages/failed': {sum(r['kind'] == 'failed' for r in rows.values())}" in result.stderr

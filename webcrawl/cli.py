@@ -73,7 +73,8 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         pipe = session.client.pipeline(transaction=False)
         pipe.get(keys.queued).zcard(keys.delayed).zcard(keys.leases)
         pipe.scard(keys.seen).llen(keys.start).scard(keys.scope).zrange(keys.ready, 0, -1)
-        queued, delayed, leased, seen, submitted, scope, hosts = pipe.execute()
+        pipe.get(keys.failed)
+        queued, delayed, leased, seen, submitted, scope, hosts, failed = pipe.execute()
         queued = int(queued or 0) + int(delayed)
         pipe = session.client.pipeline(transaction=False)
         for host in hosts:
@@ -94,6 +95,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         "hosts_queued": len(sizes),
         "leased": leased,
         "seen": seen,
+        "failed": int(failed or 0),
         "submitted": submitted,
         "scope_keys": scope,
         "stored": stored,
@@ -105,7 +107,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     print(f"crawl      {keys.crawl}")
     print(f"redis      {redis_desc}")
     print(f"store      {store_url}")
-    for name in ("queued", "leased", "seen", "submitted", "stored"):
+    for name in ("queued", "leased", "seen", "submitted", "stored", "failed"):
         print(f"{name:<10} {status[name]}")
     if sizes:
         print(f"hosts      {len(sizes)} with queued requests; the largest:")

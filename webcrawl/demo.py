@@ -28,7 +28,11 @@ from webcrawl.store import open_store
 
 @contextmanager
 def demo_server(
-    hosts: int, pages: int | list[int], log: Path | None = None, latency: float = 0.0
+    hosts: int,
+    pages: int | list[int],
+    log: Path | None = None,
+    latency: float = 0.0,
+    faults: list[str] = (),
 ) -> Any:
     """Run the demo web in a subprocess; yield its address info (hosts, seeds, pages_per_host)."""
     sizes = ",".join(map(str, pages)) if isinstance(pages, list) else str(pages)
@@ -37,6 +41,8 @@ def demo_server(
         cmd += ["--log", str(log)]
     if latency:
         cmd += ["--latency", str(latency)]
+    for fault in faults:
+        cmd += ["--fault", fault]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

@@ -190,11 +190,13 @@ class DemoWeb:
         seeds: list[str] | None = None,
         scope: str = "host",
         depth_limit: int | None = None,
+        dead: tuple[str, ...] = (),
     ) -> dict[str, int]:
         """URL -> shortest depth of every URL a correct crawl records.
 
         A redirect is recorded under its source URL (its target is fetched
-        as part of it); missing pages are recorded with their 404.
+        as part of it); missing pages are recorded with their 404; URLs
+        starting with one of ``dead`` are recorded as failed, not followed.
         """
         seeds = self.seeds() if seeds is None else seeds
         in_scope = {urlsplit(s).netloc for s in seeds}
@@ -203,7 +205,7 @@ class DemoWeb:
         while todo:
             url = todo.popleft()
             page = self.pages.get(url)
-            if page is None or page.kind != "html":
+            if page is None or page.kind != "html" or url.startswith(dead):
                 continue
             if depth_limit is not None and depth[url] >= depth_limit:
                 continue
@@ -266,13 +268,58 @@ def _http_date(ts: float) -> str:
     return email.utils.formatdate(ts, usegmt=True)
 
 
+@dataclass(frozen=True)
+class Fault:
+    """Requests to ``host`` (index into the hosts) under ``prefix`` fail.
+
+    ``kind`` "reset" aborts the connection (TCP RST) before answering.
+    ``times``: how many requests to each URL fail before it works; 0: always.
+    """
+
+    host: int
+    prefix: str
+    kind: str = "reset"
+    times: int = 0
+
+    KINDS = ("reset",)
+
+    @classmethod
+    def parse(cls, text: str) -> Fault:
+        """``HOST:PREFIX:KIND[:TIMES]``, e.g. ``1:/:reset:1`` (each URL of host 1 fails once)."""
+        parts = text.split(":")
+        try:
+            fault = cls(int(parts[0]), parts[1], parts[2], int(parts[3]) if len(parts) > 3 else 0)
+        except (IndexError, ValueError):
+            raise argparse.ArgumentTypeError(
+                f"expected HOST:PREFIX:KIND[:TIMES], got {text!r}"
+            ) from None
+        if fault.kind not in cls.KINDS:
+            raise argparse.ArgumentTypeError(f"unknown fault kind {fault.kind!r}")
+        return fault
+
+
 class DemoResource:
     """Answers requests for a :class:`DemoWeb` on every host (behind a twisted.web Site)."""
 
-    def __init__(self, web: DemoWeb, log: IO[str] | None = None, latency: float = 0.0) -> None:
+    def __init__(
+        self, web: DemoWeb, log: IO[str] | None = None, latency: float = 0.0,
+        faults: list[Fault] = (),
+    ) -> None:  # fmt: skip
         self.web = web
         self.log = log
         self.latency = latency
+        self.faults = list(faults)
+        self._failed: dict[str, int] = {}  # url -> faults served
+
+    def _fault(self, netloc: str, path: str) -> Fault | None:
+        for fault in self.faults:
+            if self.web.hosts[fault.host] == netloc and path.startswith(fault.prefix):
+                url = netloc + path
+                if fault.times and self._failed.get(url, 0) >= fault.times:
+                    return None
+                self._failed[url] = self._failed.get(url, 0) + 1
+                return fault
+        return None
 
     def render(self, request: Any) -> Any:
         from twisted.internet import reactor
@@ -287,6 +334,8 @@ class DemoResource:
         if request.finished or request._disconnected:
             return
         body = self.respond(request)
+        if request._disconnected:
+            return
         if body:
             request.write(body)
         request.finish()
@@ -296,6 +345,10 @@ class DemoResource:
         netloc = f"{host.host}:{host.port}"
         path = request.uri.decode("latin-1").split("#")[0]
         url = f"http://{netloc}{path}"
+        if path != "/robots.txt" and self._fault(netloc, path) is not None:
+            self._log(request, netloc, path, 0)  # status 0: no answer
+            request.channel.transport.abortConnection()
+            return b""
         page = self.web.pages.get(url)
         status = 200
         if page is None:
@@ -365,7 +418,7 @@ def parse_pages(text: str) -> list[int]:
 
 def serve(
     hosts: int, pages: int | list[int], *, seed: int = 0, port: int = 0, log: IO[str] | None = None,
-    latency: float = 0.0, out: IO[str] = sys.stdout,
+    latency: float = 0.0, out: IO[str] = sys.stdout, faults: list[Fault] = (),
 ) -> None:  # fmt: skip
     """Serve the demo web until SIGTERM/SIGINT; print its address as one JSON line first."""
     from twisted.internet import reactor
@@ -388,7 +441,7 @@ def serve(
 
     netlocs = listen(hosts + 1, site_factory, port)
     web = DemoWeb(netlocs, pages, seed)
-    holder["resource"] = DemoResource(web, log, latency)
+    holder["resource"] = DemoResource(web, log, latency, faults)
     info = {"hosts": netlocs, "seeds": web.seeds(), "pages": len(web.pages), "seed": seed,
             "pages_per_host": web.sizes}  # fmt: skip
     out.write(json.dumps(info) + "\n")
@@ -417,12 +470,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=0, help="port for every host (0: any free)")
     parser.add_argument("--log", help="append a JSON line per request to this file")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
+    parser.add_argument(
+        "--fault", type=Fault.parse, action="append", default=[], metavar="HOST:PREFIX:KIND[:N]",
+        help="fail requests (kind: reset) to host index HOST under PREFIX, the first N "
+        "times per URL (0 or none: always); repeatable",
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> None:
     log = open(args.log, "a", encoding="utf-8") if args.log else None  # noqa: SIM115
     try:
-        serve(args.hosts, args.pages, seed=args.seed, port=args.port, log=log, latency=args.latency)
+        serve(
+            args.hosts, args.pages, seed=args.seed, port=args.port, log=log,
+            latency=args.latency, faults=args.fault,
+        )  # fmt: skip
     finally:
         if log:
             log.close()

@@ -81,6 +81,11 @@ class CrawlKeys:
         return self.prefix + "scope"
 
     @property
+    def failed(self) -> str:
+        """Counter of URLs that failed for good."""
+        return self.prefix + "failed"
+
+    @property
     def workers(self) -> str:
         """Set of worker ids that have registered."""
         return self.prefix + "workers"

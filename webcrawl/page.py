@@ -19,6 +19,8 @@ class Page:
     (s).  ``content_length`` is the Content-Length header when the server
     sent one, else the body's size in bytes.  Non-HTML pages (``kind`` other
     than "html") have no title, text or outlinks: they are recorded, not parsed.
+    A URL that could not be fetched at all (DNS, connection, timeout, after its
+    retries) is recorded with ``kind`` "failed", ``status`` 0 and ``error``.
     """
 
     url: str
@@ -35,6 +37,7 @@ class Page:
     last_modified: str | None = None
     content_length: int | None = None
     redirects: list[str] = field(default_factory=list)  # URLs that redirected here, in order
+    error: str = ""  # kind "failed": why (after FRONTIER_RETRY_TIMES retries)
 
 
 def store_row(item: Any) -> dict[str, Any]:
