@@ -27,7 +27,15 @@ DOWNLOADER_MIDDLEWARES = {
     "middlewares.robotstxt.RobotsTxtMiddleware": 100,
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     "middlewares.retry.FrontierRetryMiddleware": 550,
+    "middlewares.adaptive_delay.AdaptiveDelayMiddleware": 560,
 }
+# Adapt each host's delay (for all workers) to 429/503 + Retry-After, latency
+# and robots.txt Crawl-delay; see middlewares/adaptive_delay.py.
+ADAPTIVE_DELAY_ENABLED = True
+# Seconds: the most a host's delay grows to (a longer Retry-After is capped here).
+ADAPTIVE_DELAY_MAX = 60.0
+# Requests per host in flight the delay aims at: delay -> latency / this.
+ADAPTIVE_DELAY_TARGET_CONCURRENCY = 1.0
 # Requests in flight per worker process, and per host (download slot).
 CONCURRENT_REQUESTS = 16
 CONCURRENT_REQUESTS_PER_DOMAIN = 2

@@ -32,7 +32,9 @@ def demo_server(
     pages: int | list[int],
     log: Path | None = None,
     latency: float = 0.0,
+    *,
     faults: list[str] = (),
+    crawl_delays: list[str] = (),
 ) -> Any:
     """Run the demo web in a subprocess; yield its address info (hosts, seeds, pages_per_host)."""
     sizes = ",".join(map(str, pages)) if isinstance(pages, list) else str(pages)
@@ -43,6 +45,8 @@ def demo_server(
         cmd += ["--latency", str(latency)]
     for fault in faults:
         cmd += ["--fault", fault]
+    for delay in crawl_delays:
+        cmd += ["--crawl-delay", delay]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

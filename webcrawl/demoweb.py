@@ -106,6 +106,7 @@ class DemoWeb:
         self.sizes = [sizes[min(i, len(sizes) - 1)] for i in range(len(hosts))]
         self.hosts = hosts
         self.seed = seed
+        self.crawl_delays: dict[str, float] = {}  # host -> robots.txt Crawl-delay
         self.pages: dict[str, DemoPage] = {}
         rng = random.Random(seed)
         articles: dict[str, list[str]] = {}
@@ -177,9 +178,10 @@ class DemoWeb:
 
     # -- ground truth --------------------------------------------------------
 
-    @staticmethod
-    def robots_txt() -> str:
-        return "User-agent: *\nDisallow: /private/\n"
+    def robots_txt(self, host: str | None = None) -> str:
+        delay = self.crawl_delays.get(host) if host else None
+        extra = f"Crawl-delay: {delay}\n" if delay else ""
+        return "User-agent: *\nDisallow: /private/\n" + extra
 
     @staticmethod
     def allowed(url: str) -> bool:
@@ -224,7 +226,8 @@ class DemoWeb:
         """Body and content type of ``page``."""
         rng = random.Random(f"{self.seed}:{page.url}")
         if page.kind == "robots":
-            return self.robots_txt().encode(), "text/plain; charset=utf-8"
+            host = urlsplit(page.url).netloc
+            return self.robots_txt(host).encode(), "text/plain; charset=utf-8"
         if page.kind == "pdf":
             body = b"%PDF-1.4\n% demo report\n" + _sentence(rng).encode() + b"\n%%EOF\n"
             return body, "application/pdf"
@@ -272,7 +275,8 @@ def _http_date(ts: float) -> str:
 class Fault:
     """Requests to ``host`` (index into the hosts) under ``prefix`` fail.
 
-    ``kind`` "reset" aborts the connection (TCP RST) before answering.
+    ``kind`` "reset" aborts the connection (TCP RST) before answering; "429"
+    and "503" answer that status with ``Retry-After: retry_after`` seconds.
     ``times``: how many requests to each URL fail before it works; 0: always.
     """
 
@@ -280,15 +284,18 @@ class Fault:
     prefix: str
     kind: str = "reset"
     times: int = 0
+    retry_after: int = 1
 
-    KINDS = ("reset",)
+    KINDS = ("reset", "429", "503")
 
     @classmethod
     def parse(cls, text: str) -> Fault:
-        """``HOST:PREFIX:KIND[:TIMES]``, e.g. ``1:/:reset:1`` (each URL of host 1 fails once)."""
+        """``HOST:PREFIX:KIND[:TIMES[:RETRY_AFTER]]``, e.g. ``1:/:reset:1`` (each URL of
+        host 1 fails once), ``2:/:429:1:3`` (429 with Retry-After: 3, once per URL)."""
         parts = text.split(":")
         try:
-            fault = cls(int(parts[0]), parts[1], parts[2], int(parts[3]) if len(parts) > 3 else 0)
+            numbers = [int(p) for p in parts[3:5]]
+            fault = cls(int(parts[0]), parts[1], parts[2], *numbers)
         except (IndexError, ValueError):
             raise argparse.ArgumentTypeError(
                 f"expected HOST:PREFIX:KIND[:TIMES], got {text!r}"
@@ -345,10 +352,17 @@ class DemoResource:
         netloc = f"{host.host}:{host.port}"
         path = request.uri.decode("latin-1").split("#")[0]
         url = f"http://{netloc}{path}"
-        if path != "/robots.txt" and self._fault(netloc, path) is not None:
+        fault = self._fault(netloc, path) if path != "/robots.txt" else None
+        if fault is not None and fault.kind == "reset":
             self._log(request, netloc, path, 0)  # status 0: no answer
             request.channel.transport.abortConnection()
             return b""
+        if fault is not None:  # 429 / 503
+            request.setResponseCode(int(fault.kind))
+            request.setHeader("Retry-After", str(fault.retry_after))
+            request.setHeader("Content-Type", "text/plain")
+            self._log(request, netloc, path, int(fault.kind))
+            return b"slow down\n"
         page = self.web.pages.get(url)
         status = 200
         if page is None:
@@ -408,6 +422,14 @@ def listen(n_hosts: int, site_factory: Any, port: int = 0) -> list[str]:
     raise RuntimeError("could not find a port free on all demo hosts")
 
 
+def _crawl_delay(text: str) -> tuple[int, float]:
+    host, _, seconds = text.partition(":")
+    try:
+        return int(host), float(seconds)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected HOST:SECONDS, got {text!r}") from None
+
+
 def parse_pages(text: str) -> list[int]:
     """``"100"`` or ``"400,40"`` (pages of the first hosts; the last repeats)."""
     try:
@@ -419,6 +441,7 @@ def parse_pages(text: str) -> list[int]:
 def serve(
     hosts: int, pages: int | list[int], *, seed: int = 0, port: int = 0, log: IO[str] | None = None,
     latency: float = 0.0, out: IO[str] = sys.stdout, faults: list[Fault] = (),
+    crawl_delays: list[tuple[int, float]] = (),
 ) -> None:  # fmt: skip
     """Serve the demo web until SIGTERM/SIGINT; print its address as one JSON line first."""
     from twisted.internet import reactor
@@ -441,6 +464,8 @@ def serve(
 
     netlocs = listen(hosts + 1, site_factory, port)
     web = DemoWeb(netlocs, pages, seed)
+    for index, delay in crawl_delays:
+        web.crawl_delays[netlocs[index]] = delay
     holder["resource"] = DemoResource(web, log, latency, faults)
     info = {"hosts": netlocs, "seeds": web.seeds(), "pages": len(web.pages), "seed": seed,
             "pages_per_host": web.sizes}  # fmt: skip
@@ -472,8 +497,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
     parser.add_argument(
         "--fault", type=Fault.parse, action="append", default=[], metavar="HOST:PREFIX:KIND[:N]",
-        help="fail requests (kind: reset) to host index HOST under PREFIX, the first N "
-        "times per URL (0 or none: always); repeatable",
+        help="fail requests to host index HOST under PREFIX (kind: reset, 429, 503), the "
+        "first N times per URL (0 or none: always); repeatable",
+    )  # fmt: skip
+    parser.add_argument(
+        "--crawl-delay", type=_crawl_delay, action="append", default=[], metavar="HOST:SECONDS",
+        help="robots.txt Crawl-delay for host index HOST; repeatable",
     )  # fmt: skip
 
 
@@ -482,7 +511,7 @@ def run(args: argparse.Namespace) -> None:
     try:
         serve(
             args.hosts, args.pages, seed=args.seed, port=args.port, log=log,
-            latency=args.latency, faults=args.fault,
+            latency=args.latency, faults=args.fault, crawl_delays=args.crawl_delay,
         )  # fmt: skip
     finally:
         if log:

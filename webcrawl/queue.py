@@ -176,6 +176,23 @@ return {queued, redis.call('LLEN', KEYS[2]), busy, redis.call('ZCARD', KEYS[4])}
 """
 
 
+_SET_DELAY = """
+local host, delay, now = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+redis.call('HSET', KEYS[1], host, ARGV[2])
+if now > 0 then
+  local nxt = now + delay
+  if nxt > tonumber(redis.call('HGET', KEYS[2], host) or '0') then
+    redis.call('HSET', KEYS[2], host, string.format('%.17g', nxt))
+    local score = redis.call('ZSCORE', KEYS[3], host)
+    if score and tonumber(score) < nxt then
+      redis.call('ZADD', KEYS[3], 'XX', string.format('%.17g', nxt), host)
+    end
+  end
+end
+return 1
+"""
+
+
 @dataclass
 class StepResult:
     request: Request | None = None
@@ -197,6 +214,7 @@ class HostQueue:
         self._own_agent: bytes | None = agent.encode() if agent else None
         self._step = server.register_script(_STEP)
         self._idle = server.register_script(_IDLE)
+        self._set_delay = server.register_script(_SET_DELAY)
 
     # -- encoding ------------------------------------------------------------
 
@@ -304,8 +322,10 @@ class HostQueue:
                             args=[worker_id, k.worker_prefix])  # fmt: skip
         return tuple(int(x) for x in result)  # type: ignore[return-value]
 
-    def set_delay(self, host: str, delay: float) -> None:
-        self.server.hset(self.keys.delay, host, delay)
+    def set_delay(self, host: str, delay: float, *, now: float | None = None) -> None:
+        """Set ``host``'s delay; with ``now``, its next turn is at least ``now + delay``."""
+        k = self.keys
+        self._set_delay(keys=[k.delay, k.next, k.ready], args=[host, delay, now or 0])
 
     def clear(self) -> None:
         k = self.keys

@@ -1,0 +1,105 @@
+"""Adapt each host's politeness delay, for all workers, from the answers it gives.
+
+Reads robots.txt's Crawl-delay (as the floor), 429/503 with Retry-After
+(back off) and latency (slow hosts get fewer requests); the policy is
+:class:`webcrawl.adaptive_delay.DelayPolicy`.  The delay is written to the
+frontier in Redis, which paces the host for every worker; writes happen only
+when the delay moves by more than 10 %.  ``meta["dont_adapt_delay"]`` opts a
+request out.  Needs webcrawl's scheduler (the frontier); without it, it does
+nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from redis.exceptions import RedisError
+from scrapy import Request, signals
+from scrapy.crawler import Crawler
+from scrapy.exceptions import NotConfigured
+from scrapy.http import Response
+
+from webcrawl.adaptive_delay import DelayPolicy, parse_retry_after
+from webcrawl.scope import scope_key
+from webcrawl.settings_check import non_negative_float, positive_float
+
+logger = logging.getLogger(__name__)
+
+
+class AdaptiveDelayMiddleware:
+    def __init__(self, crawler: Crawler) -> None:
+        settings = crawler.settings
+        if not settings.getbool("ADAPTIVE_DELAY_ENABLED"):
+            raise NotConfigured
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.policy = DelayPolicy(
+            base=non_negative_float(settings, "FRONTIER_HOST_DELAY"),
+            max_delay=positive_float(settings, "ADAPTIVE_DELAY_MAX"),
+            target_concurrency=positive_float(settings, "ADAPTIVE_DELAY_TARGET_CONCURRENCY"),
+        )
+        self.user_agent = settings.get("USER_AGENT")
+        self.delays: dict[str, float] = {}  # host -> delay we last set
+        self.floors: dict[str, float] = {}  # host -> floor (robots.txt Crawl-delay)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> AdaptiveDelayMiddleware:
+        middleware = cls(crawler)
+        crawler.signals.connect(middleware._robots_parsed, signal=signals.robots_parsed)
+        return middleware
+
+    def _frontier(self) -> Any:
+        scheduler = self.crawler.engine.scheduler if self.crawler.engine else None
+        if getattr(scheduler, "keys", None) is None or scheduler.closed:
+            return None
+        return scheduler
+
+    def _robots_parsed(self, robotparser: Any, request: Request) -> None:
+        parser = getattr(robotparser, "rp", None)  # Protego, behind Scrapy's wrapper
+        crawl_delay = None
+        if parser is not None and hasattr(parser, "crawl_delay"):
+            crawl_delay = parser.crawl_delay(self.user_agent or "*")
+        if not crawl_delay:
+            return
+        host = scope_key(request.url, "host")
+        floor = self.policy.floor(float(crawl_delay))
+        self.floors[host] = floor
+        logger.info("robots.txt of %s asks for Crawl-delay %s s", host, crawl_delay)
+        self._set(host, max(floor, self.delays.get(host, 0.0)), force=True)
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        if request.meta.get("dont_adapt_delay"):
+            return response
+        host = scope_key(request.url, "host")
+        floor = self.floors.get(host, self.policy.base)
+        current = self.delays.get(host, floor)
+        latency = float(request.meta.get("download_latency", 0.0))
+        retry_after = parse_retry_after(
+            (response.headers.get("Retry-After") or b"").decode("latin-1"), time.time()
+        )
+        delay = self.policy.next_delay(
+            current, status=response.status, latency=latency, floor=floor, retry_after=retry_after
+        )
+        if response.status in (429, 503):
+            self.stats.inc_value("adaptive_delay/backoff")
+            logger.info("%s answered %d: its delay is now %.2f s", host, response.status, delay)
+        backoff = response.status in (429, 503)
+        self._set(host, delay, force=backoff, now=time.time() if backoff else None)
+        return response
+
+    def _set(self, host: str, delay: float, force: bool = False, now: float | None = None) -> None:
+        shared = self.delays.get(host, self.policy.base)  # what the frontier applies now
+        self.delays[host] = delay
+        if not force and abs(delay - shared) <= max(0.1 * shared, 0.05):
+            self.delays[host] = shared  # too small a change to be worth a write
+            return
+        frontier = self._frontier()
+        if frontier is None:
+            return
+        try:
+            frontier.queue.set_delay(host, delay, now=now)
+            self.stats.inc_value("adaptive_delay/updates")
+        except RedisError as exc:
+            logger.warning("Could not share the delay of %s: %s", host, exc)

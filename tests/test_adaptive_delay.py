@@ -1,0 +1,89 @@
+"""The adaptive per-host delay: the policy alone, then against the demo web."""
+
+import email.utils
+import itertools
+from collections import defaultdict
+
+import pytest
+from conftest import Demo, demo_server, run_crawl
+
+from webcrawl.adaptive_delay import DelayPolicy, parse_retry_after
+from webcrawl.demoweb import DemoWeb
+
+POLICY = DelayPolicy(base=0.5, max_delay=30.0, target_concurrency=1.0)
+
+
+def test_backs_off_on_429_and_503_honouring_retry_after():
+    assert POLICY.next_delay(0.5, status=429, latency=0.1, floor=0.5) == 1.0
+    assert POLICY.next_delay(1.0, status=503, latency=0.1, floor=0.5) == 2.0
+    assert POLICY.next_delay(0.5, status=429, latency=0.1, floor=0.5, retry_after=7) == 7.0
+    assert POLICY.next_delay(20.0, status=503, latency=0.1, floor=0.5) == 30.0  # capped
+    assert POLICY.next_delay(1.0, status=429, latency=0.1, floor=0.5, retry_after=3600) == 30.0
+    # a zero base still backs off
+    zero = DelayPolicy(base=0.0, max_delay=30.0, target_concurrency=1.0)
+    assert zero.next_delay(0.0, status=429, latency=0.0, floor=0.0) == 0.1
+
+
+def test_relaxes_back_to_the_floor_when_healthy():
+    delay = 16.0
+    steps = []
+    while delay > 0.5:
+        delay = POLICY.next_delay(delay, status=200, latency=0.05, floor=0.5)
+        steps.append(delay)
+    assert steps[:3] == pytest.approx([8.025, 4.0375, 2.04375])  # halfway to the target
+    assert steps[-1] == 0.5 and len(steps) < 10  # never below the floor
+
+
+def test_follows_latency_and_never_goes_below_crawl_delay():
+    slow = POLICY.next_delay(0.5, status=200, latency=4.0, floor=0.5)
+    assert slow == 2.25
+    floor = POLICY.floor(crawl_delay=2.0)
+    assert floor == 2.0 and POLICY.floor(None) == 0.5 and POLICY.floor(0.1) == 0.5
+    assert POLICY.next_delay(2.0, status=200, latency=0.0, floor=floor) == 2.0
+    half = DelayPolicy(base=0.5, max_delay=30.0, target_concurrency=2.0)
+    assert half.next_delay(0.5, status=200, latency=4.0, floor=0.5) == 1.25
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [("120", 120.0), ("0", 0.0), ("", None), (None, None), ("soon", None),
+     (email.utils.formatdate(1000.0 + 30, usegmt=True), 30.0),
+     (email.utils.formatdate(1000.0 - 30, usegmt=True), 0.0)],
+)  # fmt: skip
+def test_retry_after(value, seconds):
+    assert parse_retry_after(value, now=1000.0) == seconds
+
+
+def run_demo(tmp_path, *settings, faults=(), crawl_delays=()):
+    log = tmp_path / "requests.jsonl"
+    with demo_server(4, 24, log, faults=faults, crawl_delays=crawl_delays) as info:
+        demo = Demo(info, DemoWeb(info["hosts"], info["pages_per_host"], info["seed"]), log)
+        result = run_crawl(demo.seeds, tmp_path / "data", *settings, "DEPTH_LIMIT=2")
+    assert result.returncode == 0, result.stderr[-2000:]
+    times = defaultdict(list)
+    for r in demo.requests():
+        if r["path"] != "/robots.txt":
+            times[r["host"]].append((r["t"], r["status"], r["path"]))
+    return info, times, result.stderr
+
+
+def test_429_with_retry_after_slows_the_host_for_every_request(tmp_path):
+    info, times, log = run_demo(tmp_path, "FRONTIER_HOST_DELAY=0.02", faults=["1:/s0/:429:1:1"])
+    host = times[info["hosts"][1]]
+    first_429 = next(i for i, (_, status, _) in enumerate(host) if status == 429)
+    # nothing else was asked of that host for the second it asked for
+    assert host[first_429 + 1][0] - host[first_429][0] >= 1.0, host[first_429 : first_429 + 2]
+    assert "answered 429" in log
+    # the 429'd pages were fetched again later, and stored
+    assert all(any(p == path and s == 200 for _, s, p in host) for _, st, path in host if st == 429)
+    other = sorted(t for t, _, _ in times[info["hosts"][0]])
+    assert min(b - a for a, b in itertools.pairwise(other)) < 0.5  # others unaffected
+
+
+def test_robots_crawl_delay_is_a_floor(tmp_path):
+    info, times, log = run_demo(tmp_path, "FRONTIER_HOST_DELAY=0.02", crawl_delays=["2:0.3"])
+    slow = sorted(t for t, _, _ in times[info["hosts"][2]])
+    assert min(b - a for a, b in itertools.pairwise(slow)) >= 0.3
+    assert "asks for Crawl-delay 0.3 s" in log
+    fast = sorted(t for t, _, _ in times[info["hosts"][0]])
+    assert min(b - a for a, b in itertools.pairwise(fast)) < 0.3
