@@ -62,7 +62,13 @@ REMOTE_CONTROL_ENABLED = False
 # --- Shared frontier (scrapy-redis) -------------------------------------------
 SCHEDULER = "webcrawl.scheduler.Scheduler"
 SCHEDULER_QUEUE_CLASS = "webcrawl.queue.HostQueue"
+# The crawl's dupefilter: RedisDupeFilter (exact, ~88 bytes per URL) or
+# RedisBloomDupeFilter (~1.8 bytes per URL at 0.1 %; false positives are skipped).
 DUPEFILTER_CLASS = "webcrawl.dupefilter.RedisDupeFilter"
+# RedisBloomDupeFilter: URLs it is sized for, and its false-positive rate there
+# (10 million at 0.1 %: an 18 MB string in Redis).
+BLOOM_CAPACITY = 10_000_000
+BLOOM_ERROR_RATE = 0.001
 # The queue and dupefilter belong to the crawl, not to a worker: never wiped on
 # close (setting this False only logs a warning).  `webcrawl reset` clears a crawl.
 SCHEDULER_PERSIST = True

@@ -73,8 +73,15 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         pipe = session.client.pipeline(transaction=False)
         pipe.get(keys.queued).zcard(keys.delayed).zcard(keys.leases)
         pipe.scard(keys.seen).llen(keys.start).scard(keys.scope).zrange(keys.ready, 0, -1)
-        pipe.get(keys.failed)
-        queued, delayed, leased, seen, submitted, scope, hosts, failed = pipe.execute()
+        pipe.get(keys.failed).bitcount(keys.prefix + "bloom")
+        queued, delayed, leased, seen, submitted, scope, hosts, failed, bloom_bits = pipe.execute()
+        if bloom_bits:  # a Bloom dupefilter: estimate its count
+            from webcrawl.bloom import BloomParams
+
+            params = BloomParams(
+                settings.getint("BLOOM_CAPACITY"), settings.getfloat("BLOOM_ERROR_RATE")
+            )
+            seen += params.estimated_count(bloom_bits)
         queued = int(queued or 0) + int(delayed)
         pipe = session.client.pipeline(transaction=False)
         for host in hosts:

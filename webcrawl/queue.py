@@ -45,6 +45,19 @@ local lease_timeout = tonumber(ARGV[4])
 local want_pop = ARGV[5] == '1'
 local requeue_limit = tonumber(ARGV[6])
 local slack = tonumber(ARGV[7])
+local bloom = ARGV[8] == 'bloom'
+
+-- is a request new?  '' (dont_filter) always; else add it to the seen set, or
+-- set its bits in the Bloom filter: new if any bit was 0
+local function is_new(fp)
+  if fp == '' then return true end
+  if not bloom then return redis.call('SADD', KEYS[6], fp) == 1 end
+  local new = false
+  for offset in string.gmatch(fp, '%d+') do
+    if redis.call('SETBIT', KEYS[6], tonumber(offset), 1) == 0 then new = true end
+  end
+  return new
+end
 
 local function host_delay(host)
   local delay = tonumber(redis.call('HGET', KEYS[3], host) or default_delay)
@@ -65,7 +78,7 @@ local function enqueue(host, score, member)
 end
 
 -- 1. acknowledgements
-local i = 8
+local i = 9
 local n_acks = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n_acks do
   redis.call('ZREM', KEYS[4], ARGV[i])
@@ -97,7 +110,7 @@ for _ = 1, n_push do
   local fp, host, data = ARGV[i], ARGV[i+1], ARGV[i+4]
   local prio, nb = tonumber(ARGV[i+2]), tonumber(ARGV[i+3])
   i = i + 5
-  if fp == '' or redis.call('SADD', KEYS[6], fp) == 1 then
+  if is_new(fp) then
     seq = seq + 1
     local score = string.format('%.17g', -prio * 1e12 + seq)
     -- the sequence number prefix keeps identical (dont_filter) requests apart
@@ -274,17 +287,22 @@ class HostQueue:
         lease_timeout: float = 60.0,
         requeue_limit: int = 20,
         slack: float = 0.0,
+        seen_key: str | None = None,
+        seen_mode: str = "set",
     ) -> StepResult:
         """Ack leases, report ``(host, time)`` sends, push ``(fingerprint, host,
         priority, not_before, data)``, requeue expired leases, and pop.
 
-        An empty fingerprint bypasses the dupefilter (``dont_filter``).  A host's
+        An empty fingerprint bypasses the dupefilter (``dont_filter``); with
+        ``seen_mode`` "bloom" a fingerprint is its comma-separated bit offsets
+        in the Bloom filter at ``seen_key``.  A host's
         delay (``default_delay`` unless set per host) is stretched by ``slack``
         seconds, when it is not 0, for the jitter between a request leaving a
         worker and reaching the server.
         """
         args: list[object] = [now, worker_id, default_delay, lease_timeout, int(pop),
-                              requeue_limit, slack, len(acks), *acks, len(sent)]  # fmt: skip
+                              requeue_limit, slack, seen_mode, len(acks), *acks,
+                              len(sent)]  # fmt: skip
         for host, when in sent:
             args += [host, when]
         args.append(len(pushes))
@@ -292,8 +310,8 @@ class HostQueue:
             args += [fingerprint, host, max(-MAX_PRIORITY, min(MAX_PRIORITY, priority)),
                      not_before, data]  # fmt: skip
         k = self.keys
-        keys = [k.ready, k.next, k.delay, k.leases, k.leased, k.seen, k.seq, k.busy, k.queued,
-                k.host_queue_prefix, k.delayed, k.lease_seq]  # fmt: skip
+        keys = [k.ready, k.next, k.delay, k.leases, k.leased, seen_key or k.seen, k.seq, k.busy,
+                k.queued, k.host_queue_prefix, k.delayed, k.lease_seq]  # fmt: skip
         member, second, added, requeued = self._step(keys=keys, args=args)
         result = StepResult(added=int(added), requeued=int(requeued), pushed=len(pushes))
         if member:

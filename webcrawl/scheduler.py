@@ -127,7 +127,7 @@ class Scheduler(RedisScheduler):
         self.spider = spider
         self.keys = CrawlKeys(crawl_name(self.crawler.settings, spider.name))
         self.queue = self.queue_cls(self.server, spider, self.keys)
-        self.df.attach(self.server, self.keys.seen)
+        self.df.attach(self.server, self.keys.prefix + self.df.key_suffix)
         self.registry = WorkerRegistry(self.server, self.keys)
         d = threads.deferToThread(self.redis.open)
         d.addCallback(self._opened)
@@ -166,7 +166,7 @@ class Scheduler(RedisScheduler):
     # -- scheduler interface -------------------------------------------------
 
     def enqueue_request(self, request: Request) -> bool:
-        fingerprint = b"" if request.dont_filter else self.df.fingerprint(request)
+        fingerprint = b"" if request.dont_filter else self.df.member(request)
         if fingerprint in self._seen:  # known duplicate: no need to serialise or ask Redis
             self.stats.inc_value("dupefilter/filtered")
             self.df.log(request, self.spider)
@@ -237,7 +237,7 @@ class Scheduler(RedisScheduler):
                 now=time.time(), worker_id=self.worker_id,
                 acks=[self._leases[r] for r in finished], sent=sent, pushes=batch, pop=pop,
                 default_delay=self.host_delay, lease_timeout=self.lease_timeout,
-                slack=self.delay_slack,
+                slack=self.delay_slack, seen_key=self.df.key, seen_mode=self.df.mode,
             )  # fmt: skip
         except RedisError as exc:
             self._outage("reach the frontier (requests kept, will retry)", exc)
