@@ -6,6 +6,7 @@
     webcrawl submit URL|-f FILE   add seeds to a (running) crawl
     webcrawl reset --yes          delete a crawl's state in Redis
     webcrawl serve-demo           serve the demo web (for your own crawls)
+    webcrawl deploy [TARGET...]   build the egg, deploy to scrapyd, start N workers
     webcrawl bench                pages/s of the full stack vs plain Scrapy
 
 Settings come from the Scrapy project (``scrapy.cfg``, or
@@ -219,6 +220,12 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     return demo.run(args, settings)
 
 
+def cmd_deploy(args: argparse.Namespace, settings: Settings) -> int:
+    from webcrawl import deploy
+
+    return deploy.run(args)
+
+
 def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     from webcrawl import bench
 
@@ -269,6 +276,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--data-dir", default=".webcrawl/demo", help="where the demo crawl keeps its data"
     )
     p.set_defaults(func=cmd_demo)
+
+    from webcrawl import deploy
+
+    p = sub.add_parser(
+        "deploy", parents=[common], help="deploy to scrapyd targets and start N web workers"
+    )
+    deploy.add_arguments(p)
+    p.set_defaults(func=cmd_deploy)
 
     p = sub.add_parser("bench", help="pages/s: full stack vs plain Scrapy, on the demo web")
     p.add_argument("--hosts", type=int, default=4, help="seed hosts of the demo web")

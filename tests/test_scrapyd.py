@@ -1,0 +1,76 @@
+"""A real scrapyd on 127.0.0.1: `webcrawl deploy` uploads the egg and starts two workers."""
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, crawl_env, free_port
+
+from webcrawl.store import open_store
+
+
+@pytest.fixture
+def scrapyd(tmp_path):
+    port = free_port()
+    home = tmp_path / "scrapyd"
+    home.mkdir()
+    (home / "scrapyd.conf").write_text(
+        "[scrapyd]\n"
+        f"bind_address = 127.0.0.1\nhttp_port = {port}\n"
+        f"eggs_dir = {home}/eggs\nlogs_dir = {home}/logs\ndbs_dir = {home}/dbs\n"
+        "items_dir =\nmax_proc = 4\npoll_interval = 0.5\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-m", "scrapyd"], cwd=home, env=crawl_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(url + "daemonstatus.json", timeout=2) as r:
+                assert json.loads(r.read())["status"] == "ok"
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "scrapyd did not start"
+            time.sleep(0.2)
+    yield url, home
+    proc.terminate()
+    proc.wait(20)
+
+
+def jobs(url):
+    with urllib.request.urlopen(url + "listjobs.json?project=webcrawl", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def test_deploy_two_workers_to_scrapyd(scrapyd, slow_demo, redis_server, redis_client, tmp_path):
+    url, home = scrapyd
+    data = tmp_path / "data"
+    result = subprocess.run(
+        [sys.executable, "-m", "webcrawl.cli", "deploy", "--url", url, "--workers", "2",
+         "--seeds", ",".join(slow_demo.seeds), "-s", f"REDIS_URL={redis_server.url}",
+         "-s", f"WEBCRAWL_DATA_DIR={data}", "-s", "FRONTIER_HOST_DELAY=0.05",
+         "-s", "STATUS_HEARTBEAT_INTERVAL=0.5", "-s", "STATUS_HEARTBEAT_TTL=3"],
+        cwd=ROOT, env=crawl_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("started web job") == 2
+    assert not (ROOT / "setup.py").exists()  # the checkout is left as it was
+    deadline = time.monotonic() + 120
+    while True:
+        state = jobs(url)
+        if len(state["finished"]) == 2:
+            break
+        assert time.monotonic() < deadline, state
+        time.sleep(0.5)
+    logs = [p.read_text() for p in Path(home, "logs").rglob("*.log")]
+    assert len(logs) == 2
+    assert all("Spider closed (finished)" in log for log in logs)
+    assert all("'response_received_count'" in log for log in logs)  # both workers fetched
+    with open_store(f"sqlite:///{data}/webtable.sqlite3") as store:
+        urls = [r["url"] for r in store.scan_pages()]
+    assert sorted(urls) == sorted(slow_demo.web.reachable())
+    assert max(slow_demo.page_fetches().values()) == 1
