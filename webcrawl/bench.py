@@ -17,6 +17,8 @@ cores with the crawler, as a local nginx would.
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import re
 import shutil
 import statistics
@@ -25,6 +27,7 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -83,45 +86,189 @@ def _stat(log: str, name: str) -> float:
 
 def crawl_once(seeds: list[str], workdir: Path, settings: list[str]) -> tuple[int, float]:
     """(pages, seconds) of one ``scrapy crawl`` run."""
+    return crawl_parallel(seeds, workdir, settings, workers=1)
+
+
+def crawl_parallel(
+    seeds: list[str], workdir: Path, settings: list[str], workers: int
+) -> tuple[int, float]:
+    """(pages, seconds) of ``workers`` ``scrapy crawl`` processes sharing one crawl.
+
+    Seconds: from the first worker's start to the last one's end (Scrapy's
+    ``elapsed_time_seconds`` for one worker).
+    """
     data = Path(tempfile.mkdtemp(dir=workdir))
-    log = data / "crawl.log"
-    cmd = crawl_command(seeds, data, *COMMON, *settings, f"LOG_FILE={log}")
-    code = subprocess.call(cmd, env=scrapy_env(), stdout=subprocess.DEVNULL)
-    text = log.read_text()
-    if code:
-        raise RuntimeError(f"crawl failed (exit {code}):\n{text[-2000:]}")
+    logs = [data / f"crawl{i}.log" for i in range(workers)]
+    procs = []
+    for log in logs:
+        cmd = crawl_command(seeds, data, *COMMON, *settings, f"LOG_FILE={log}")
+        procs.append(subprocess.Popen(cmd, env=scrapy_env(), stdout=subprocess.DEVNULL))
+    codes = [p.wait() for p in procs]
+    texts = [log.read_text() for log in logs]
+    for code, text in zip(codes, texts, strict=True):
+        if code:
+            raise RuntimeError(f"crawl failed (exit {code}):\n{text[-2000:]}")
     shutil.rmtree(data, ignore_errors=True)
-    return int(_stat(text, "response_received_count")), _stat(text, "elapsed_time_seconds")
+    pages = sum(int(_stat(t, "response_received_count")) for t in texts)
+    if workers == 1:
+        return pages, _stat(texts[0], "elapsed_time_seconds")
+    starts = [_time(t, "start_time") for t in texts]
+    ends = [_time(t, "finish_time") for t in texts]
+    return pages, max(ends) - min(starts)
+
+
+def _time(log: str, name: str) -> float:
+    match = re.search(rf"'{name}': datetime\.datetime\(([0-9, ]+)", log)
+    if not match:
+        raise RuntimeError(f"no {name} in the crawl's stats")
+    parts = [int(x) for x in match.group(1).split(",")[:7]]
+    return datetime.datetime(*parts, tzinfo=datetime.timezone.utc).timestamp()
+
+
+def _commands(url: str) -> int:
+    import redis
+
+    return int(redis.Redis.from_url(url).info("stats")["total_commands_processed"])
 
 
 def run(args: argparse.Namespace) -> int:
+    return {"crawl": run_crawl, "politeness": run_politeness, "memory": run_memory}[args.what](args)
+
+
+def run_crawl(args: argparse.Namespace) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="webcrawl-bench-"))
     rows = []
     try:
         with demo_server(args.hosts, args.pages) as info, tcp_redis(workdir) as url:
             seeds = info["seeds"]
             setups = [
-                ("plain Scrapy (memory queue)", PLAIN),
-                ("stock scrapy-redis (TCP)", [*STOCK_REDIS, f"REDIS_URL={url}"]),
-                ("webcrawl, embedded Redis", []),
-                ("webcrawl, Redis over TCP", [f"REDIS_URL={url}"]),
+                ("plain Scrapy (memory queue)", PLAIN, 1),
+                ("stock scrapy-redis (TCP)", [*STOCK_REDIS, f"REDIS_URL={url}"], 1),
+                ("webcrawl, embedded Redis", [], 1),
+                ("webcrawl, Redis over TCP", [f"REDIS_URL={url}"], 1),
+                ("webcrawl, 2 workers, TCP", [f"REDIS_URL={url}"], 2),
             ]
             print(f"demo web: {info['pages']} resources on {len(info['hosts'])} hosts; "
                   f"{args.runs} runs per setup (median)", flush=True)  # fmt: skip
-            for name, settings in setups:
+            for name, settings, workers in setups:
                 results = []
                 for i in range(args.runs):
                     extra = [f"WEBCRAWL_CRAWL=bench{i}-{time.monotonic_ns()}"]
-                    results.append(crawl_once(seeds, workdir, [*settings, *extra]))
-                pages = int(statistics.median(p for p, _ in results))
-                seconds = statistics.median(s for _, s in results)
-                rate = statistics.median(p / s for p, s in results)
-                rows.append((name, pages, seconds, rate))
+                    before = _commands(url)
+                    pages, seconds = crawl_parallel(seeds, workdir, [*settings, *extra], workers)
+                    calls = _commands(url) - before
+                    results.append((pages, seconds, calls))
+                pages = int(statistics.median(r[0] for r in results))
+                seconds = statistics.median(r[1] for r in results)
+                rate = statistics.median(r[0] / r[1] for r in results)
+                tcp = any(s.startswith("REDIS_URL=") for s in settings)
+                calls = statistics.median(r[2] / r[0] for r in results) if tcp else None
+                rows.append((name, pages, seconds, rate, calls))
                 print(f"  done: {name}", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     base = rows[0][3]
-    print(f"\n{'setup':<30} {'pages':>6} {'seconds':>8} {'pages/s':>8} {'x plain':>8}")
-    for name, pages, seconds, rate in rows:
-        print(f"{name:<30} {pages:>6} {seconds:>8.2f} {rate:>8.1f} {rate / base:>8.2f}")
+    print(f"\n{'setup':<28} {'pages':>6} {'seconds':>8} {'pages/s':>8} {'x plain':>8} "
+          f"{'Redis calls/page':>17}")  # fmt: skip
+    for name, pages, seconds, rate, calls in rows:
+        shown = f"{calls:.2f}" if calls is not None else "-"
+        print(f"{name:<28} {pages:>6} {seconds:>8.2f} {rate:>8.1f} {rate / base:>8.2f} "
+              f"{shown:>17}")  # fmt: skip
+    return 0
+
+
+def run_politeness(args: argparse.Namespace) -> int:
+    """Achieved per-host request rate against the configured one, workers together."""
+    workdir = Path(tempfile.mkdtemp(prefix="webcrawl-bench-"))
+    log = workdir / "requests.jsonl"
+    rows = []
+    try:
+        with demo_server(args.hosts, args.pages, log) as info, tcp_redis(workdir) as url:
+            for delay, workers in ((0.1, 1), (0.1, 2), (0.25, 2), (0.5, 3)):
+                log.write_text("")
+                crawl = f"WEBCRAWL_CRAWL=pol-{time.monotonic_ns()}"
+                settings = [f"REDIS_URL={url}", f"FRONTIER_HOST_DELAY={delay}", "DEPTH_LIMIT=3",
+                            crawl]  # fmt: skip
+                crawl_parallel(info["seeds"], workdir, settings, workers)
+                times: dict[str, list[float]] = {}
+                for line in log.read_text().splitlines():
+                    r = json.loads(line)
+                    if r["path"] != "/robots.txt":
+                        times.setdefault(r["host"], []).append(r["t"])
+                gaps, rates = [], []
+                for t in times.values():
+                    t.sort()
+                    gaps += [b - a for a, b in pairwise(t)]
+                    if len(t) > 1:
+                        rates.append((len(t) - 1) / (t[-1] - t[0]))
+                rows.append((delay, workers, len(times), min(gaps), statistics.median(gaps),
+                             statistics.mean(rates)))  # fmt: skip
+                print(f"  done: delay {delay} s, {workers} workers", file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(f"\n{'delay s':>8} {'workers':>8} {'hosts':>6} {'min gap s':>10} {'median gap s':>13} "
+          f"{'req/s/host':>11} {'configured':>11}")  # fmt: skip
+    for delay, workers, hosts, low, mid, rate in rows:
+        print(f"{delay:>8.2f} {workers:>8} {hosts:>6} {low:>10.3f} {mid:>13.3f} {rate:>11.2f} "
+              f"{1 / delay:>11.2f}")  # fmt: skip
+    return 0
+
+
+def run_memory(args: argparse.Namespace) -> int:
+    """Bytes per URL in Redis: the queue, the exact dupefilter, the Bloom filter."""
+    import hashlib
+
+    import redis
+    from scrapy import Request, Spider
+
+    from webcrawl.bloom import BloomParams
+    from webcrawl.keys import CrawlKeys
+    from webcrawl.queue import HostQueue
+
+    n = args.urls
+    workdir = Path(tempfile.mkdtemp(prefix="webcrawl-bench-"))
+    try:
+        with tcp_redis(workdir) as url:
+            client = redis.Redis.from_url(url)
+            spider = Spider(name="web")
+            queue = HostQueue(client, spider, CrawlKeys("mem"))
+            urls = [f"https://www.example{i % 50}.com/section-{i % 97}/article-{i}.html"
+                    for i in range(n)]  # fmt: skip
+            for start in range(0, n, 1000):
+                pushes = []
+                for u in urls[start : start + 1000]:
+                    fp = hashlib.sha1(u.encode()).digest()
+                    host = u.split("/")[2]
+                    pushes.append((fp, host, 0, 0.0, queue.encode(Request(u))))
+                queue.step(now=0, worker_id="bench", pushes=pushes, pop=False)
+            keys = CrawlKeys("mem")
+            queue_bytes = sum(client.memory_usage(k) or 0 for k in client.scan_iter(
+                match=keys.host_queue_prefix + "*"))  # fmt: skip
+            set_bytes = client.memory_usage(keys.seen)
+            rows = [("queue (per-host sorted sets)", queue_bytes / n, None),
+                    ("dupefilter: exact set", set_bytes / n, 0.0)]  # fmt: skip
+            for rate in (0.01, 0.001):
+                params = BloomParams(n, rate)
+                key = f"bloom-{rate}"
+                client.set(key, bytes(-(-params.bits // 8)))  # as RedisBloomDupeFilter does
+                pipe = client.pipeline(transaction=False)
+                for u in urls:
+                    for offset in params.offsets(hashlib.sha1(u.encode()).digest()):
+                        pipe.setbit(key, offset, 1)
+                pipe.execute()
+                probes, hits = min(n, 100_000), 0
+                for i in range(probes):
+                    offsets = params.offsets(hashlib.sha1(f"other-{i}".encode()).digest())
+                    pipe = client.pipeline(transaction=False)
+                    for offset in offsets:
+                        pipe.getbit(key, offset)
+                    hits += all(pipe.execute())
+                rows.append((f"dupefilter: Bloom at {rate:.1%}", client.memory_usage(key) / n,
+                             hits / probes))  # fmt: skip
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(f"\n{n} URLs\n{'structure':<32} {'bytes/URL':>10} {'false positives':>16}")
+    for name, per_url, fp_rate in rows:
+        shown = "-" if fp_rate is None else f"{fp_rate:.3%}"
+        print(f"{name:<32} {per_url:>10.1f} {shown:>16}")
     return 0

@@ -285,7 +285,13 @@ def build_parser() -> argparse.ArgumentParser:
     deploy.add_arguments(p)
     p.set_defaults(func=cmd_deploy)
 
-    p = sub.add_parser("bench", help="pages/s: full stack vs plain Scrapy, on the demo web")
+    p = sub.add_parser("bench", help="benchmarks on the demo web; each prints a table")
+    p.add_argument(
+        "what", nargs="?", default="crawl", choices=("crawl", "politeness", "memory"),
+        help="crawl: pages/s and Redis calls/page vs plain Scrapy and scrapy-redis; "
+        "politeness: achieved vs configured per-host rate; memory: bytes/URL in Redis",
+    )  # fmt: skip
+    p.add_argument("--urls", type=int, default=200_000, help="memory: URLs to insert")
     p.add_argument("--hosts", type=int, default=4, help="seed hosts of the demo web")
     p.add_argument("--pages", type=int, default=425, help="pages per host")
     p.add_argument("--runs", type=int, default=3, help="runs per setup (the median is shown)")

@@ -44,6 +44,9 @@ class RedisDupeFilter(BaseDupeFilter):
         """Use the set at ``key`` (called by the scheduler when it opens)."""
         self.server, self.key = server, key
 
+    def prepare(self) -> None:
+        """Called once Redis is reachable, before the first request."""
+
     def fingerprint(self, request: Request) -> bytes:
         return self.fingerprinter.fingerprint(request)
 
@@ -99,6 +102,12 @@ class RedisBloomDupeFilter(RedisDupeFilter):
             positive_int(settings, "BLOOM_CAPACITY"), positive_float(settings, "BLOOM_ERROR_RATE")
         )
         return cls(crawler.request_fingerprinter, params, settings.getbool("DUPEFILTER_DEBUG"))
+
+    def prepare(self) -> None:
+        # Allocate the whole bitmap at once: grown by SETBIT, Redis doubles a
+        # string under 1 MiB and adds 1 MiB above, so it would hold up to
+        # twice the bits it needs.
+        self.server.set(self.key, bytes(-(-self.params.bits // 8)), nx=True)
 
     def member(self, request: Request) -> bytes:
         return ",".join(map(str, self.params.offsets(self.fingerprint(request)))).encode()

@@ -137,6 +137,7 @@ class Scheduler(RedisScheduler):
         if self.flush_on_start:
             logger.warning("SCHEDULER_FLUSH_ON_START: clearing crawl %r", self.keys.crawl)
             self.flush()
+        self.df.prepare()
         self._beat()
         queued = len(self.queue)
         logger.info(
