@@ -28,6 +28,7 @@ DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     "middlewares.retry.FrontierRetryMiddleware": 550,
     "middlewares.adaptive_delay.AdaptiveDelayMiddleware": 560,
+    "middlewares.politeness.PolitenessMiddleware": 950,
 }
 # Adapt each host's delay (for all workers) to 429/503 + Retry-After, latency
 # and robots.txt Crawl-delay; see middlewares/adaptive_delay.py.

@@ -22,6 +22,9 @@ def test_backs_off_on_429_and_503_honouring_retry_after():
     # a zero base still backs off
     zero = DelayPolicy(base=0.0, max_delay=30.0, target_concurrency=1.0)
     assert zero.next_delay(0.0, status=429, latency=0.0, floor=0.0) == 0.1
+    # ...and relaxes by halves, latency adding nothing, back to no delay
+    assert zero.next_delay(0.4, status=200, latency=2.0, floor=0.0) == 0.2
+    assert zero.next_delay(0.01, status=200, latency=2.0, floor=0.0) == 0.0
 
 
 def test_relaxes_back_to_the_floor_when_healthy():

@@ -2,6 +2,7 @@
 
 import time
 
+import pytest
 from scrapy import Request, Spider
 
 from webcrawl.keys import CrawlKeys
@@ -74,9 +75,14 @@ def test_a_host_is_handed_out_once_per_delay_across_workers(redis_client):
     queue.set_delay("a", 10.0)
     assert queue.step(now=103, worker_id="w1", default_delay=2.0).request is None
     assert queue.step(now=104, worker_id="w1", default_delay=2.0).request.url == "http://a/2"
-    # the host's last pop is remembered while its queue is empty
-    queue.step(now=105, worker_id="w1", pushes=[entry(queue, "http://a/3")], pop=False)
-    assert queue.step(now=105, worker_id="w1").next_ready == 114.0
+    # the hard check at send time: the host's last send is remembered, even while
+    # its queue is empty, and a send too early is told how long to wait
+    assert queue.acquire("a", now=104.5, default_delay=2.0) == 0.0
+    assert queue.acquire("a", now=110.0, default_delay=2.0) == pytest.approx(4.5)
+    queue.step(now=110, worker_id="w1", pushes=[entry(queue, "http://a/3")], pop=False)
+    assert queue.step(now=110, worker_id="w1").next_ready == 114.5
+    assert queue.acquire("b", now=110.0, default_delay=0.0) == 0.0  # no delay, no wait
+    assert queue.acquire("b", now=110.0, default_delay=0.0) == 0.0
 
 
 def test_hosts_take_turns(redis_client):

@@ -11,6 +11,9 @@ the next delay out.  The frontier applies the delay to every worker.
   ``latency / target_concurrency`` (a slow host gets fewer requests), never
   below the floor; so after a burst of 503s it relaxes back step by step.
 - Never above ``ADAPTIVE_DELAY_MAX``.
+- With no floor at all (``FRONTIER_HOST_DELAY = 0``, no Crawl-delay) the
+  user asked for no politeness delay: only 429/503 add one, and it halves
+  back to 0 on healthy answers.
 """
 
 from __future__ import annotations
@@ -60,6 +63,10 @@ class DelayPolicy:
         if status in BACKOFF_STATUSES:
             # back off: double, and wait at least as long as the server asked
             delay = max(current * 2, floor, retry_after or 0.0, 0.1)
+        elif floor == 0:
+            # no politeness asked for (FRONTIER_HOST_DELAY 0, no Crawl-delay): latency
+            # adds nothing; relax a back-off by halves
+            delay = current / 2 if current >= 0.02 else 0.0
         else:
             # AutoThrottle's rule: head halfway towards latency / target concurrency
             target = latency / self.target_concurrency

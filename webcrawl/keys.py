@@ -28,7 +28,7 @@ class CrawlKeys:
 
     @property
     def next(self) -> str:
-        """Hash host -> earliest time of its next pop (last pop + its delay)."""
+        """Hash host -> earliest time its next request may be sent (last send + its delay)."""
         return self.prefix + "next"
 
     @property

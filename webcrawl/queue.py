@@ -86,23 +86,7 @@ for _ = 1, n_acks do
   i = i + 1
 end
 
--- 2. requests sent: a host's next turn counts from when its request really left
---    (a request can wait after its pop, e.g. for the host's robots.txt)
-local n_sent = tonumber(ARGV[i]); i = i + 1
-for _ = 1, n_sent do
-  local host, t = ARGV[i], tonumber(ARGV[i + 1])
-  i = i + 2
-  local nxt = t + host_delay(host)
-  if nxt > tonumber(redis.call('HGET', KEYS[2], host) or '0') then
-    redis.call('HSET', KEYS[2], host, string.format('%.17g', nxt))
-    local score = redis.call('ZSCORE', KEYS[1], host)
-    if score and tonumber(score) < nxt then
-      redis.call('ZADD', KEYS[1], 'XX', string.format('%.17g', nxt), host)
-    end
-  end
-end
-
--- 3. new requests (fingerprint, host, priority, not-before, data)
+-- 2. new requests (fingerprint, host, priority, not-before, data)
 local added = 0
 local n_push = tonumber(ARGV[i]); i = i + 1
 local seq = redis.call('INCRBY', KEYS[7], n_push) - n_push
@@ -125,7 +109,7 @@ for _ = 1, n_push do
   end
 end
 
--- 4. expired leases and due delayed requests go back to their host queues
+-- 3. expired leases and due delayed requests go back to their host queues
 local requeued = 0
 local expired = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, requeue_limit)
 for _, id in ipairs(expired) do
@@ -145,7 +129,7 @@ for _, entry in ipairs(due) do
   enqueue(host, score, member)
 end
 
--- 5. pop from the host whose turn it is
+-- 4. pop from the host whose turn it is
 if not want_pop then return {false, false, added, requeued} end
 for _ = 1, 10 do
   local top = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
@@ -157,8 +141,9 @@ for _ = 1, 10 do
     redis.call('ZREM', KEYS[1], host)
   else
     redis.call('DECR', KEYS[9])
-    local nxt = now + host_delay(host)
-    redis.call('HSET', KEYS[2], host, string.format('%.17g', nxt))
+    -- the host's turn is claimed until now + delay (or its next send, if later)
+    local sent = tonumber(redis.call('HGET', KEYS[2], host) or '0')
+    local nxt = math.max(now + host_delay(host), sent)
     if redis.call('EXISTS', hq .. host) == 1 then
       redis.call('ZADD', KEYS[1], string.format('%.17g', nxt), host)
     else
@@ -188,6 +173,22 @@ local queued = tonumber(redis.call('GET', KEYS[1]) or '0') + redis.call('ZCARD',
 return {queued, redis.call('LLEN', KEYS[2]), busy, redis.call('ZCARD', KEYS[4])}
 """
 
+
+_ACQUIRE = """
+local host, now, default_delay, slack = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]),
+  tonumber(ARGV[4])
+local nxt = tonumber(redis.call('HGET', KEYS[1], host) or '0')
+if now < nxt then return tostring(nxt - now) end
+local delay = tonumber(redis.call('HGET', KEYS[2], host) or default_delay)
+if delay > 0 then delay = delay + slack end
+nxt = now + delay
+redis.call('HSET', KEYS[1], host, string.format('%.17g', nxt))
+local score = redis.call('ZSCORE', KEYS[3], host)
+if score and tonumber(score) < nxt then
+  redis.call('ZADD', KEYS[3], 'XX', string.format('%.17g', nxt), host)
+end
+return '0'
+"""
 
 _SET_DELAY = """
 local host, delay, now = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -228,6 +229,7 @@ class HostQueue:
         self._step = server.register_script(_STEP)
         self._idle = server.register_script(_IDLE)
         self._set_delay = server.register_script(_SET_DELAY)
+        self._acquire = server.register_script(_ACQUIRE)
 
     # -- encoding ------------------------------------------------------------
 
@@ -280,7 +282,6 @@ class HostQueue:
         now: float,
         worker_id: str,
         acks: Sequence[str] = (),
-        sent: Sequence[tuple[str, float]] = (),
         pushes: Sequence[tuple[bytes, str, int, float, bytes]] = (),
         pop: bool = True,
         default_delay: float = 0.0,
@@ -290,8 +291,8 @@ class HostQueue:
         seen_key: str | None = None,
         seen_mode: str = "set",
     ) -> StepResult:
-        """Ack leases, report ``(host, time)`` sends, push ``(fingerprint, host,
-        priority, not_before, data)``, requeue expired leases, and pop.
+        """Ack leases, push ``(fingerprint, host, priority, not_before, data)``,
+        requeue expired leases, and pop.
 
         An empty fingerprint bypasses the dupefilter (``dont_filter``); with
         ``seen_mode`` "bloom" a fingerprint is its comma-separated bit offsets
@@ -302,10 +303,7 @@ class HostQueue:
         """
         args: list[object] = [now, worker_id, default_delay, lease_timeout, int(pop),
                               requeue_limit, slack, seen_mode, len(acks), *acks,
-                              len(sent)]  # fmt: skip
-        for host, when in sent:
-            args += [host, when]
-        args.append(len(pushes))
+                              len(pushes)]  # fmt: skip
         for fingerprint, host, priority, not_before, data in pushes:
             args += [fingerprint, host, max(-MAX_PRIORITY, min(MAX_PRIORITY, priority)),
                      not_before, data]  # fmt: skip
@@ -339,6 +337,18 @@ class HostQueue:
         result = self._idle(keys=[k.queued, k.start, k.busy, k.leases, k.delayed],
                             args=[worker_id, k.worker_prefix])  # fmt: skip
         return tuple(int(x) for x in result)  # type: ignore[return-value]
+
+    def acquire(self, host: str, *, now: float, default_delay: float, slack: float = 0.0) -> float:
+        """Take ``host``'s turn to send a request now: 0.0, or the seconds to wait first.
+
+        The hard politeness check, made as the request leaves the worker: a
+        request can wait after its pop (for robots.txt, for a busy reactor),
+        and the delay counts between sends, whichever workers send them.
+        """
+        k = self.keys
+        wait = self._acquire(keys=[k.next, k.delay, k.ready],
+                             args=[host, now, default_delay, slack])  # fmt: skip
+        return float(wait)
 
     def set_delay(self, host: str, delay: float, *, now: float | None = None) -> None:
         """Set ``host``'s delay; with ``now``, its next turn is at least ``now + delay``."""

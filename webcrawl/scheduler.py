@@ -105,8 +105,6 @@ class Scheduler(RedisScheduler):
         self._buffer: list[tuple[bytes, str, int, float, bytes]] = []
         self._leases: dict[Request, str] = {}  # popped, not yet acknowledged
         self._wake_call: Any = None
-        self._sent: list[tuple[str, float]] = []  # (host, time) of requests that left
-        self._report_call: Any = None
         self._idle = False
         self._waiting_logged = False
         self._outage_logged = False
@@ -118,7 +116,6 @@ class Scheduler(RedisScheduler):
     def from_crawler(cls, crawler: Crawler) -> Scheduler:
         scheduler = cls(crawler, CrawlRedis.from_settings(crawler.settings))
         crawler.signals.connect(scheduler._on_idle, signal=signals.spider_idle)
-        crawler.signals.connect(scheduler._on_sent, signal=signals.request_reached_downloader)
         return scheduler
 
     # -- lifecycle ---------------------------------------------------------
@@ -154,9 +151,8 @@ class Scheduler(RedisScheduler):
         for loop in self._loops:
             if loop.running:
                 loop.stop()
-        for call in (self._wake_call, self._report_call):
-            if call is not None and call.active():
-                call.cancel()
+        if self._wake_call is not None and self._wake_call.active():
+            self._wake_call.cancel()
         try:
             self._step(pop=False)
             self.registry.remove(self.worker_id)
@@ -232,11 +228,11 @@ class Scheduler(RedisScheduler):
     def _step(self, pop: bool) -> StepResult | None:
         """One round trip: ack finished leases, push the buffer, maybe pop."""
         finished = self._finished()
-        batch, sent = self._buffer, self._sent
+        batch = self._buffer
         try:
             result = self.queue.step(
                 now=time.time(), worker_id=self.worker_id,
-                acks=[self._leases[r] for r in finished], sent=sent, pushes=batch, pop=pop,
+                acks=[self._leases[r] for r in finished], pushes=batch, pop=pop,
                 default_delay=self.host_delay, lease_timeout=self.lease_timeout,
                 slack=self.delay_slack, seen_key=self.df.key, seen_mode=self.df.mode,
             )  # fmt: skip
@@ -245,7 +241,6 @@ class Scheduler(RedisScheduler):
             return None
         self._outage_logged = False
         self._buffer = []
-        self._sent = []
         for request in finished:
             del self._leases[request]
         # Every fingerprint of the batch is in the crawl's seen set now (ours or
@@ -262,18 +257,9 @@ class Scheduler(RedisScheduler):
             logger.info("Requeued %d requests whose lease expired", result.requeued)
         return result
 
-    def _on_sent(self, request: Request, spider: Spider) -> None:
-        """request_reached_downloader: the host's next turn counts from now."""
-        if request not in self._leases:
-            return  # not from the frontier (robots.txt)
-        self._sent.append((scope_key(request.url, "host"), time.time()))
-        if self._report_call is None or not self._report_call.active():
-            # usually the next pop carries the report; if none comes soon, send it alone
-            self._report_call = reactor.callLater(0.005, self._report)
-
-    def _report(self) -> None:
-        if self._sent:
-            self._step(pop=False)
+    def is_leased(self, request: Request) -> bool:
+        """Whether ``request`` came from the frontier (and is still in progress)."""
+        return request in self._leases
 
     def _wake_at(self, when: float) -> None:
         """Wake the engine when the next host becomes ready (not on its 5 s heartbeat)."""

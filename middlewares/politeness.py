@@ -1,0 +1,74 @@
+"""The hard politeness check, as each request leaves the worker.
+
+The frontier hands a host out at most once per delay when requests are
+popped; but a popped request can wait in its worker before it is sent (for
+the host's robots.txt, or a busy reactor), and another worker's next request
+to the host may then leave too soon.  Just before the download, this
+middleware takes the host's turn in Redis (one round trip); if the host's
+previous request left less than its delay ago, it waits for the rest.
+
+With ``FRONTIER_HOST_DELAY = 0`` (politeness off, e.g. for benchmarks on
+your own server) it does nothing and costs nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from redis.exceptions import RedisError
+from scrapy import Request
+from scrapy.crawler import Crawler
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet import reactor
+from twisted.internet.task import deferLater
+
+from webcrawl.scope import scope_key
+from webcrawl.settings_check import non_negative_float
+
+logger = logging.getLogger(__name__)
+
+
+class PolitenessMiddleware:
+    def __init__(self, crawler: Crawler) -> None:
+        settings = crawler.settings
+        self.delay = non_negative_float(settings, "FRONTIER_HOST_DELAY")
+        if self.delay == 0:
+            raise NotConfigured("FRONTIER_HOST_DELAY is 0")
+        self.slack = non_negative_float(settings, "FRONTIER_DELAY_SLACK")
+        self.crawler = crawler
+        self.stats = crawler.stats
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> PolitenessMiddleware:
+        return cls(crawler)
+
+    def _frontier(self) -> Any:
+        scheduler = self.crawler.engine.scheduler if self.crawler.engine else None
+        if getattr(scheduler, "keys", None) is None or scheduler.closed:
+            return None
+        return scheduler
+
+    async def process_request(self, request: Request) -> None:
+        frontier = self._frontier()
+        if frontier is None or not frontier.is_leased(request):
+            return  # robots.txt, or not webcrawl's scheduler
+        host = scope_key(request.url, "host")
+        waited = 0.0
+        while True:
+            try:
+                wait = frontier.queue.acquire(
+                    host, now=time.time(), default_delay=self.delay, slack=self.slack
+                )
+            except RedisError as exc:
+                logger.warning("Could not take %s's turn in Redis (sending anyway): %s", host, exc)
+                return
+            if wait <= 0:
+                break
+            waited += wait
+            await maybe_deferred_to_future(deferLater(reactor, wait, lambda: None))
+        if waited:
+            self.stats.inc_value("politeness/waited")
+            self.stats.inc_value("politeness/waited_seconds", round(waited, 3))
