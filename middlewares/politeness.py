@@ -5,7 +5,10 @@ popped; but a popped request can wait in its worker before it is sent (for
 the host's robots.txt, or a busy reactor), and another worker's next request
 to the host may then leave too soon.  Just before the download, this
 middleware takes the host's turn in Redis (one round trip); if the host's
-previous request left less than its delay ago, it waits for the rest.
+previous request left less than its delay ago, it waits for the rest.  When
+the request really leaves (``request_reached_downloader``, which a busy
+reactor can make later still), the host's next turn is pushed back to count
+from then (a second round trip; politeness-limited crawls can afford both).
 
 With ``FRONTIER_HOST_DELAY = 0`` (politeness off, e.g. for benchmarks on
 your own server) it does nothing and costs nothing.
@@ -18,7 +21,7 @@ import time
 from typing import Any
 
 from redis.exceptions import RedisError
-from scrapy import Request
+from scrapy import Request, signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
@@ -43,7 +46,20 @@ class PolitenessMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> PolitenessMiddleware:
-        return cls(crawler)
+        middleware = cls(crawler)
+        crawler.signals.connect(middleware._sent, signal=signals.request_reached_downloader)
+        return middleware
+
+    def _sent(self, request: Request, spider: object) -> None:
+        """The request really leaves now: count the host's delay from here."""
+        frontier = self._frontier()
+        if frontier is None or not frontier.is_leased(request):
+            return
+        try:
+            frontier.queue.mark_sent(scope_key(request.url, "host"), when=time.time(),
+                                     default_delay=self.delay, slack=self.slack)  # fmt: skip
+        except RedisError as exc:
+            logger.warning("Could not record a request to %s in Redis: %s", request.url, exc)
 
     def _frontier(self) -> Any:
         scheduler = self.crawler.engine.scheduler if self.crawler.engine else None

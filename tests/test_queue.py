@@ -81,6 +81,11 @@ def test_a_host_is_handed_out_once_per_delay_across_workers(redis_client):
     assert queue.acquire("a", now=110.0, default_delay=2.0) == pytest.approx(4.5)
     queue.step(now=110, worker_id="w1", pushes=[entry(queue, "http://a/3")], pop=False)
     assert queue.step(now=110, worker_id="w1").next_ready == 114.5
+    # a request that really left later than its turn pushes the next turn back
+    queue.mark_sent("a", when=113.0, default_delay=2.0)  # host a's own delay is 10 s
+    assert queue.acquire("a", now=114.5, default_delay=2.0) == pytest.approx(8.5)
+    queue.mark_sent("a", when=100.0, default_delay=2.0)  # an earlier send changes nothing
+    assert queue.acquire("a", now=123.0, default_delay=2.0) == 0.0
     assert queue.acquire("b", now=110.0, default_delay=0.0) == 0.0  # no delay, no wait
     assert queue.acquire("b", now=110.0, default_delay=0.0) == 0.0
 

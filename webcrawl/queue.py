@@ -178,9 +178,10 @@ _ACQUIRE = """
 local host, now, default_delay, slack = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]),
   tonumber(ARGV[4])
 local nxt = tonumber(redis.call('HGET', KEYS[1], host) or '0')
-if now < nxt then return tostring(nxt - now) end
+if ARGV[5] == 'take' and now < nxt then return tostring(nxt - now) end
 local delay = tonumber(redis.call('HGET', KEYS[2], host) or default_delay)
 if delay > 0 then delay = delay + slack end
+if now + delay <= nxt then return '0' end
 nxt = now + delay
 redis.call('HSET', KEYS[1], host, string.format('%.17g', nxt))
 local score = redis.call('ZSCORE', KEYS[3], host)
@@ -347,8 +348,17 @@ class HostQueue:
         """
         k = self.keys
         wait = self._acquire(keys=[k.next, k.delay, k.ready],
-                             args=[host, now, default_delay, slack])  # fmt: skip
+                             args=[host, now, default_delay, slack, "take"])  # fmt: skip
         return float(wait)
+
+    def mark_sent(
+        self, host: str, *, when: float, default_delay: float, slack: float = 0.0
+    ) -> None:
+        """A request to ``host`` really left at ``when``: its next turn is no sooner than
+        ``when + delay`` (a busy worker can send well after it took its turn)."""
+        k = self.keys
+        self._acquire(keys=[k.next, k.delay, k.ready],
+                      args=[host, when, default_delay, slack, "mark"])  # fmt: skip
 
     def set_delay(self, host: str, delay: float, *, now: float | None = None) -> None:
         """Set ``host``'s delay; with ``now``, its next turn is at least ``now + delay``."""
