@@ -94,6 +94,9 @@ FRONTIER_DELAY_SLACK = 0.01
 # heartbeat while the worker lives, so only a dead worker's leases expire (and
 # go back to the queue).
 FRONTIER_LEASE_TIMEOUT = 60.0
+# Requests one host may hold in its queue (Nutch's generate.max.count, Larbin's
+# maxUrlsBySite); the rest waits in the host's overflow, nothing is dropped. 0: no cap.
+FRONTIER_MAX_PER_HOST = 10_000
 # Times a failed request (connection error, DNS error, timeout, RETRY_HTTP_CODES)
 # goes back to the queue before it is recorded as failed.
 FRONTIER_RETRY_TIMES = 3

@@ -109,6 +109,17 @@ def test_hosts_take_turns(redis_client):
     assert hosts[8:] == ["big"] * 4  # small hosts are done after two rounds
 
 
+def test_max_per_host_parks_the_rest_in_order(redis_client):
+    queue, keys = make(redis_client)
+    pushes = [entry(queue, f"http://a/{i}", priority=-i) for i in range(10)]
+    queue.step(now=0, worker_id="w", pushes=pushes, pop=False, max_per_host=3)
+    assert redis_client.zcard(keys.host_queue("a")) == 3
+    assert redis_client.zcard(keys.overflow_prefix + "a") == 7
+    assert len(queue) == 10
+    assert drain(queue, max_per_host=3) == [f"http://a/{i}" for i in range(10)]  # none lost
+    assert redis_client.exists(keys.overflow_prefix + "a") == 0
+
+
 def test_leases_ack_and_expire(redis_client):
     queue, keys = make(redis_client)
     queue.step(now=0, worker_id="w", pop=False,

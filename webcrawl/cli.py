@@ -86,8 +86,10 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         queued = int(queued or 0) + int(delayed)
         pipe = session.client.pipeline(transaction=False)
         for host in hosts:
-            pipe.zcard(keys.host_queue(host.decode()))
-        sizes = sorted(zip(pipe.execute(), (h.decode() for h in hosts), strict=True), reverse=True)
+            pipe.zcard(keys.host_queue(host.decode())).zcard(keys.overflow_prefix + host.decode())
+        counts = pipe.execute()
+        totals = [a + b for a, b in zip(counts[::2], counts[1::2], strict=True)]
+        sizes = sorted(zip(totals, (h.decode() for h in hosts), strict=True), reverse=True)
         workers = WorkerRegistry(session.client, keys).live()
         redis_desc = session.redis.description
     store_url = store_url_from_settings(settings)

@@ -22,6 +22,11 @@ class CrawlKeys:
         return self.host_queue_prefix + host
 
     @property
+    def overflow_prefix(self) -> str:
+        """``<prefix>hqo:<host>``: a host's requests beyond FRONTIER_MAX_PER_HOST."""
+        return self.prefix + "hqo:"
+
+    @property
     def ready(self) -> str:
         """Sorted set of hosts with queued requests, by the time they may be fetched from."""
         return self.prefix + "ready"

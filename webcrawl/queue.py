@@ -46,6 +46,8 @@ local want_pop = ARGV[5] == '1'
 local requeue_limit = tonumber(ARGV[6])
 local slack = tonumber(ARGV[7])
 local bloom = ARGV[8] == 'bloom'
+local max_per_host = tonumber(ARGV[9])
+local over = KEYS[13]
 
 -- is a request new?  '' (dont_filter) always; else add it to the seen set, or
 -- set its bits in the Bloom filter: new if any bit was 0
@@ -72,13 +74,19 @@ local function schedule(host)
 end
 
 local function enqueue(host, score, member)
-  redis.call('ZADD', hq .. host, score, member)
+  -- a host holds at most max_per_host requests in its queue; the rest waits
+  -- in its overflow, and moves up as the queue drains (nothing is dropped)
+  if max_per_host > 0 and redis.call('ZCARD', hq .. host) >= max_per_host then
+    redis.call('ZADD', over .. host, score, member)
+  else
+    redis.call('ZADD', hq .. host, score, member)
+  end
   redis.call('INCR', KEYS[9])
   schedule(host)
 end
 
 -- 1. acknowledgements
-local i = 9
+local i = 10
 local n_acks = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n_acks do
   redis.call('ZREM', KEYS[4], ARGV[i])
@@ -141,6 +149,8 @@ for _ = 1, 10 do
     redis.call('ZREM', KEYS[1], host)
   else
     redis.call('DECR', KEYS[9])
+    local up = redis.call('ZPOPMIN', over .. host)
+    if #up > 0 then redis.call('ZADD', hq .. host, up[2], up[1]) end
     -- the host's turn is claimed until now + delay (or its next send, if later)
     local sent = tonumber(redis.call('HGET', KEYS[2], host) or '0')
     local nxt = math.max(now + host_delay(host), sent)
@@ -291,6 +301,7 @@ class HostQueue:
         slack: float = 0.0,
         seen_key: str | None = None,
         seen_mode: str = "set",
+        max_per_host: int = 0,
     ) -> StepResult:
         """Ack leases, push ``(fingerprint, host, priority, not_before, data)``,
         requeue expired leases, and pop.
@@ -300,17 +311,19 @@ class HostQueue:
         in the Bloom filter at ``seen_key``.  A host's
         delay (``default_delay`` unless set per host) is stretched by ``slack``
         seconds, when it is not 0, for the jitter between a request leaving a
-        worker and reaching the server.
+        worker and reaching the server.  ``max_per_host`` (0: no cap) bounds a
+        host's queue; what is over waits in its overflow, in order.
         """
         args: list[object] = [now, worker_id, default_delay, lease_timeout, int(pop),
-                              requeue_limit, slack, seen_mode, len(acks), *acks,
-                              len(pushes)]  # fmt: skip
+                              requeue_limit, slack, seen_mode, max_per_host, len(acks),
+                              *acks, len(pushes)]  # fmt: skip
         for fingerprint, host, priority, not_before, data in pushes:
             args += [fingerprint, host, max(-MAX_PRIORITY, min(MAX_PRIORITY, priority)),
                      not_before, data]  # fmt: skip
         k = self.keys
         keys = [k.ready, k.next, k.delay, k.leases, k.leased, seen_key or k.seen, k.seq, k.busy,
-                k.queued, k.host_queue_prefix, k.delayed, k.lease_seq]  # fmt: skip
+                k.queued, k.host_queue_prefix, k.delayed, k.lease_seq,
+                k.overflow_prefix]  # fmt: skip
         member, second, added, requeued = self._step(keys=keys, args=args)
         result = StepResult(added=int(added), requeued=int(requeued), pushed=len(pushes))
         if member:
@@ -369,5 +382,6 @@ class HostQueue:
         k = self.keys
         hosts = self.server.zrange(k.ready, 0, -1)
         names = [k.host_queue_prefix + h.decode() for h in hosts]
+        names += [k.overflow_prefix + h.decode() for h in hosts]
         names += [k.ready, k.next, k.leases, k.leased, k.seq, k.queued, k.delayed, k.lease_seq]
         self.server.delete(*names)

@@ -85,6 +85,7 @@ class Scheduler(RedisScheduler):
         self.idle_poll = positive_float(settings, "FRONTIER_IDLE_POLL_INTERVAL")
         self.host_delay = non_negative_float(settings, "FRONTIER_HOST_DELAY")
         self.delay_slack = non_negative_float(settings, "FRONTIER_DELAY_SLACK")
+        self.max_per_host = int(non_negative_float(settings, "FRONTIER_MAX_PER_HOST"))
         self.lease_timeout = positive_float(settings, "FRONTIER_LEASE_TIMEOUT")
         self.heartbeat_interval = positive_float(settings, "STATUS_HEARTBEAT_INTERVAL")
         self.heartbeat_ttl = positive_float(settings, "STATUS_HEARTBEAT_TTL")
@@ -235,6 +236,7 @@ class Scheduler(RedisScheduler):
                 acks=[self._leases[r] for r in finished], pushes=batch, pop=pop,
                 default_delay=self.host_delay, lease_timeout=self.lease_timeout,
                 slack=self.delay_slack, seen_key=self.df.key, seen_mode=self.df.mode,
+                max_per_host=self.max_per_host,
             )  # fmt: skip
         except RedisError as exc:
             self._outage("reach the frontier (requests kept, will retry)", exc)
