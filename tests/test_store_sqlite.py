@@ -43,17 +43,18 @@ def _writer(path, start):
             store.put_pages([row(f"http://h.example/{j}") for j in range(i, i + 50)])
 
 
-def test_two_processes_write_one_file(tmp_path):
+def test_processes_write_one_new_file_together(tmp_path):
+    """Several processes create and write one new file at once (workers starting together)."""
     path = tmp_path / "w.db"
     ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_writer, args=(path, n * 500)) for n in range(2)]
+    procs = [ctx.Process(target=_writer, args=(path, n * 500)) for n in range(4)]
     for p in procs:
         p.start()
     for p in procs:
         p.join(60)
         assert p.exitcode == 0
     with open_store(f"sqlite:///{path}") as store:
-        assert store.count_pages() == 1000
+        assert store.count_pages() == 2000
 
 
 def test_bad_urls(tmp_path):

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from webcrawl.store.base import Row, Store, StoreError
@@ -40,14 +41,31 @@ class SQLiteStore(Store):
         if conn is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, timeout=self.busy_timeout, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
+            self._retry_locked(lambda: conn.execute("PRAGMA journal_mode=WAL"))
             conn.execute("PRAGMA synchronous=NORMAL")
-            with conn:
-                conn.execute(_SCHEMA)
+            self._retry_locked(lambda: conn.execute(_SCHEMA))
             self._local.conn = conn
             with self._lock:
                 self._connections.append(conn)
         return conn
+
+    def _retry_locked(self, operation: Callable[[], object]) -> None:
+        """Run ``operation``, waiting out "database is locked" up to ``busy_timeout``.
+
+        Switching a new file to WAL (and creating the table) while another
+        process does the same fails at once with SQLITE_BUSY: SQLite's busy
+        handler does not cover that lock change.  Workers starting together on
+        a fresh data directory hit it.
+        """
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            try:
+                operation()
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def put_pages(self, rows: Sequence[Row]) -> None:
         values = [
