@@ -107,6 +107,7 @@ class DemoWeb:
         self.hosts = hosts
         self.seed = seed
         self.crawl_delays: dict[str, float] = {}  # host -> robots.txt Crawl-delay
+        self._rendered: dict[str, tuple[bytes, str]] = {}
         self.pages: dict[str, DemoPage] = {}
         rng = random.Random(seed)
         articles: dict[str, list[str]] = {}
@@ -223,7 +224,13 @@ class DemoWeb:
     # -- content -------------------------------------------------------------
 
     def render(self, page: DemoPage) -> tuple[bytes, str]:
-        """Body and content type of ``page``."""
+        """Body and content type of ``page`` (made once, then served from memory)."""
+        cached = self._rendered.get(page.url)
+        if cached is None:
+            cached = self._rendered[page.url] = self._render(page)
+        return cached
+
+    def _render(self, page: DemoPage) -> tuple[bytes, str]:
         rng = random.Random(f"{self.seed}:{page.url}")
         if page.kind == "robots":
             host = urlsplit(page.url).netloc
