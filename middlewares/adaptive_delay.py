@@ -51,10 +51,9 @@ class AdaptiveDelayMiddleware:
         return middleware
 
     def _frontier(self) -> Any:
-        scheduler = self.crawler.engine.scheduler if self.crawler.engine else None
-        if getattr(scheduler, "keys", None) is None or scheduler.closed:
-            return None
-        return scheduler
+        from webcrawl.scheduler import frontier_of  # late: importing it early installs a reactor
+
+        return frontier_of(self.crawler)
 
     def _robots_parsed(self, robotparser: Any, request: Request) -> None:
         parser = getattr(robotparser, "rp", None)  # Protego, behind Scrapy's wrapper

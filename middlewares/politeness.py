@@ -62,10 +62,9 @@ class PolitenessMiddleware:
             logger.warning("Could not record a request to %s in Redis: %s", request.url, exc)
 
     def _frontier(self) -> Any:
-        scheduler = self.crawler.engine.scheduler if self.crawler.engine else None
-        if getattr(scheduler, "keys", None) is None or scheduler.closed:
-            return None
-        return scheduler
+        from webcrawl.scheduler import frontier_of  # late: importing it early installs a reactor
+
+        return frontier_of(self.crawler)
 
     async def process_request(self, request: Request) -> None:
         frontier = self._frontier()

@@ -74,10 +74,9 @@ class WebSpider(Spider):
 
     @property
     def _frontier(self) -> Any:
-        scheduler = self.crawler.engine.scheduler if self.crawler.engine else None
-        if getattr(scheduler, "keys", None) is None or scheduler.closed:
-            return None  # Scrapy's own scheduler, or closing: local scope only
-        return scheduler
+        from webcrawl.scheduler import frontier_of  # late: importing it early installs a reactor
+
+        return frontier_of(self.crawler)  # None: Scrapy's own scheduler, local scope only
 
     def _share_scope(self, urls: list[str]) -> None:
         """Put ``urls``' hosts in scope here and, for the other workers, in Redis."""

@@ -29,7 +29,7 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy_redis.scheduler import Scheduler as RedisScheduler
-from twisted.internet import reactor, task, threads
+from twisted.internet import task, threads
 from twisted.internet.defer import Deferred
 
 from webcrawl.dupefilter import RedisDupeFilter
@@ -41,6 +41,14 @@ from webcrawl.settings_check import non_negative_float, positive_float, positive
 from webcrawl.workers import WorkerRegistry, new_worker_id, worker_info
 
 logger = logging.getLogger(__name__)
+
+
+def frontier_of(crawler: Crawler) -> Scheduler | None:
+    """The crawl's open webcrawl scheduler, or None (Scrapy's own scheduler, or closing)."""
+    scheduler = crawler.engine.scheduler if crawler.engine else None
+    if not isinstance(scheduler, Scheduler) or scheduler.keys is None or scheduler.closed:
+        return None
+    return scheduler
 
 
 def crawl_name(settings: Any, spider_name: str) -> str:
@@ -265,6 +273,8 @@ class Scheduler(RedisScheduler):
 
     def _wake_at(self, when: float) -> None:
         """Wake the engine when the next host becomes ready (not on its 5 s heartbeat)."""
+        from twisted.internet import reactor  # the one Scrapy installed
+
         delay = max(0.0, when - time.time())
         call = self._wake_call
         if call is not None and call.active():
