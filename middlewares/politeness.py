@@ -8,7 +8,12 @@ middleware takes the host's turn in Redis (one round trip); if the host's
 previous request left less than its delay ago, it waits for the rest.  When
 the request really leaves (``request_reached_downloader``, which a busy
 reactor can make later still), the host's next turn is pushed back to count
-from then (a second round trip; politeness-limited crawls can afford both).
+from then; and when its answer is in (``request_left_downloader``, on
+success or failure), once more to count from then, as Nutch's fetcher does.
+The server-side gap between two requests to a host is then at least the
+delay whenever the first was answered before the delay ran out, whatever the
+jitter between a worker sending a request and the server seeing it (three
+round trips per request; politeness-limited crawls can afford them).
 
 With ``FRONTIER_HOST_DELAY = 0`` (politeness off, e.g. for benchmarks on
 your own server) it does nothing and costs nothing.
@@ -47,11 +52,12 @@ class PolitenessMiddleware:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> PolitenessMiddleware:
         middleware = cls(crawler)
-        crawler.signals.connect(middleware._sent, signal=signals.request_reached_downloader)
+        crawler.signals.connect(middleware._mark, signal=signals.request_reached_downloader)
+        crawler.signals.connect(middleware._mark, signal=signals.request_left_downloader)
         return middleware
 
-    def _sent(self, request: Request, spider: object) -> None:
-        """The request really leaves now: count the host's delay from here."""
+    def _mark(self, request: Request, spider: object) -> None:
+        """The request leaves now, or its answer came in: count the host's delay from here."""
         frontier = self._frontier()
         if frontier is None or not frontier.is_leased(request):
             return
