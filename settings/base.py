@@ -102,6 +102,10 @@ FRONTIER_MAX_PER_HOST = 10_000
 FRONTIER_RETRY_TIMES = 3
 # Seconds before the first retry; doubled for each further one (1, 2, 4 s).
 FRONTIER_RETRY_BACKOFF = 1.0
+# Requests popped per Redis round trip (at most 20), leased and handed to the
+# engine one by one; a host is still handed out at most once per its delay.
+# Popped requests a closing worker never started go straight back.
+FRONTIER_PREFETCH = 4
 # Requests buffered before one batched push (dupefilter check included) to Redis.
 FRONTIER_BATCH_SIZE = 256
 # Fingerprints each worker remembers as already seen, so duplicate links cost

@@ -215,3 +215,32 @@ def test_fast_encode_matches_scrapy_to_dict(redis_client):
         assert (type(back), back.url, back.callback, back.errback, back.body) == (
             type(request), request.url, request.callback, request.errback, request.body,
         )  # fmt: skip
+
+
+def test_one_step_pops_several_hosts_but_each_once_per_delay(redis_client):
+    queue, keys = make(redis_client)
+    pushes = [entry(queue, u) for u in ("http://a/1", "http://a/2", "http://b/1", "http://c/1")]
+    queue.step(now=0, worker_id="w", pushes=pushes, pop=False)
+    result = queue.step(now=10, worker_id="w", pop=8, default_delay=1.0, lease_timeout=30)
+    assert sorted(r.url for r, _ in result.popped) == ["http://a/1", "http://b/1", "http://c/1"]
+    assert len({lease for _, lease in result.popped}) == 3
+    assert redis_client.zcard(keys.leases) == 3
+    later = queue.step(now=10.5, worker_id="w", pop=8, default_delay=1.0)
+    assert later.popped == [] and later.next_ready == 11.0  # a waits for its delay
+    # without a delay one call takes a host's requests in turn
+    queue.step(now=0, worker_id="w", pop=False,
+               pushes=[entry(queue, "http://d/1"), entry(queue, "http://d/2")])  # fmt: skip
+    urls = [r.url for r, _ in queue.step(now=20, worker_id="w", pop=8).popped]
+    assert urls == ["http://d/1", "http://a/2", "http://d/2"]  # by ready time, in turn
+
+
+def test_released_leases_go_back_at_the_next_step(redis_client):
+    """What a closing worker popped but never started is requeued at once (renew to 0)."""
+    queue, _ = make(redis_client)
+    queue.step(now=0, worker_id="w", pop=False,
+               pushes=[entry(queue, "http://a/1"), entry(queue, "http://b/1")])  # fmt: skip
+    popped = queue.step(now=1, worker_id="w1", pop=2, lease_timeout=60).popped
+    queue.renew([lease for _, lease in popped], 0.0)
+    again = queue.step(now=2, worker_id="w2", pop=2, lease_timeout=60)
+    assert again.requeued == 2
+    assert sorted(r.url for r, _ in again.popped) == ["http://a/1", "http://b/1"]

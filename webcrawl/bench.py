@@ -10,8 +10,10 @@ politeness off (the server is local).  Only the scheduler changes:
 
 Pages/s is Scrapy's ``response_received_count / elapsed_time_seconds`` (from
 spider open to close, so it includes start-up and end-of-crawl detection).
-The median of ``--runs`` runs is shown.  The demo server shares the machine's
-cores with the crawler, as a local nginx would.
+The median of ``--runs`` runs is shown.  The demo web is served by nginx
+(static files) when it is installed, else by the Twisted demo server; both
+share the machine's cores with the crawlers, and the Twisted one (about one
+core for 200 pages/s) caps what two workers can show on a small machine.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from webcrawl.demo import crawl_command, demo_server, scrapy_env
+from webcrawl.demo_nginx import nginx_binary, nginx_demo_server
 from webcrawl.embedded_redis import redis_server_binary
 
 COMMON = ["DOWNLOAD_DELAY=0", "FRONTIER_HOST_DELAY=0", "CONCURRENT_REQUESTS=16",
@@ -135,11 +138,20 @@ def run(args: argparse.Namespace) -> int:
     return {"crawl": run_crawl, "politeness": run_politeness, "memory": run_memory}[args.what](args)
 
 
+def _server(args: argparse.Namespace) -> Any:
+    kind = getattr(args, "server", "auto")
+    if kind == "auto":
+        kind = "nginx" if nginx_binary() else "twisted"
+    if kind == "nginx":
+        return nginx_demo_server(args.hosts, args.pages)
+    return demo_server(args.hosts, args.pages)
+
+
 def run_crawl(args: argparse.Namespace) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="webcrawl-bench-"))
     rows = []
     try:
-        with demo_server(args.hosts, args.pages) as info, tcp_redis(workdir) as url:
+        with _server(args) as info, tcp_redis(workdir) as url:
             seeds = info["seeds"]
             setups = [
                 ("plain Scrapy (memory queue)", PLAIN, 1),
@@ -148,23 +160,26 @@ def run_crawl(args: argparse.Namespace) -> int:
                 ("webcrawl, Redis over TCP", [f"REDIS_URL={url}"], 1),
                 ("webcrawl, 2 workers, TCP", [f"REDIS_URL={url}"], 2),
             ]
-            print(f"demo web: {info['pages']} resources on {len(info['hosts'])} hosts; "
-                  f"{args.runs} runs per setup (median)", flush=True)  # fmt: skip
-            for name, settings, workers in setups:
-                results = []
-                for i in range(args.runs):
+            server = info.get("server", "twisted")
+            print(f"demo web ({server}): {info['pages']} resources on {len(info['hosts'])} "
+                  f"hosts; {args.runs} runs per setup (median)", flush=True)  # fmt: skip
+            # runs interleave the setups, so a slow spell of the machine hits all alike
+            results: dict[str, list[tuple[int, float, int]]] = {name: [] for name, *_ in setups}
+            for i in range(args.runs):
+                for name, settings, workers in setups:
                     extra = [f"WEBCRAWL_CRAWL=bench{i}-{time.monotonic_ns()}"]
                     before = _commands(url)
                     pages, seconds = crawl_parallel(seeds, workdir, [*settings, *extra], workers)
-                    calls = _commands(url) - before
-                    results.append((pages, seconds, calls))
-                pages = int(statistics.median(r[0] for r in results))
-                seconds = statistics.median(r[1] for r in results)
-                rate = statistics.median(r[0] / r[1] for r in results)
+                    results[name].append((pages, seconds, _commands(url) - before))
+                print(f"  run {i + 1}/{args.runs} done", file=sys.stderr, flush=True)
+            for name, settings, _ in setups:
+                runs = results[name]
+                pages = int(statistics.median(r[0] for r in runs))
+                seconds = statistics.median(r[1] for r in runs)
+                rate = statistics.median(r[0] / r[1] for r in runs)
                 tcp = any(s.startswith("REDIS_URL=") for s in settings)
-                calls = statistics.median(r[2] / r[0] for r in results) if tcp else None
+                calls = statistics.median(r[2] / r[0] for r in runs) if tcp else None
                 rows.append((name, pages, seconds, rate, calls))
-                print(f"  done: {name}", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     base = rows[0][3]

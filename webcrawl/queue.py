@@ -42,7 +42,7 @@ _STEP = """
 local now = tonumber(ARGV[1])
 local default_delay = tonumber(ARGV[3])
 local lease_timeout = tonumber(ARGV[4])
-local want_pop = ARGV[5] == '1'
+local want_pop = tonumber(ARGV[5])
 local requeue_limit = tonumber(ARGV[6])
 local slack = tonumber(ARGV[7])
 local bloom = ARGV[8] == 'bloom'
@@ -137,13 +137,20 @@ for _, entry in ipairs(due) do
   enqueue(host, score, member)
 end
 
--- 4. pop from the host whose turn it is
-if not want_pop then return {false, false, added, requeued} end
-for _ = 1, 10 do
+-- 4. pop up to want_pop requests, each from the host whose turn it is (a
+-- host handed out is not ready again before its delay, so with a delay one
+-- call never hands out one host twice)
+local out = {added, requeued, false}
+local tries = 0
+while #out < 3 + 2 * want_pop and tries < 10 + 2 * want_pop do
+  tries = tries + 1
   local top = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-  if #top == 0 then return {false, false, added, requeued} end
+  if #top == 0 then break end
   local host, ready_at = top[1], tonumber(top[2])
-  if ready_at > now then return {false, top[2], added, requeued} end
+  if ready_at > now then
+    if #out == 3 then out[3] = top[2] end
+    break
+  end
   local item = redis.call('ZPOPMIN', hq .. host)
   if #item == 0 then
     redis.call('ZREM', KEYS[1], host)
@@ -163,10 +170,11 @@ for _ = 1, 10 do
     redis.call('ZADD', KEYS[4], string.format('%.17g', now + lease_timeout), id)
     redis.call('HSET', KEYS[5], id, host .. '\\n' .. item[2] .. '\\n' .. item[1])
     redis.call('HSET', KEYS[8], ARGV[2], ARGV[1])
-    return {item[1], id, added, requeued}
+    out[#out + 1] = item[1]
+    out[#out + 1] = id
   end
 end
-return {false, false, added, requeued}
+return out
 """
 
 _IDLE = """
@@ -220,12 +228,20 @@ return 1
 
 @dataclass
 class StepResult:
-    request: Request | None = None
-    lease: str | None = None
+    popped: list[tuple[Request, str]] = field(default_factory=list)  # (request, lease)
     next_ready: float | None = None  # when no host was ready: when the next one is
     added: int = 0
     requeued: int = 0
-    pushed: int = field(default=0)
+    pushed: int = 0
+
+    @property
+    def request(self) -> Request | None:
+        """The first request popped, if any."""
+        return self.popped[0][0] if self.popped else None
+
+    @property
+    def lease(self) -> str | None:
+        return self.popped[0][1] if self.popped else None
 
 
 class HostQueue:
@@ -294,7 +310,7 @@ class HostQueue:
         worker_id: str,
         acks: Sequence[str] = (),
         pushes: Sequence[tuple[bytes, str, int, float, bytes]] = (),
-        pop: bool = True,
+        pop: bool | int = True,
         default_delay: float = 0.0,
         lease_timeout: float = 60.0,
         requeue_limit: int = 20,
@@ -304,7 +320,7 @@ class HostQueue:
         max_per_host: int = 0,
     ) -> StepResult:
         """Ack leases, push ``(fingerprint, host, priority, not_before, data)``,
-        requeue expired leases, and pop.
+        requeue expired leases, and pop ``pop`` requests (True: one) from ready hosts.
 
         An empty fingerprint bypasses the dupefilter (``dont_filter``); with
         ``seen_mode`` "bloom" a fingerprint is its comma-separated bit offsets
@@ -324,13 +340,12 @@ class HostQueue:
         keys = [k.ready, k.next, k.delay, k.leases, k.leased, seen_key or k.seen, k.seq, k.busy,
                 k.queued, k.host_queue_prefix, k.delayed, k.lease_seq,
                 k.overflow_prefix]  # fmt: skip
-        member, second, added, requeued = self._step(keys=keys, args=args)
+        added, requeued, next_ready, *popped = self._step(keys=keys, args=args)
         result = StepResult(added=int(added), requeued=int(requeued), pushed=len(pushes))
-        if member:
-            result.request = self.decode(member)
-            result.lease = second.decode()
-        elif second:
-            result.next_ready = float(second)
+        result.popped = [(self.decode(popped[i]), popped[i + 1].decode())
+                         for i in range(0, len(popped), 2)]  # fmt: skip
+        if next_ready:
+            result.next_ready = float(next_ready)
         return result
 
     def renew(self, leases: Sequence[str], deadline: float) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -88,6 +89,7 @@ class Scheduler(RedisScheduler):
         self.stats = crawler.stats
         self.continuous = settings.getbool("WEBCRAWL_CONTINUOUS")
         self.batch_size = positive_int(settings, "FRONTIER_BATCH_SIZE")
+        self.prefetch = min(positive_int(settings, "FRONTIER_PREFETCH"), 20)
         self.seen_cache_size = positive_int(settings, "FRONTIER_SEEN_CACHE_SIZE")
         self._seen: set[bytes] = set()  # fingerprints known to be in the crawl's seen set
         self.idle_poll = positive_float(settings, "FRONTIER_IDLE_POLL_INTERVAL")
@@ -112,7 +114,8 @@ class Scheduler(RedisScheduler):
         self.keys: CrawlKeys | None = None
         self.closed = False
         self._buffer: list[tuple[bytes, str, int, float, bytes]] = []
-        self._leases: dict[Request, str] = {}  # popped, not yet acknowledged
+        self._leases: dict[Request, str] = {}  # handed to the engine, not yet acknowledged
+        self._prefetched: deque[tuple[Request, str]] = deque()  # popped, not yet handed out
         self._wake_call: Any = None
         self._idle = False
         self._waiting_logged = False
@@ -163,6 +166,9 @@ class Scheduler(RedisScheduler):
         if self._wake_call is not None and self._wake_call.active():
             self._wake_call.cancel()
         try:
+            if self._prefetched:  # popped but never handed out: their leases end now
+                self.queue.renew([lease for _, lease in self._prefetched], 0.0)
+                self._prefetched.clear()
             self._step(pop=False)
             self.registry.remove(self.worker_id)
         except Exception:
@@ -191,20 +197,25 @@ class Scheduler(RedisScheduler):
         return True
 
     def next_request(self) -> Request | None:
-        result = self._step(pop=True)
-        if result is None:
-            return None  # Redis unreachable: the engine asks again on its next loop
-        if result.request is None:
-            if result.next_ready is not None:
-                self._wake_at(result.next_ready)
-            return None
+        if not self._prefetched:
+            result = self._step(pop=self.prefetch)
+            if result is None:
+                return None  # Redis unreachable: the engine asks again on its next loop
+            if not result.popped:
+                if result.next_ready is not None:
+                    self._wake_at(result.next_ready)
+                return None
+            self._prefetched.extend(result.popped)
+        request, lease = self._prefetched.popleft()
         self._idle = False
         self._waiting_logged = False
-        self._leases[result.request] = result.lease
+        self._leases[request] = lease
         self.stats.inc_value("scheduler/dequeued/redis")
-        return result.request
+        return request
 
     def has_pending_requests(self) -> bool:
+        if self._prefetched:
+            return True
         if self._buffer:
             self._step(pop=False)
             if self._buffer:
@@ -216,7 +227,7 @@ class Scheduler(RedisScheduler):
             return True  # do not let an outage look like the end of the crawl
 
     def __len__(self) -> int:
-        return len(self.queue) + len(self._buffer)
+        return len(self.queue) + len(self._buffer) + len(self._prefetched)
 
     # -- internals -----------------------------------------------------------
 
@@ -343,7 +354,8 @@ class Scheduler(RedisScheduler):
         self._last_beat = (now, pages)
         info = worker_info(self._started, stats, now, rate, idle=self._idle)
         self.registry.beat(self.worker_id, info, self.heartbeat_ttl)
-        self.queue.renew(list(self._leases.values()), now + self.lease_timeout)
+        leases = [*self._leases.values(), *(lease for _, lease in self._prefetched)]
+        self.queue.renew(leases, now + self.lease_timeout)
 
     def _guarded(self, func: Any) -> None:
         """Run a periodic task; a Redis outage is logged once and the loop goes on."""
