@@ -59,7 +59,9 @@ class PolitenessMiddleware:
     def _mark(self, request: Request, spider: object) -> None:
         """The request leaves now, or its answer came in: count the host's delay from here."""
         frontier = self._frontier()
-        if frontier is None or not frontier.is_leased(request):
+        if frontier is None or not (
+            frontier.is_leased(request) or request.meta.get("failpath_probe")
+        ):
             return
         try:
             frontier.queue.mark_sent(scope_key(request.url, "host"), when=time.time(),
@@ -74,7 +76,9 @@ class PolitenessMiddleware:
 
     async def process_request(self, request: Request) -> None:
         frontier = self._frontier()
-        if frontier is None or not frontier.is_leased(request):
+        if frontier is None or not (
+            frontier.is_leased(request) or request.meta.get("failpath_probe")
+        ):
             return  # robots.txt, or not webcrawl's scheduler
         host = scope_key(request.url, "host")
         waited = 0.0

@@ -28,8 +28,33 @@ DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     "middlewares.retry.FrontierRetryMiddleware": 550,
     "middlewares.adaptive_delay.AdaptiveDelayMiddleware": 560,
+    "middlewares.failpath.FailPathMiddleware": 580,
     "middlewares.politeness.PolitenessMiddleware": 950,
 }
+# Failed-path filtering and elastic waiting (seed 000; webcrawl/failpath.py).
+# Defaults are the paper's first parameter set.  Each request waits
+# MIN_DELAY + (MAX_DELAY - MIN_DELAY) * c / HEIGHTEN seconds for an answer (its
+# download_timeout), c being the failures recorded on its lowest path level.
+FAILPATH_ENABLED = True
+# Seconds: the shortest wait (a path with no recorded failure).
+FAILPATH_MIN_DELAY = 15.0
+# Seconds: the longest wait (a path at the threshold).
+FAILPATH_MAX_DELAY = 80.0
+# Failures that make a path level dead (over it, its URLs are dropped); also
+# the number of links sampled by the re-probe.
+FAILPATH_HEIGHTEN = 4
+# Seconds between sampled re-probes of dead paths (one worker at a time).
+FAILPATH_PROBE_INTERVAL = 7200.0
+# Subtracted from a level's count on a success; a site whose share of working
+# links falls below 1 / (1 + SUCCESS_SCALE) is given up.  An integer (HBase
+# counters are integers).
+FAILPATH_SUCCESS_SCALE = 3
+# Seconds a worker uses its copy of a site's counts before reading them again
+# (reads need no strict consistency; a stale copy is used while it refreshes).
+FAILPATH_CACHE_TTL = 5.0
+# Failed or dropped links remembered per site (in Redis) as re-probe samples
+# and to send back when their path recovers; the oldest are forgotten.
+FAILPATH_REMEMBER_LINKS = 1000
 # Adapt each host's delay (for all workers) to 429/503 + Retry-After, latency
 # and robots.txt Crawl-delay; see middlewares/adaptive_delay.py.
 ADAPTIVE_DELAY_ENABLED = True

@@ -5,6 +5,7 @@ import multiprocessing
 import pytest
 
 from webcrawl.store import StoreError, open_store
+from webcrawl.store.sqlite import SQLiteStore
 from webcrawl.urlkey import url_to_key
 
 
@@ -67,3 +68,42 @@ def test_bad_urls(tmp_path):
 def test_write_error_is_a_store_error(tmp_path):
     with open_store(f"sqlite:///{tmp_path}/w.db") as store, pytest.raises(StoreError):
         store.put_pages([{"key": "k", "url": None}])  # url NOT NULL
+
+
+def test_failpaths_rows_add_and_delete(tmp_path):
+    with SQLiteStore(tmp_path / "s.db") as store:
+        assert store.failpath_row("com.a:http") == {}
+        assert store.failpath_add("com.a:http", "/x/", 1) == 1
+        assert store.failpath_add("com.a:http", "/x/", 1) == 2
+        assert store.failpath_add("com.a:http", "/x/", -3) == -1
+        store.failpath_add("com.a:http", "*", 5)
+        store.failpath_add("com.b:http", "/", 1)
+        store.failpath_add("org.c:https", "/", 1)
+        assert store.failpath_row("com.a:http") == {"/x/": -1, "*": 5}
+        assert [s for s, _ in store.failpath_rows()] == ["com.a:http", "com.b:http", "org.c:https"]
+        assert dict(store.failpath_rows("com.")) == {"com.a:http": {"*": 5, "/x/": -1},
+                                                     "com.b:http": {"/": 1}}  # fmt: skip
+        store.failpath_delete("com.a:http", ["/x/", "/nothing/"])
+        assert store.failpath_row("com.a:http") == {"*": 5}
+        store.failpath_delete("com.b:http")
+        assert dict(store.failpath_rows()) == {"com.a:http": {"*": 5}, "org.c:https": {"/": 1}}
+
+
+def _add_many(path, n):
+    with SQLiteStore(path) as store:
+        return [store.failpath_add("com.a:http", "/x/", 1) for _ in range(n)]
+
+
+def test_failpath_counts_are_atomic_across_threads_and_processes(tmp_path):
+    """Every increment counts and every returned value is unique (so exactly one worker
+    sees a count reach the threshold)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = tmp_path / "s.db"
+    SQLiteStore(path).failpath_row("warm-up")  # create the file first
+    with multiprocessing.get_context("spawn").Pool(3) as pool:
+        procs = pool.starmap_async(_add_many, [(path, 100)] * 3)
+        with ThreadPoolExecutor(4) as threads:
+            local = [v for vs in threads.map(lambda _: _add_many(path, 100), range(4)) for v in vs]
+        values = local + [v for vs in procs.get(120) for v in vs]
+    assert sorted(values) == list(range(1, 701))

@@ -135,6 +135,10 @@ def _commands(url: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.what == "failpath":
+        from webcrawl import bench_failpath
+
+        return bench_failpath.run(args)
     return {"crawl": run_crawl, "politeness": run_politeness, "memory": run_memory}[args.what](args)
 
 

@@ -3,6 +3,7 @@
     webcrawl demo                 crawl the bundled demo web, print a summary
     webcrawl status [--json]      the crawl's queue, dupefilter, store, workers
     webcrawl show URL             a page's stored row as JSON
+    webcrawl failpaths [--clear]  the failed-path filter list (dead paths)
     webcrawl submit URL|-f FILE   add seeds to a (running) crawl
     webcrawl reset --yes          delete a crawl's state in Redis
     webcrawl serve-demo           serve the demo web (for your own crawls)
@@ -95,6 +96,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     store_url = store_url_from_settings(settings)
     with open_store(store_url) as store:
         stored = store.count_pages()
+        dead = _dead_paths(store, settings)
     now = time.time()
     status = {
         "crawl": keys.crawl,
@@ -110,6 +112,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         "scope_keys": scope,
         "stored": stored,
         "workers": workers,
+        "dead_paths": dead,
     }
     if args.json:
         print(json.dumps(status, indent=2))
@@ -123,6 +126,9 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         print(f"hosts      {len(sizes)} with queued requests; the largest:")
         for n, host in sizes[: args.top]:
             print(f"  {host:<40} {n:>8}")
+    print(f"dead paths {len(dead)}" + ("; the most failed:" if dead else ""))
+    for entry in sorted(dead, key=lambda d: -d["failures"])[: args.top]:
+        print(f"  {entry['url']:<50} {entry['failures']:>6} failures")
     print(f"workers    {len(workers)} alive")
     if workers:
         header = f"  {'worker':<32} {'state':<5} {'pages':>7} {'items':>7} {'errors':>6} "
@@ -133,6 +139,62 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
                 f"{w['errors']:>6} {w['rate']:>8.1f} {_ago(now - w['started']):>8} "
                 f"{_ago(now - w['last_seen']):>6}"
             )
+    return 0
+
+
+def _failpath_entries(store: Any, settings: Settings) -> list[dict[str, Any]]:
+    """Every recorded path level: site, level, URL prefix, failures, dead or not."""
+    from webcrawl.failpath import SITE, TALLIES
+    from webcrawl.urlkey import key_to_url
+
+    heighten = settings.getint("FAILPATH_HEIGHTEN")
+    entries = []
+    for site, counts in store.failpath_rows():
+        origin = key_to_url(site + "/").rstrip("/")
+        for level, count in counts.items():
+            if level in TALLIES:
+                continue
+            url = origin + ("/ (whole site)" if level == SITE else level)
+            entries.append({"site": site, "level": level, "url": url, "failures": count,
+                            "dead": count > heighten, "ok": counts.get("#ok", 0),
+                            "failed": counts.get("#fail", 0)})  # fmt: skip
+    return entries
+
+
+def _dead_paths(store: Any, settings: Settings) -> list[dict[str, Any]]:
+    return [e for e in _failpath_entries(store, settings) if e["dead"]]
+
+
+def cmd_failpaths(args: argparse.Namespace, settings: Settings) -> int:
+    from webcrawl.failpath import site_of
+
+    store_url = store_url_from_settings(settings)
+    with open_store(store_url) as store:
+        if args.clear is not None:
+            sites = []
+            for target in args.clear or [row for row, _ in store.failpath_rows()]:
+                try:
+                    sites.append(site_of(target) if "://" in target else target)
+                except BadURLError as exc:
+                    print(f"webcrawl failpaths: {exc}", file=sys.stderr)
+                    return 2
+            for site in sites:
+                store.failpath_delete(site)
+            print(f"Cleared the failure counts of {len(sites)} sites in {store_url}")
+            return 0
+        entries = _failpath_entries(store, settings)
+    if not args.all:
+        entries = [e for e in entries if e["dead"]]
+    if args.json:
+        print(json.dumps(entries, indent=2))
+        return 0
+    what = "recorded path levels" if args.all else "dead paths (URLs under them are dropped)"
+    print(f"{len(entries)} {what} in {store_url}")
+    if entries:
+        print(f"  {'path':<56} {'failures':>8} {'site ok/failed':>15}")
+    for e in entries:
+        mark = " dead" if e["dead"] and args.all else ""
+        print(f"  {e['url']:<56} {e['failures']:>8} {e['ok']:>7}/{e['failed']:<7}{mark}")
     return 0
 
 
@@ -254,6 +316,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=10, help="hosts listed by queue size")
     p.set_defaults(func=cmd_status)
 
+    p = sub.add_parser(
+        "failpaths", parents=[common], help="list (or clear) the failed-path filter list"
+    )
+    p.add_argument("--all", action="store_true", help="every recorded level, not just dead ones")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument(
+        "--clear", nargs="*", metavar="SITE",
+        help="delete the counts of these sites (URLs or row keys; none: every site); "
+        "URLs already dropped come back through the re-probe",
+    )  # fmt: skip
+    p.set_defaults(func=cmd_failpaths)
+
     p = sub.add_parser("show", parents=[common], help="print a page's stored row as JSON")
     p.add_argument("url")
     p.set_defaults(func=cmd_show)
@@ -289,9 +363,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="benchmarks on the demo web; each prints a table")
     p.add_argument(
-        "what", nargs="?", default="crawl", choices=("crawl", "politeness", "memory"),
+        "what", nargs="?", default="crawl", choices=("crawl", "politeness", "memory", "failpath"),
         help="crawl: pages/s and Redis calls/page vs plain Scrapy and scrapy-redis; "
-        "politeness: achieved vs configured per-host rate; memory: bytes/URL in Redis",
+        "politeness: achieved vs configured per-host rate; memory: bytes/URL in Redis; "
+        "failpath: the seed-000 paper's experiment (filter off vs its three parameter sets)",
     )  # fmt: skip
     p.add_argument("--urls", type=int, default=200_000, help="memory: URLs to insert")
     p.add_argument("--hosts", type=int, default=4, help="seed hosts of the demo web")

@@ -35,6 +35,8 @@ def demo_server(
     *,
     faults: list[str] = (),
     crawl_delays: list[str] = (),
+    dead_hosts: list[int] = (),
+    fanout: int = 2,
 ) -> Any:
     """Run the demo web in a subprocess; yield its address info (hosts, seeds, pages_per_host)."""
     sizes = ",".join(map(str, pages)) if isinstance(pages, list) else str(pages)
@@ -47,6 +49,10 @@ def demo_server(
         cmd += ["--fault", fault]
     for delay in crawl_delays:
         cmd += ["--crawl-delay", delay]
+    for index in dead_hosts:
+        cmd += ["--dead-host", str(index)]
+    if fanout != 2:
+        cmd += ["--fanout", str(fanout)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

@@ -94,10 +94,12 @@ class DemoWeb:
     """The generated link graph of ``hosts`` (``ip:port`` netlocs)."""
 
     def __init__(
-        self, hosts: list[str], pages_per_host: int | list[int] = 100, seed: int = 0
-    ) -> None:
+        self, hosts: list[str], pages_per_host: int | list[int] = 100, seed: int = 0,
+        fanout: int = 2,
+    ) -> None:  # fmt: skip
         """``pages_per_host``: one number for every host, or a list (its last entry
-        repeats), e.g. ``[400, 40]`` for one big host among small ones."""
+        repeats), e.g. ``[400, 40]`` for one big host among small ones.  ``fanout``:
+        random links from each article to others of its section (more: a wider web)."""
         if len(hosts) < 2:
             raise ValueError("the demo web needs at least two hosts (one is out of scope)")
         sizes = [pages_per_host] if isinstance(pages_per_host, int) else list(pages_per_host)
@@ -106,6 +108,7 @@ class DemoWeb:
         self.sizes = [sizes[min(i, len(sizes) - 1)] for i in range(len(hosts))]
         self.hosts = hosts
         self.seed = seed
+        self.fanout = fanout
         self.crawl_delays: dict[str, float] = {}  # host -> robots.txt Crawl-delay
         self._rendered: dict[str, tuple[bytes, str]] = {}
         self.pages: dict[str, DemoPage] = {}
@@ -155,7 +158,7 @@ class DemoWeb:
                     page.links.append(children[i + 1].url)
                 if i < 3:
                     section.links.append(page.url)
-                for other in rng.sample(children, k=min(2, len(children))):
+                for other in rng.sample(children, k=min(self.fanout, len(children))):
                     if other is not page:
                         page.links.append(other.url)
         # special resources, each linked from one article
@@ -283,29 +286,39 @@ class Fault:
     """Requests to ``host`` (index into the hosts) under ``prefix`` fail.
 
     ``kind`` "reset" aborts the connection (TCP RST) before answering; "429"
-    and "503" answer that status with ``Retry-After: retry_after`` seconds.
+    and "503" answer that status with ``Retry-After: arg`` seconds; "hang"
+    never answers (the client's timeout ends it: a dead server behind a live
+    address); "slow" answers after ``arg`` seconds.
     ``times``: how many requests to each URL fail before it works; 0: always.
+    ``until``: seconds after the server started when the fault ends (the
+    path recovers); 0: never.
     """
 
     host: int
     prefix: str
     kind: str = "reset"
     times: int = 0
-    retry_after: int = 1
+    arg: float = 1.0
+    until: float = 0.0
 
-    KINDS = ("reset", "429", "503")
+    KINDS = ("reset", "429", "503", "hang", "slow")
 
     @classmethod
     def parse(cls, text: str) -> Fault:
-        """``HOST:PREFIX:KIND[:TIMES[:RETRY_AFTER]]``, e.g. ``1:/:reset:1`` (each URL of
-        host 1 fails once), ``2:/:429:1:3`` (429 with Retry-After: 3, once per URL)."""
+        """``HOST:PREFIX:KIND[@UNTIL][:TIMES[:ARG]]``, e.g. ``1:/:reset:1`` (each URL of
+        host 1 fails once), ``2:/:429:1:3`` (429 with Retry-After: 3, once per URL),
+        ``0:/s2/:hang@30`` (/s2/ hangs for the first 30 s), ``3:/:slow:0:0.5``."""
         parts = text.split(":")
         try:
-            numbers = [int(p) for p in parts[3:5]]
-            fault = cls(int(parts[0]), parts[1], parts[2], *numbers)
+            kind, _, until = parts[2].partition("@")
+            times = int(parts[3]) if len(parts) > 3 else 0
+            arg = float(parts[4]) if len(parts) > 4 else 1.0
+            if len(parts) > 5:
+                raise ValueError("too many fields")
+            fault = cls(int(parts[0]), parts[1], kind, times, arg, float(until or 0))
         except (IndexError, ValueError):
             raise argparse.ArgumentTypeError(
-                f"expected HOST:PREFIX:KIND[:TIMES], got {text!r}"
+                f"expected HOST:PREFIX:KIND[@UNTIL][:TIMES[:ARG]], got {text!r}"
             ) from None
         if fault.kind not in cls.KINDS:
             raise argparse.ArgumentTypeError(f"unknown fault kind {fault.kind!r}")
@@ -324,9 +337,13 @@ class DemoResource:
         self.latency = latency
         self.faults = list(faults)
         self._failed: dict[str, int] = {}  # url -> faults served
+        self.started = time.monotonic()
 
     def _fault(self, netloc: str, path: str) -> Fault | None:
+        age = time.monotonic() - self.started
         for fault in self.faults:
+            if fault.until and age >= fault.until:
+                continue
             if self.web.hosts[fault.host] == netloc and path.startswith(fault.prefix):
                 url = netloc + path
                 if fault.times and self._failed.get(url, 0) >= fault.times:
@@ -339,34 +356,43 @@ class DemoResource:
         from twisted.internet import reactor
         from twisted.web.server import NOT_DONE_YET
 
-        if self.latency > 0:
-            reactor.callLater(self.latency, self._finish, request)
+        host = request.getHost()
+        netloc = f"{host.host}:{host.port}"
+        path = request.uri.decode("latin-1").split("#")[0]
+        fault = self._fault(netloc, path) if path != "/robots.txt" else None
+        if fault is not None and fault.kind == "hang":
+            self._log(request, netloc, path, 0)  # status 0: no answer
+            return NOT_DONE_YET  # never answered; the client gives up
+        delay = self.latency + (fault.arg if fault is not None and fault.kind == "slow" else 0)
+        if fault is not None and fault.kind == "slow":
+            fault = None  # answered normally, only late
+        if delay > 0:
+            reactor.callLater(delay, self._finish, request, fault)
             return NOT_DONE_YET
-        return self.respond(request)
+        return self.respond(request, fault)
 
-    def _finish(self, request: Any) -> None:
+    def _finish(self, request: Any, fault: Fault | None) -> None:
         if request.finished or request._disconnected:
             return
-        body = self.respond(request)
+        body = self.respond(request, fault)
         if request._disconnected:
             return
         if body:
             request.write(body)
         request.finish()
 
-    def respond(self, request: Any) -> bytes:
+    def respond(self, request: Any, fault: Fault | None) -> bytes:
         host = request.getHost()
         netloc = f"{host.host}:{host.port}"
         path = request.uri.decode("latin-1").split("#")[0]
         url = f"http://{netloc}{path}"
-        fault = self._fault(netloc, path) if path != "/robots.txt" else None
         if fault is not None and fault.kind == "reset":
             self._log(request, netloc, path, 0)  # status 0: no answer
             request.channel.transport.abortConnection()
             return b""
         if fault is not None:  # 429 / 503
             request.setResponseCode(int(fault.kind))
-            request.setHeader("Retry-After", str(fault.retry_after))
+            request.setHeader("Retry-After", f"{fault.arg:g}")
             request.setHeader("Content-Type", "text/plain")
             self._log(request, netloc, path, int(fault.kind))
             return b"slow down\n"
@@ -405,8 +431,8 @@ class DemoResource:
         self.log.flush()
 
 
-def listen(n_hosts: int, site_factory: Any, port: int = 0) -> list[str]:
-    """Listen on 127.0.0.2.. 127.0.0.(n+1), one port for all; return the netlocs."""
+def listen(n_hosts: int, site_factory: Any, port: int = 0) -> tuple[list[str], list[Any]]:
+    """Listen on 127.0.0.2.. 127.0.0.(n+1), one port for all; return the netlocs and ports."""
     from twisted.internet import reactor
     from twisted.internet.error import CannotListenError
 
@@ -420,7 +446,7 @@ def listen(n_hosts: int, site_factory: Any, port: int = 0) -> list[str]:
                 ports.append(
                     reactor.listenTCP(number, site_factory(), interface=f"127.0.0.{2 + i}")
                 )
-            return [f"127.0.0.{2 + i}:{number}" for i in range(n_hosts)]
+            return [f"127.0.0.{2 + i}:{number}" for i in range(n_hosts)], ports
         except CannotListenError:
             for p in ports:
                 p.stopListening()
@@ -448,7 +474,7 @@ def parse_pages(text: str) -> list[int]:
 def serve(
     hosts: int, pages: int | list[int], *, seed: int = 0, port: int = 0, log: IO[str] | None = None,
     latency: float = 0.0, out: IO[str] = sys.stdout, faults: list[Fault] = (),
-    crawl_delays: list[tuple[int, float]] = (),
+    crawl_delays: list[tuple[int, float]] = (), dead_hosts: list[int] = (), fanout: int = 2,
 ) -> None:  # fmt: skip
     """Serve the demo web until SIGTERM/SIGINT; print its address as one JSON line first."""
     from twisted.internet import reactor
@@ -469,13 +495,15 @@ def serve(
         site.log = lambda request: None  # we log ourselves
         return site
 
-    netlocs = listen(hosts + 1, site_factory, port)
-    web = DemoWeb(netlocs, pages, seed)
+    netlocs, ports = listen(hosts + 1, site_factory, port)
+    for index in dead_hosts:  # nothing listens there: connections are refused
+        ports[index].stopListening()
+    web = DemoWeb(netlocs, pages, seed, fanout)
     for index, delay in crawl_delays:
         web.crawl_delays[netlocs[index]] = delay
     holder["resource"] = DemoResource(web, log, latency, faults)
     info = {"hosts": netlocs, "seeds": web.seeds(), "pages": len(web.pages), "seed": seed,
-            "pages_per_host": web.sizes}  # fmt: skip
+            "pages_per_host": web.sizes, "fanout": fanout}  # fmt: skip
     out.write(json.dumps(info) + "\n")
     out.flush()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -499,13 +527,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="pages per host, or a list for the first hosts (400,40: one big host)",
     )  # fmt: skip
     parser.add_argument("--seed", type=int, default=0, help="generator seed")
+    parser.add_argument(
+        "--fanout", type=int, default=2, help="random links per article within its section"
+    )
     parser.add_argument("--port", type=int, default=0, help="port for every host (0: any free)")
     parser.add_argument("--log", help="append a JSON line per request to this file")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
     parser.add_argument(
-        "--fault", type=Fault.parse, action="append", default=[], metavar="HOST:PREFIX:KIND[:N]",
-        help="fail requests to host index HOST under PREFIX (kind: reset, 429, 503), the "
-        "first N times per URL (0 or none: always); repeatable",
+        "--fault", type=Fault.parse, action="append", default=[],
+        metavar="HOST:PREFIX:KIND[@S][:N[:ARG]]",
+        help="fail requests to host index HOST under PREFIX (kind: reset, 429, 503, hang, "
+        "slow; KIND@S: only for the first S seconds), the first N times per URL (0 or none: "
+        "always); ARG: Retry-After of 429/503, seconds of slow; repeatable",
+    )  # fmt: skip
+    parser.add_argument(
+        "--dead-host", type=int, action="append", default=[], metavar="HOST",
+        help="host index HOST refuses every connection (nothing listens); repeatable",
     )  # fmt: skip
     parser.add_argument(
         "--crawl-delay", type=_crawl_delay, action="append", default=[], metavar="HOST:SECONDS",
@@ -519,6 +556,7 @@ def run(args: argparse.Namespace) -> None:
         serve(
             args.hosts, args.pages, seed=args.seed, port=args.port, log=log,
             latency=args.latency, faults=args.fault, crawl_delays=args.crawl_delay,
+            dead_hosts=args.dead_host, fanout=args.fanout,
         )  # fmt: skip
     finally:
         if log:

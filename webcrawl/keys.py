@@ -108,5 +108,16 @@ class CrawlKeys:
         """A worker's heartbeat (JSON, expires when the worker stops beating)."""
         return self.worker_prefix + worker_id
 
+    @property
+    def failpath_links_prefix(self) -> str:
+        """``<prefix>fpl:<site>``: links that failed or were dropped under a dead path
+        (``depth url``, by time), the failed-path re-probe's samples."""
+        return self.prefix + "fpl:"
+
+    @property
+    def failpath_probe(self) -> str:
+        """Held (with an expiry of FAILPATH_PROBE_INTERVAL) by the worker running a re-probe."""
+        return self.prefix + "failpath_probe"
+
     def all_patterns(self) -> list[str]:
         return [self.prefix + "*"]

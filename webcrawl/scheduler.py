@@ -46,7 +46,11 @@ logger = logging.getLogger(__name__)
 
 def frontier_of(crawler: Crawler) -> Scheduler | None:
     """The crawl's open webcrawl scheduler, or None (Scrapy's own scheduler, or closing)."""
-    scheduler = crawler.engine.scheduler if crawler.engine else None
+    try:
+        engine = crawler.engine
+    except RuntimeError:  # Scrapy 2.19: not set before the crawl starts
+        return None
+    scheduler = engine.scheduler if engine else None
     if not isinstance(scheduler, Scheduler) or scheduler.keys is None or scheduler.closed:
         return None
     return scheduler

@@ -38,6 +38,24 @@ class Store(abc.ABC):
     def count_pages(self) -> int:
         """Number of rows in the webtable."""
 
+    # -- the failpaths table (seed 000's filter list): row = site, column = path level
+
+    @abc.abstractmethod
+    def failpath_row(self, site: str) -> dict[str, int]:
+        """The counts of ``site`` by column ({} when it has none)."""
+
+    @abc.abstractmethod
+    def failpath_rows(self, prefix: str = "") -> Iterator[tuple[str, dict[str, int]]]:
+        """Every (site, counts) whose site starts with ``prefix``, in site order."""
+
+    @abc.abstractmethod
+    def failpath_add(self, site: str, column: str, delta: int) -> int:
+        """Add ``delta`` to a count (0 if absent), atomically across processes; the new value."""
+
+    @abc.abstractmethod
+    def failpath_delete(self, site: str, columns: Sequence[str] | None = None) -> None:
+        """Delete ``columns`` of ``site`` (None: the whole row)."""
+
     def close(self) -> None:  # noqa: B027 - optional for backends without resources
         """Release connections; the store may not be used afterwards."""
 

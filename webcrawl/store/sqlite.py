@@ -23,7 +23,13 @@ CREATE TABLE IF NOT EXISTS webtable (
     status     INTEGER,
     fetched_at REAL,
     row        TEXT NOT NULL
-) WITHOUT ROWID
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS failpaths (
+    site   TEXT NOT NULL,
+    level  TEXT NOT NULL,
+    count  INTEGER NOT NULL,
+    PRIMARY KEY (site, level)
+) WITHOUT ROWID;
 """
 
 
@@ -43,7 +49,7 @@ class SQLiteStore(Store):
             conn = sqlite3.connect(self.path, timeout=self.busy_timeout, check_same_thread=False)
             self._retry_locked(lambda: conn.execute("PRAGMA journal_mode=WAL"))
             conn.execute("PRAGMA synchronous=NORMAL")
-            self._retry_locked(lambda: conn.execute(_SCHEMA))
+            self._retry_locked(lambda: conn.executescript(_SCHEMA))
             self._local.conn = conn
             with self._lock:
                 self._connections.append(conn)
@@ -97,6 +103,55 @@ class SQLiteStore(Store):
 
     def count_pages(self) -> int:
         return int(self._conn().execute("SELECT COUNT(*) FROM webtable").fetchone()[0])
+
+    def failpath_row(self, site: str) -> dict[str, int]:
+        found = self._conn().execute("SELECT level, count FROM failpaths WHERE site = ?", (site,))
+        return dict(found.fetchall())
+
+    def failpath_rows(self, prefix: str = "") -> Iterator[tuple[str, dict[str, int]]]:
+        found = (
+            self._conn()
+            .execute(
+                "SELECT site, level, count FROM failpaths WHERE site >= ? AND site < ?"
+                " ORDER BY site, level",
+                (prefix, prefix + "\U0010ffff"),
+            )
+            .fetchall()
+        )
+        row: dict[str, int] = {}
+        current = None
+        for site, level, count in found:
+            if site != current and current is not None:
+                yield current, row
+                row = {}
+            current = site
+            row[level] = count
+        if current is not None:
+            yield current, row
+
+    def failpath_add(self, site: str, column: str, delta: int) -> int:
+        try:
+            with self._conn() as conn:  # one statement: atomic across processes
+                found = conn.execute(
+                    "INSERT INTO failpaths (site, level, count) VALUES (?, ?, ?)"
+                    " ON CONFLICT(site, level) DO UPDATE SET count = count + excluded.count"
+                    " RETURNING count",
+                    (site, column, int(delta)),
+                ).fetchone()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.url}: counting a failure of {site} {column}: {exc}") from exc
+        return int(found[0])
+
+    def failpath_delete(self, site: str, columns: Sequence[str] | None = None) -> None:
+        try:
+            with self._conn() as conn:
+                if columns is None:
+                    conn.execute("DELETE FROM failpaths WHERE site = ?", (site,))
+                else:
+                    conn.executemany("DELETE FROM failpaths WHERE site = ? AND level = ?",
+                                     [(site, c) for c in columns])  # fmt: skip
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.url}: deleting failpaths of {site}: {exc}") from exc
 
     def close(self) -> None:
         with self._lock:

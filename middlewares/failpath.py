@@ -1,0 +1,424 @@
+"""Failed-path filtering and elastic waiting (seed 000): the Scrapy adapter.
+
+The rules are in :mod:`webcrawl.failpath`; this middleware reads each site's
+counts from the store's failpaths table (cached per worker, see
+:class:`~webcrawl.failpath.CountsCache`), drops URLs under dead paths with
+``IgnoreRequest``, gives every request its elastic ``download_timeout``,
+records outcomes, and runs the periodic sampled re-probe.
+
+- A failure is a DNS error, a refused, reset or lost connection, or no
+  answer within the wait.  Any HTTP answer (a 404, a 503 too) means the path
+  is alive.
+- ``dont_filter=True`` requests are never dropped (as with the dupefilter
+  and the offsite check) but still get the elastic wait and are recorded;
+  Scrapy's retries are ``dont_filter`` too, and they are dropped (a retry
+  into a dead path is exactly what the filter saves);
+  ``meta["failpath"] = False`` opts a request out entirely.  A
+  ``download_timeout`` set in a request's meta by the spider is kept.
+- Store writes run in a thread and never block the reactor; a store error
+  is logged and counted (``failpath/store_errors``) and the URL is fetched:
+  an outage of the filter list must not lose pages.
+- Links that fail or are dropped are remembered in Redis (``fpl:<site>``, at
+  most ``FAILPATH_REMEMBER_LINKS`` per site) as the re-probe's samples; one
+  worker at a time (a Redis lock that expires after
+  ``FAILPATH_PROBE_INTERVAL``) runs the re-probe and puts the links of
+  recovered levels back into the crawl.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+from redis.exceptions import RedisError
+from scrapy import Request, Spider, signals
+from scrapy.crawler import Crawler
+from scrapy.exceptions import (
+    CannotResolveHostError,
+    DontCloseSpider,
+    DownloadConnectionRefusedError,
+    DownloadFailedError,
+    DownloadTimeoutError,
+    IgnoreRequest,
+    NotConfigured,
+)
+from scrapy.http import Response
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from twisted.internet import task, threads
+from twisted.internet.defer import DeferredList
+from twisted.internet.error import (
+    ConnectError,
+    ConnectionDone,
+    ConnectionLost,
+    DNSLookupError,
+    TimeoutError,
+)
+from twisted.web._newclient import ResponseFailed, ResponseNeverReceived
+
+from webcrawl.failpath import (
+    FAIL,
+    OK,
+    SITE,
+    CountsCache,
+    FailPathParams,
+    FailPathPolicy,
+    ProbeRound,
+    level_contains,
+    path_levels,
+    probe_rounds,
+    site_of,
+)
+from webcrawl.settings_check import non_negative_float, positive_float, positive_int
+from webcrawl.store import open_store, store_url_from_settings
+from webcrawl.store.base import StoreError
+
+logger = logging.getLogger(__name__)
+
+#: What counts as a path failure (HTTP answers never do).  Scrapy 2.19 wraps the
+#: download handler's errors in its own exceptions; Twisted's are for other handlers.
+FAILURES = (
+    CannotResolveHostError, DownloadConnectionRefusedError, DownloadFailedError,
+    DownloadTimeoutError,
+    DNSLookupError, ConnectError, ConnectionLost, ConnectionDone, TimeoutError,
+    ResponseNeverReceived, ResponseFailed,
+)  # fmt: skip
+
+
+def params_from_settings(settings: Any) -> FailPathParams:
+    """The five FAILPATH_* parameters, each checked under its own name."""
+    try:
+        return FailPathParams(
+            min_delay=positive_float(settings, "FAILPATH_MIN_DELAY"),
+            max_delay=positive_float(settings, "FAILPATH_MAX_DELAY"),
+            heighten=positive_int(settings, "FAILPATH_HEIGHTEN"),
+            probe_interval=positive_float(settings, "FAILPATH_PROBE_INTERVAL"),
+            success_scale=positive_int(settings, "FAILPATH_SUCCESS_SCALE"),
+        )
+    except ValueError as exc:
+        raise ValueError(f"bad failed-path setting: {exc}") from None
+
+
+class FailPathMiddleware:
+    def __init__(self, crawler: Crawler) -> None:
+        settings = crawler.settings
+        if not settings.getbool("FAILPATH_ENABLED"):
+            raise NotConfigured("FAILPATH_ENABLED is off")
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.params = params_from_settings(settings)
+        self.policy = FailPathPolicy(self.params)
+        self.cache = CountsCache(positive_float(settings, "FAILPATH_CACHE_TTL"), time.monotonic)
+        self.remember = int(non_negative_float(settings, "FAILPATH_REMEMBER_LINKS"))
+        self.default_timeout = settings.getfloat("DOWNLOAD_TIMEOUT")
+        self.store = open_store(store_url_from_settings(settings))
+        self.rng = random.Random()
+        self._sites: dict[str, str] = {}  # scheme://netloc -> row key
+        self._refreshing: set[str] = set()
+        self._logged: set[tuple[str, str]] = set()
+        self._pending_ok: dict[str, int] = {}  # successes not yet added to the site's #ok
+        self._loops: list[task.LoopingCall] = []
+        self._probing = False
+        self._final_probe = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> FailPathMiddleware:
+        middleware = cls(crawler)
+        crawler.signals.connect(middleware._opened, signal=signals.spider_opened)
+        crawler.signals.connect(middleware._closed, signal=signals.spider_closed)
+        crawler.signals.connect(middleware._idle, signal=signals.spider_idle)
+        return middleware
+
+    # -- lifecycle ------------------------------------------------------------
+
+    def _opened(self, spider: Spider) -> None:
+        for interval, func in ((min(self.params.probe_interval, 5.0), self._maybe_probe),
+                               (self.cache.ttl, self._flush_ok)):  # fmt: skip
+            loop = task.LoopingCall(func)
+            loop.start(interval, now=False)
+            self._loops.append(loop)
+
+    async def _closed(self, spider: Spider) -> None:
+        for loop in self._loops:
+            if loop.running:
+                loop.stop()
+        pending, self._pending_ok = self._pending_ok, {}
+
+        def flush_and_close() -> None:
+            try:
+                for site, n in pending.items():
+                    self.store.failpath_add(site, OK, n)
+            except StoreError as exc:
+                logger.warning("Could not record the successes of %d sites: %s", len(pending), exc)
+            self.store.close()
+
+        await maybe_deferred_to_future(threads.deferToThread(flush_and_close))
+
+    def _flush_ok(self) -> None:
+        """Add pending successes to the #ok of sites that have failures (the others'
+        wait in memory: a share of working links only matters once some fail)."""
+        for site in list(self._pending_ok):
+            counts, _ = self.cache.get(site)
+            if counts and counts.get(FAIL, 0) > 0:
+                n = self._pending_ok.pop(site)
+                self._write(site, lambda site=site, n=n: {OK: self.store.failpath_add(site, OK, n)})
+
+    def _frontier(self) -> Any:
+        from webcrawl.scheduler import frontier_of  # late: importing it early installs a reactor
+
+        return frontier_of(self.crawler)
+
+    # -- per request ----------------------------------------------------------
+
+    def _site(self, url: str) -> str:
+        parts = urlsplit(url)
+        origin = f"{parts.scheme}://{parts.netloc}"
+        site = self._sites.get(origin)
+        if site is None:
+            site = self._sites[origin] = site_of(origin + "/")
+        return site
+
+    async def _counts(self, site: str) -> dict[str, int]:
+        counts, stale = self.cache.get(site)
+        if counts is None:
+            try:
+                counts = await maybe_deferred_to_future(
+                    threads.deferToThread(self.store.failpath_row, site)
+                )
+            except StoreError as exc:
+                self._store_error("read", site, exc)
+                return {}
+            self.cache.put(site, counts)
+        elif stale and site not in self._refreshing:
+            self._refreshing.add(site)
+            d = threads.deferToThread(self.store.failpath_row, site)
+            d.addCallbacks(lambda fresh: self.cache.put(site, fresh),
+                           lambda f: self._store_error("read", site, f.value))  # fmt: skip
+            d.addBoth(lambda _: self._refreshing.discard(site))
+        return counts
+
+    async def process_request(self, request: Request) -> None:
+        if request.meta.get("failpath") is False:
+            return
+        site = self._site(request.url)
+        levels = path_levels(request.url)
+        counts = await self._counts(site)
+        probe = bool(request.meta.get("failpath_probe"))
+        # dont_filter is an opt-out, but Scrapy marks its retries dont_filter too
+        exempt = request.dont_filter and not request.meta.get("retry_times")
+        if not probe and not exempt:
+            level = self.policy.blocking_level(levels, counts)
+            if level is not None:
+                self._drop(request, site, level, counts[level])
+        wait = self.params.max_delay if probe else self.policy.wait(levels, counts)
+        # ours to set unless the spider chose one (a retry carries our last wait)
+        current = request.meta.get("download_timeout")
+        if current in (None, self.default_timeout, request.meta.get("failpath_wait")):
+            request.meta["download_timeout"] = wait
+        request.meta["failpath_wait"] = wait
+
+    def _drop(self, request: Request, site: str, level: str, count: int) -> None:
+        self.stats.inc_value("failpath/filtered")
+        self._remember_link(site, request)
+        if (site, level) not in self._logged:
+            self._logged.add((site, level))
+            logger.info("Dropping URLs under %s %s (%d failures): first %s",
+                        site, level, count, request.url)  # fmt: skip
+        raise IgnoreRequest(f"failed path {site} {level} ({count} failures)")
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        if request.meta.get("failpath") is False or request.meta.get("failpath_probe"):
+            return response
+        self.stats.inc_value("failpath/ok")
+        site = self._site(request.url)
+        levels = path_levels(request.url)
+        counts, _ = self.cache.get(site)
+        counts = counts or {}
+        self._pending_ok[site] = self._pending_ok.get(site, 0) + 1
+        if counts.get(levels[-1], 0) > 0:
+            self._write(site, lambda: self.policy.record_success(
+                levels, counts, self._adder(site), self._deleter(site)))  # fmt: skip
+        return response
+
+    def process_exception(self, request: Request, exception: Exception) -> None:
+        if request.meta.get("failpath") is False or request.meta.get("failpath_probe"):
+            return
+        if not isinstance(exception, FAILURES):
+            return
+        self.stats.inc_value("failpath/failures")
+        site = self._site(request.url)
+        levels = path_levels(request.url)
+        self._remember_link(site, request)
+        pending_ok = self._pending_ok.pop(site, 0)
+
+        def write() -> dict[str, int]:
+            add = self._adder(site)
+            written = self.policy.record_failure(levels, add)
+            written[FAIL] = add(FAIL, 1)
+            if pending_ok:
+                written[OK] = add(OK, pending_ok)
+            return written
+
+        self._write(site, write, given_up_check=True)
+
+    # -- writes, off the reactor ----------------------------------------------
+
+    def _adder(self, site: str) -> Any:
+        return lambda column, delta: self.store.failpath_add(site, column, delta)
+
+    def _deleter(self, site: str) -> Any:
+        return lambda column: self.store.failpath_delete(site, [column])
+
+    def _write(self, site: str, func: Any, given_up_check: bool = False) -> None:
+        d = threads.deferToThread(func)
+
+        def done(written: dict[str, int]) -> None:
+            self.cache.update(site, written)
+            if given_up_check:
+                self._check_given_up(site)
+
+        d.addCallbacks(done, lambda f: self._store_error("write", site, f.value))
+
+    def _check_given_up(self, site: str) -> None:
+        counts, _ = self.cache.get(site)
+        if not counts or counts.get(SITE, 0) > self.params.heighten:
+            return
+        if not self.policy.site_given_up(counts):
+            return
+        logger.warning("Giving up %s: %d of %d fetches failed", site, counts.get(FAIL, 0),
+                       counts.get(FAIL, 0) + counts.get(OK, 0))  # fmt: skip
+        self.stats.inc_value("failpath/sites_given_up")
+        delta = self.params.heighten + 1 - counts.get(SITE, 0)
+        self._write(site, lambda: {SITE: self.store.failpath_add(site, SITE, delta)})
+
+    def _store_error(self, what: str, site: str, exc: BaseException) -> None:
+        self.stats.inc_value("failpath/store_errors")
+        logger.warning("Could not %s the failpaths of %s: %s", what, site, exc)
+
+    def _remember_link(self, site: str, request: Request) -> None:
+        frontier = self._frontier()
+        if frontier is None or not self.remember:
+            return
+        key = frontier.keys.failpath_links_prefix + site
+        member = f"{int(request.meta.get('depth', 0))} {request.url}"
+        try:
+            pipe = frontier.server.pipeline(transaction=False)
+            pipe.zadd(key, {member: time.time()})
+            pipe.zremrangebyrank(key, 0, -self.remember - 1)
+            pipe.execute()
+        except RedisError as exc:
+            logger.warning("Could not remember %s for the failed-path re-probe: %s",
+                           request.url, exc)  # fmt: skip
+
+    # -- the re-probe -----------------------------------------------------------
+
+    def _idle(self, spider: Spider) -> None:
+        """Before a finite crawl ends, one last re-probe (one worker per interval):
+        paths that recovered since their last probe come back instead of being lost."""
+        if self._probing:
+            raise DontCloseSpider("failed-path re-probe running")
+        frontier = self._frontier()
+        if self._final_probe or frontier is None or frontier.continuous:
+            return
+        self._final_probe = True
+        try:
+            key = frontier.keys.failpath_probe + ":final"
+            took = frontier.server.set(key, frontier.worker_id, nx=True,
+                                       px=int(self.params.probe_interval * 1000))  # fmt: skip
+        except RedisError as exc:
+            logger.warning("Could not take the final failed-path re-probe turn: %s", exc)
+            return
+        if took:
+            logger.info("The crawl is out of work: re-probing its dead paths once more")
+            self._start_probe(frontier)
+            raise DontCloseSpider("failed-path re-probe running")
+
+    def _maybe_probe(self) -> None:
+        frontier = self._frontier()
+        if frontier is None or self._probing:
+            return
+        try:
+            took = frontier.server.set(frontier.keys.failpath_probe, frontier.worker_id, nx=True,
+                                       px=int(self.params.probe_interval * 1000))  # fmt: skip
+        except RedisError as exc:
+            logger.warning("Could not take the failed-path re-probe turn: %s", exc)
+            return
+        if took:
+            self._start_probe(frontier)
+
+    def _start_probe(self, frontier: Any) -> None:
+        self._probing = True
+        d = deferred_from_coro(self.probe(frontier))
+        d.addErrback(lambda f: logger.error("Failed-path re-probe failed:\n%s", f.getTraceback()))
+        d.addBoth(lambda _: self._probe_done(frontier))
+
+    def _probe_done(self, frontier: Any) -> None:
+        self._probing = False
+        frontier._wake_engine()  # links may be back; an idle engine looks again now
+
+    async def probe(self, frontier: Any) -> None:
+        """One re-probe round over every site with levels over the threshold."""
+        rows = await maybe_deferred_to_future(
+            threads.deferToThread(lambda: list(self.store.failpath_rows()))
+        )
+        rounds = probe_rounds(self.policy, rows)
+        if rounds:
+            logger.info("Failed-path re-probe: %d sites with dead paths", len(rounds))
+        for probe_round in rounds:
+            await self._probe_site(frontier, probe_round)
+
+    async def _probe_site(self, frontier: Any, probe_round: ProbeRound) -> None:
+        site = probe_round.site
+        key = frontier.keys.failpath_links_prefix + site
+        members = [m.decode() for m in frontier.server.zrange(key, 0, -1)]
+        links = [(int(d), u) for d, _, u in (m.partition(" ") for m in members)]
+
+        def under(level: str) -> list[str]:
+            return [u for _, u in links if level_contains(level, u)]
+
+        while (sample := probe_round.next_sample(under, self.rng)) is not None:
+            level, urls = sample
+            self.stats.inc_value("failpath/probes", len(urls))
+            outcomes = await maybe_deferred_to_future(
+                DeferredList([deferred_from_coro(self._probe_one(u)) for u in urls])
+            )
+            ok = sum(result for _, result in outcomes)
+            recovered = probe_round.report(level, ok)
+            logger.info("Re-probe of %s %s: %d of %d answered%s", site, level, ok, len(urls),
+                        ": recovered" if recovered else "")  # fmt: skip
+            if not recovered:
+                continue
+            self.stats.inc_value("failpath/recovered")
+            columns = [level, OK, FAIL] if level == SITE else [level]
+            await maybe_deferred_to_future(
+                threads.deferToThread(self.store.failpath_delete, site, columns)
+            )
+            self.cache.drop(site)
+            back = [(d, u) for d, u in links if level_contains(level, u)]
+            links = [x for x in links if x not in back]
+            self._send_back(frontier, key, back)
+
+    async def _probe_one(self, url: str) -> int:
+        request = Request(url, dont_filter=True, meta={"failpath_probe": True, "dont_retry": True})
+        try:
+            await self.crawler.engine.download_async(request)
+        except IgnoreRequest:
+            return 0
+        except Exception as exc:
+            logger.debug("Re-probe of %s failed: %s", url, exc)
+            return 0
+        return 1
+
+    def _send_back(self, frontier: Any, key: str, links: list[tuple[int, str]]) -> None:
+        spider = self.crawler.spider
+        make = getattr(spider, "request_for", None) or Request
+        for depth, url in links:
+            request = make(url).replace(dont_filter=True)
+            request.meta["depth"] = depth
+            self.crawler.engine.crawl(request)
+        if links:
+            frontier.server.zrem(key, *[f"{d} {u}" for d, u in links])
+            self.stats.inc_value("failpath/sent_back", len(links))
+            logger.info("Sent %d links under a recovered path back into the crawl", len(links))

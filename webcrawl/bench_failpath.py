@@ -1,0 +1,129 @@
+"""``webcrawl bench failpath``: the seed-000 paper's experiment (its Tables 2 and 3).
+
+The same seeds are crawled to depth 3 on a demo web with dead paths and dead
+hosts, once with the filter off (a fixed timeout of ``FAILPATH_MAX_DELAY``,
+as Nutch does) and once for each of the paper's three parameter sets.
+
+Time is scaled down so a run takes a minute, not hours: the waits by
+``WAIT_SCALE`` (the demo web answers in milliseconds over loopback where the
+paper's campus network took seconds), the re-probe interval by
+``PROBE_SCALE`` (a run lasts about a minute where the paper's lasted about
+20 hours).  The faults (see ``webcrawl serve-demo --help``):
+
+- host 0: a dead subtree that hangs (``/s1/``) and a dead directory that
+  hangs (``/s3/sub0/``);
+- host 1: a subtree that resets connections (``/s2/``);
+- host 2: a subtree dead (hanging) for the first ``RECOVER_AFTER`` seconds,
+  then back: the re-probe must bring it back into the crawl;
+- host 3: slow, every answer after 0.1 s;
+- host 4: dead (nothing listens: refused);
+- host 6 (not a seed, linked from the others): dead, every request hangs.
+
+Columns as in the paper: links known (URLs the crawl discovered: its seen
+set), pages fetched (answered pages in the store), time (first worker start
+to last end), pages/s; plus the pages of the recovering subtree fetched
+after it recovered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from webcrawl.demo import crawl_command, demo_server, scrapy_env
+from webcrawl.store import open_store
+
+WAIT_SCALE = 50
+PROBE_SCALE = 600
+RECOVER_AFTER = 12.0
+PAPER_SETS = [  # min delay, max delay, heighten, probe interval, success scale
+    (15, 80, 4, 7200, 3),
+    (20, 100, 5, 3600, 3),
+    (30, 120, 6, 1800, 3),
+]
+FAULTS = [
+    "0:/s1/:hang", "0:/s3/sub0/:hang", "1:/s2/:reset",
+    f"2:/s1/:hang@{RECOVER_AFTER:g}", "3:/:slow:0:0.1", "6:/:hang",
+]  # fmt: skip
+DEAD_HOSTS = [4]
+# Few fetch slots, as the paper's fetcher threads: a wait on a dead link holds one
+COMMON = ["WEBCRAWL_SCOPE=broad", "DEPTH_LIMIT=3", "FRONTIER_HOST_DELAY=0.05",
+          "CONCURRENT_REQUESTS=4", "LOG_LEVEL=INFO"]  # fmt: skip
+
+
+def setups() -> list[tuple[str, list[str]]]:
+    """(name, settings) of the baseline and the three scaled parameter sets."""
+    base_max = PAPER_SETS[0][1] / WAIT_SCALE
+    rows = [("filter off (Nutch)", ["FAILPATH_ENABLED=False", f"DOWNLOAD_TIMEOUT={base_max:g}"])]
+    for i, (low, high, heighten, interval, scale) in enumerate(PAPER_SETS, 1):
+        rows.append((f"set {i}: {low}/{high}/{heighten}/{interval}/{scale}", [
+            f"FAILPATH_MIN_DELAY={low / WAIT_SCALE:g}", f"FAILPATH_MAX_DELAY={high / WAIT_SCALE:g}",
+            f"FAILPATH_HEIGHTEN={heighten}", f"FAILPATH_SUCCESS_SCALE={scale}",
+            f"FAILPATH_PROBE_INTERVAL={interval / PROBE_SCALE:g}",
+        ]))  # fmt: skip
+    return rows
+
+
+def crawl(info: dict[str, Any], workdir: Path, settings: list[str]) -> dict[str, float]:
+    """One crawl; its links known, pages fetched, seconds and recovered pages."""
+    data = Path(tempfile.mkdtemp(dir=workdir))
+    log = data / "crawl.log"
+    started = time.time()
+    cmd = crawl_command(info["seeds"], data, *COMMON, *settings, f"LOG_FILE={log}")
+    code = subprocess.run(cmd, check=False, env=scrapy_env(), stdout=subprocess.DEVNULL).returncode
+    seconds = time.time() - started
+    text = log.read_text()
+    if code:
+        raise RuntimeError(f"crawl failed (exit {code}):\n{text[-2000:]}")
+    with open_store(f"sqlite:///{data / 'webtable.sqlite3'}") as store:
+        rows = list(store.scan_pages())
+    fetched = [r for r in rows if r.get("kind") != "failed" and r.get("status")]
+    recovering = f"http://{info['hosts'][2]}/s1/"
+    recovered = [r for r in fetched if r["url"].startswith(recovering)
+                 and r["fetched_at"] >= info["started"] + RECOVER_AFTER]  # fmt: skip
+    links = _stat(text, "scheduler/enqueued/redis")  # each URL is enqueued once when found
+    shutil.rmtree(data, ignore_errors=True)
+    return {"links": links, "pages": len(fetched), "seconds": seconds,
+            "recovered": len(recovered)}  # fmt: skip
+
+
+def _stat(log: str, name: str) -> int:
+    found = re.search(rf"'{re.escape(name)}': (\d+)", log)
+    return int(found.group(1)) if found else 0
+
+
+def run(args: argparse.Namespace) -> int:
+    workdir = Path(tempfile.mkdtemp(prefix="webcrawl-bench-"))
+    results: dict[str, list[dict[str, float]]] = {}
+    try:
+        for i in range(args.runs):
+            for name, settings in setups():
+                # a fresh demo web per crawl, so the recovering subtree's clock starts with it
+                with demo_server(6, 120, faults=FAULTS, dead_hosts=DEAD_HOSTS,
+                                 fanout=6) as info:  # fmt: skip
+                    info["started"] = time.time()
+                    results.setdefault(name, []).append(crawl(info, workdir, settings))
+                print(f"  run {i + 1}: {name} done", file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(f"\nwaits scaled 1/{WAIT_SCALE}, probe interval 1/{PROBE_SCALE}; depth 3; "
+          f"median of {args.runs} runs")  # fmt: skip
+    print(f"{'setup':<30} {'links known':>11} {'pages':>6} {'time s':>7} {'pages/s':>8} "
+          f"{'recovered':>10} {'pages vs off':>13} {'time vs off':>12}")  # fmt: skip
+    base: dict[str, float] = {}
+    for name, runs in results.items():
+        row = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        base = base or row
+        print(f"{name:<30} {row['links']:>11.0f} {row['pages']:>6.0f} {row['seconds']:>7.1f} "
+              f"{row['pages'] / row['seconds']:>8.2f} {row['recovered']:>10.0f} "
+              f"{row['pages'] / base['pages'] - 1:>+13.1%} "
+              f"{row['seconds'] / base['seconds'] - 1:>+12.1%}")  # fmt: skip
+    return 0
