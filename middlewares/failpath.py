@@ -212,7 +212,7 @@ class FailPathMiddleware:
             level = self.policy.blocking_level(levels, counts)
             if level is not None:
                 self._drop(request, site, level, counts[level])
-        wait = self.params.max_delay if probe else self.policy.wait(levels, counts)
+        wait = self.policy.probe_wait() if probe else self.policy.wait(levels, counts)
         # ours to set unless the spider chose one (a retry carries our last wait)
         current = request.meta.get("download_timeout")
         if current in (None, self.default_timeout, request.meta.get("failpath_wait")):
@@ -366,8 +366,11 @@ class FailPathMiddleware:
         rounds = probe_rounds(self.policy, rows)
         if rounds:
             logger.info("Failed-path re-probe: %d sites with dead paths", len(rounds))
-        for probe_round in rounds:
-            await self._probe_site(frontier, probe_round)
+        # sites in parallel; the levels of a site one after the other (each depends on the last)
+        await maybe_deferred_to_future(
+            DeferredList([deferred_from_coro(self._probe_site(frontier, r)) for r in rounds],
+                         consumeErrors=True)
+        )  # fmt: skip
 
     async def _probe_site(self, frontier: Any, probe_round: ProbeRound) -> None:
         site = probe_round.site

@@ -101,3 +101,30 @@ def test_demo_command(tmp_path):
     assert "complete" in result.stdout and "INCOMPLETE" not in result.stdout
     assert (tmp_path / "demo" / "items.jsonl").stat().st_size > 0
     assert (tmp_path / "demo" / "webtable.sqlite3").exists()
+
+
+def test_failpaths_lists_and_clears(tmp_path):
+    from webcrawl.failpath import FAIL, OK, SITE
+    from webcrawl.store.sqlite import SQLiteStore
+
+    data = tmp_path / "data"
+    with SQLiteStore(data / "webtable.sqlite3") as store:
+        for column, count in (("/a/b/", 7), ("/a", 2), (OK, 3), (FAIL, 12)):
+            store.failpath_add("com.dead:http", column, count)
+        store.failpath_add("org.gone:https:8443", SITE, 5)
+    listed = json.loads(webcrawl("failpaths", "--json", data_dir=data).stdout)
+    assert sorted(e["url"] for e in listed) == ["http://dead.com/a/b/",
+                                                "https://gone.org:8443/ (whole site)"]  # fmt: skip
+    text = webcrawl("failpaths", "--all", data_dir=data).stdout
+    assert "3 recorded path levels" in text and "http://dead.com/a " in text
+    assert "http://dead.com/a/b/" in text and "3/12" in text
+    status = json.loads(webcrawl("status", "--json", data_dir=data).stdout)
+    assert len(status["dead_paths"]) == 2
+    assert "dead paths 2" in webcrawl("status", data_dir=data).stdout
+    out = webcrawl("failpaths", "--clear", "http://dead.com/anything", data_dir=data).stdout
+    assert "1 sites" in out
+    assert [e["url"] for e in json.loads(webcrawl("failpaths", "--json",
+                                                  data_dir=data).stdout)] == [
+        "https://gone.org:8443/ (whole site)"]  # fmt: skip
+    webcrawl("failpaths", "--clear", data_dir=data)
+    assert json.loads(webcrawl("failpaths", "--json", "--all", data_dir=data).stdout) == []

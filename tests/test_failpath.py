@@ -120,6 +120,11 @@ def test_elastic_wait_follows_the_lowest_recorded_level():
     assert other.wait(levels, {"/a/b/": 2}) == 20 + 80 * 2 / 5
 
 
+def test_probe_wait_is_twice_the_shortest_within_the_longest():
+    assert policy.probe_wait() == 30.0
+    assert FailPathPolicy(FailPathParams(50, 80, 4, 10, 3)).probe_wait() == 80.0
+
+
 # -- failures and successes ---------------------------------------------------------
 
 

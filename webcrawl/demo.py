@@ -37,6 +37,7 @@ def demo_server(
     crawl_delays: list[str] = (),
     dead_hosts: list[int] = (),
     fanout: int = 2,
+    cross_links: int = 10,
 ) -> Any:
     """Run the demo web in a subprocess; yield its address info (hosts, seeds, pages_per_host)."""
     sizes = ",".join(map(str, pages)) if isinstance(pages, list) else str(pages)
@@ -53,6 +54,8 @@ def demo_server(
         cmd += ["--dead-host", str(index)]
     if fanout != 2:
         cmd += ["--fanout", str(fanout)]
+    if cross_links != 10:
+        cmd += ["--cross-links", str(cross_links)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

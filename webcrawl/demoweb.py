@@ -95,11 +95,12 @@ class DemoWeb:
 
     def __init__(
         self, hosts: list[str], pages_per_host: int | list[int] = 100, seed: int = 0,
-        fanout: int = 2,
+        fanout: int = 2, cross_links: int = 10,
     ) -> None:  # fmt: skip
         """``pages_per_host``: one number for every host, or a list (its last entry
         repeats), e.g. ``[400, 40]`` for one big host among small ones.  ``fanout``:
-        random links from each article to others of its section (more: a wider web)."""
+        random links from each article to others of its section (more: a wider web);
+        ``cross_links``: articles per host that link to another host."""
         if len(hosts) < 2:
             raise ValueError("the demo web needs at least two hosts (one is out of scope)")
         sizes = [pages_per_host] if isinstance(pages_per_host, int) else list(pages_per_host)
@@ -118,7 +119,7 @@ class DemoWeb:
             articles[host] = self._build_host(host, size, rng)
         for host in hosts:  # cross-host links, including into the out-of-scope host
             others = [h for h in hosts if h != host]
-            for url in rng.sample(articles[host], k=min(10, len(articles[host]))):
+            for url in rng.sample(articles[host], k=min(cross_links, len(articles[host]))):
                 self.pages[url].links.append(rng.choice(articles[rng.choice(others)]))
 
     @property
@@ -475,6 +476,7 @@ def serve(
     hosts: int, pages: int | list[int], *, seed: int = 0, port: int = 0, log: IO[str] | None = None,
     latency: float = 0.0, out: IO[str] = sys.stdout, faults: list[Fault] = (),
     crawl_delays: list[tuple[int, float]] = (), dead_hosts: list[int] = (), fanout: int = 2,
+    cross_links: int = 10,
 ) -> None:  # fmt: skip
     """Serve the demo web until SIGTERM/SIGINT; print its address as one JSON line first."""
     from twisted.internet import reactor
@@ -498,12 +500,13 @@ def serve(
     netlocs, ports = listen(hosts + 1, site_factory, port)
     for index in dead_hosts:  # nothing listens there: connections are refused
         ports[index].stopListening()
-    web = DemoWeb(netlocs, pages, seed, fanout)
+    web = DemoWeb(netlocs, pages, seed, fanout, cross_links)
     for index, delay in crawl_delays:
         web.crawl_delays[netlocs[index]] = delay
     holder["resource"] = DemoResource(web, log, latency, faults)
     info = {"hosts": netlocs, "seeds": web.seeds(), "pages": len(web.pages), "seed": seed,
-            "pages_per_host": web.sizes, "fanout": fanout}  # fmt: skip
+            "pages_per_host": web.sizes, "fanout": fanout,
+            "cross_links": cross_links}  # fmt: skip
     out.write(json.dumps(info) + "\n")
     out.flush()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -529,6 +532,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="generator seed")
     parser.add_argument(
         "--fanout", type=int, default=2, help="random links per article within its section"
+    )
+    parser.add_argument(
+        "--cross-links", type=int, default=10, help="articles per host linking to another host"
     )
     parser.add_argument("--port", type=int, default=0, help="port for every host (0: any free)")
     parser.add_argument("--log", help="append a JSON line per request to this file")
@@ -556,7 +562,7 @@ def run(args: argparse.Namespace) -> None:
         serve(
             args.hosts, args.pages, seed=args.seed, port=args.port, log=log,
             latency=args.latency, faults=args.fault, crawl_delays=args.crawl_delay,
-            dead_hosts=args.dead_host, fanout=args.fanout,
+            dead_hosts=args.dead_host, fanout=args.fanout, cross_links=args.cross_links,
         )  # fmt: skip
     finally:
         if log:

@@ -138,6 +138,12 @@ class FailPathPolicy:
         c = min(c, p.heighten)  # over the threshold the URL is filtered anyway
         return p.min_delay + (p.max_delay - p.min_delay) * c / p.heighten
 
+    def probe_wait(self) -> float:
+        """The wait of a re-probe: twice the shortest, at most the longest.  The paper
+        gives none; a path that recovered answers like a healthy one, and probes of
+        paths that did not should not hold fetch slots for the longest wait."""
+        return min(2 * self.params.min_delay, self.params.max_delay)
+
     def record_failure(
         self, levels: Sequence[str], add: Callable[[str, int], int]
     ) -> dict[str, int]:
