@@ -1,8 +1,9 @@
 """``webcrawl bench failpath``: the seed-000 paper's experiment (its Tables 2 and 3).
 
 The same seeds are crawled to depth 3 on a demo web with dead paths and dead
-hosts, once with the filter off (a fixed timeout of ``FAILPATH_MAX_DELAY``,
-as Nutch does) and once for each of the paper's three parameter sets.
+hosts, for each of the paper's three parameter sets: once with the filter
+off (a fixed timeout of the set's ``FAILPATH_MAX_DELAY``, as Nutch does) and
+once with the set.
 
 Time is scaled down so a run takes a minute, not hours: the waits by
 ``WAIT_SCALE`` (the demo web answers in milliseconds over loopback where the
