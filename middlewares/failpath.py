@@ -203,12 +203,13 @@ class FailPathMiddleware:
         if request.meta.get("failpath") is False:
             return
         site = self._site(request.url)
-        levels = path_levels(request.url)
         counts = await self._counts(site)
         probe = bool(request.meta.get("failpath_probe"))
+        # a site with no record (most) needs no path levels: the shortest wait
+        levels = path_levels(request.url) if counts else [SITE]
         # dont_filter is an opt-out, but Scrapy marks its retries dont_filter too
         exempt = request.dont_filter and not request.meta.get("retry_times")
-        if not probe and not exempt:
+        if counts and not probe and not exempt:
             level = self.policy.blocking_level(levels, counts)
             if level is not None:
                 self._drop(request, site, level, counts[level])
@@ -233,13 +234,13 @@ class FailPathMiddleware:
             return response
         self.stats.inc_value("failpath/ok")
         site = self._site(request.url)
-        levels = path_levels(request.url)
-        counts, _ = self.cache.get(site)
-        counts = counts or {}
         self._pending_ok[site] = self._pending_ok.get(site, 0) + 1
-        if counts.get(levels[-1], 0) > 0:
-            self._write(site, lambda: self.policy.record_success(
-                levels, counts, self._adder(site), self._deleter(site)))  # fmt: skip
+        counts, _ = self.cache.get(site)
+        if counts:  # only a site with records can have a count to lower
+            levels = path_levels(request.url)
+            if counts.get(levels[-1], 0) > 0:
+                self._write(site, lambda: self.policy.record_success(
+                    levels, counts, self._adder(site), self._deleter(site)))  # fmt: skip
         return response
 
     def process_exception(self, request: Request, exception: Exception) -> None:

@@ -58,10 +58,8 @@ class PolitenessMiddleware:
 
     def _mark(self, request: Request, spider: object) -> None:
         """The request leaves now, or its answer came in: count the host's delay from here."""
-        frontier = self._frontier()
-        if frontier is None or not (
-            frontier.is_leased(request) or request.meta.get("failpath_probe")
-        ):
+        frontier = self._paced(request)
+        if frontier is None:
             return
         try:
             frontier.queue.mark_sent(scope_key(request.url, "host"), when=time.time(),
@@ -69,17 +67,22 @@ class PolitenessMiddleware:
         except RedisError as exc:
             logger.warning("Could not record a request to %s in Redis: %s", request.url, exc)
 
-    def _frontier(self) -> Any:
+    def _paced(self, request: Request) -> Any:
+        """The frontier, if ``request`` is one it paces: a leased request or a failed-path
+        re-probe (robots.txt requests and other schedulers' are not)."""
         from webcrawl.scheduler import frontier_of  # late: importing it early installs a reactor
 
-        return frontier_of(self.crawler)
+        frontier = frontier_of(self.crawler)
+        if frontier is None:
+            return None
+        if frontier.is_leased(request) or request.meta.get("failpath_probe"):
+            return frontier
+        return None
 
     async def process_request(self, request: Request) -> None:
-        frontier = self._frontier()
-        if frontier is None or not (
-            frontier.is_leased(request) or request.meta.get("failpath_probe")
-        ):
-            return  # robots.txt, or not webcrawl's scheduler
+        frontier = self._paced(request)
+        if frontier is None:
+            return
         host = scope_key(request.url, "host")
         waited = 0.0
         while True:

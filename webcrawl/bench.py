@@ -80,9 +80,12 @@ def tcp_redis(workdir: Path) -> Any:
         proc.wait(10)
 
 
-def _stat(log: str, name: str) -> float:
+def stat(log: str, name: str, default: float | None = None) -> float:
+    """A value of the stats Scrapy dumps at the end of ``log`` (``default`` if absent)."""
     match = re.search(rf"'{re.escape(name)}': ([0-9.]+)", log)
     if not match:
+        if default is not None:
+            return default
         raise RuntimeError(f"no {name} in the crawl's stats; see the log:\n{log[-2000:]}")
     return float(match.group(1))
 
@@ -112,9 +115,9 @@ def crawl_parallel(
         if code:
             raise RuntimeError(f"crawl failed (exit {code}):\n{text[-2000:]}")
     shutil.rmtree(data, ignore_errors=True)
-    pages = sum(int(_stat(t, "response_received_count")) for t in texts)
+    pages = sum(int(stat(t, "response_received_count")) for t in texts)
     if workers == 1:
-        return pages, _stat(texts[0], "elapsed_time_seconds")
+        return pages, stat(texts[0], "elapsed_time_seconds")
     starts = [_time(t, "start_time") for t in texts]
     ends = [_time(t, "finish_time") for t in texts]
     return pages, max(ends) - min(starts)

@@ -32,7 +32,6 @@ after it recovered.
 from __future__ import annotations
 
 import argparse
-import re
 import shutil
 import statistics
 import subprocess
@@ -42,6 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from webcrawl.bench import stat
 from webcrawl.demo import crawl_command, demo_server, scrapy_env
 from webcrawl.store import open_store
 
@@ -97,16 +97,11 @@ def crawl(info: dict[str, Any], workdir: Path, settings: list[str]) -> dict[str,
     recovered = [r for r in fetched if r["url"].startswith(recovering)
                  and r["fetched_at"] >= info["started"] + RECOVER_AFTER]  # fmt: skip
     # each URL is enqueued once when found; retries and links sent back again
-    links = (_stat(text, "scheduler/enqueued/redis") - _stat(text, "retry/count")
-             - _stat(text, "failpath/sent_back"))  # fmt: skip
+    links = int(stat(text, "scheduler/enqueued/redis", 0) - stat(text, "retry/count", 0)
+                - stat(text, "failpath/sent_back", 0))  # fmt: skip
     shutil.rmtree(data, ignore_errors=True)
     return {"links": links, "pages": len(fetched), "seconds": seconds,
             "recovered": len(recovered)}  # fmt: skip
-
-
-def _stat(log: str, name: str) -> int:
-    found = re.search(rf"'{re.escape(name)}': (\d+)", log)
-    return int(found.group(1)) if found else 0
 
 
 def run(args: argparse.Namespace) -> int:

@@ -144,7 +144,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 
 def _failpath_entries(store: Any, settings: Settings) -> list[dict[str, Any]]:
     """Every recorded path level: site, level, URL prefix, failures, dead or not."""
-    from webcrawl.failpath import SITE, TALLIES
+    from webcrawl.failpath import FAIL, OK, SITE, TALLIES
     from webcrawl.urlkey import key_to_url
 
     heighten = settings.getint("FAILPATH_HEIGHTEN")
@@ -156,8 +156,8 @@ def _failpath_entries(store: Any, settings: Settings) -> list[dict[str, Any]]:
                 continue
             url = origin + ("/ (whole site)" if level == SITE else level)
             entries.append({"site": site, "level": level, "url": url, "failures": count,
-                            "dead": count > heighten, "ok": counts.get("#ok", 0),
-                            "failed": counts.get("#fail", 0)})  # fmt: skip
+                            "dead": count > heighten, "ok": counts.get(OK, 0),
+                            "failed": counts.get(FAIL, 0)})  # fmt: skip
     return entries
 
 
