@@ -23,3 +23,21 @@ def test_empty_page():
     sel = Selector(text="<html></html>")
     assert title(sel) == ""
     assert visible_text(sel) == ""
+
+
+def test_comments_are_dropped_but_the_text_after_them_and_after_scripts_is_kept():
+    html = (
+        "<body><p>a<!-- secret -->b</p><div>c<script>x()</script>d<svg><text>no</text>"
+        "</svg>e<?pi stuff?>f</div></body>"
+    )
+    assert visible_text(Selector(text=html)) == "a b c d e f"
+
+
+def test_deeply_nested_page_does_not_overflow():
+    # 2000 levels: past Python's recursion limit, within what libxml2 parses
+    html = "<body>" + "<div>" * 2000 + "deep" + "</div>" * 2000 + "tail</body>"
+    assert visible_text(Selector(text=html)) == "deep tail"
+
+
+def test_json_selector_has_no_visible_text():
+    assert visible_text(Selector(text='{"a": 1}', type="json")) == ""

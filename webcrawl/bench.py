@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from webcrawl.demo import crawl_command, demo_server, scrapy_env
-from webcrawl.demo_nginx import nginx_binary, nginx_demo_server
+from webcrawl.demo_nginx import nginx_binary, nginx_demo_server, nginx_site_server
 from webcrawl.embedded_redis import redis_server_binary
 
 COMMON = ["DOWNLOAD_DELAY=0", "FRONTIER_HOST_DELAY=0", "CONCURRENT_REQUESTS=16",
@@ -146,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _server(args: argparse.Namespace) -> Any:
+    if getattr(args, "site", None):
+        return nginx_site_server(Path(args.site), args.hosts)
     kind = getattr(args, "server", "auto")
     if kind == "auto":
         kind = "nginx" if nginx_binary() else "twisted"
@@ -168,7 +170,8 @@ def run_crawl(args: argparse.Namespace) -> int:
                 ("webcrawl, 2 workers, TCP", [f"REDIS_URL={url}"], 2),
             ]
             server = info.get("server", "twisted")
-            print(f"demo web ({server}): {info['pages']} resources on {len(info['hosts'])} "
+            what = f"site {info['site']}" if "site" in info else "demo web"
+            print(f"{what} ({server}): {info['pages']} pages on {len(info['hosts'])} "
                   f"hosts; {args.runs} runs per setup (median)", flush=True)  # fmt: skip
             # runs interleave the setups, so a slow spell of the machine hits all alike
             results: dict[str, list[tuple[int, float, int]]] = {name: [] for name, *_ in setups}

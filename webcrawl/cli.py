@@ -369,13 +369,24 @@ def build_parser() -> argparse.ArgumentParser:
         "failpath: the seed-000 paper's experiment (filter off vs its three parameter sets)",
     )  # fmt: skip
     p.add_argument("--urls", type=int, default=200_000, help="memory: URLs to insert")
-    p.add_argument("--hosts", type=int, default=4, help="seed hosts of the demo web")
+    p.add_argument(
+        "--hosts",
+        type=int,
+        default=4,
+        help="seed hosts of the demo web (with --site: mirrors of the site)",
+    )
     p.add_argument("--pages", type=int, default=1500, help="pages per host")
     p.add_argument("--runs", type=int, default=3, help="runs per setup (the median is shown)")
     p.add_argument(
         "--server", choices=("auto", "nginx", "twisted"), default="auto",
         help="crawl: who serves the demo web; nginx (static files, a few %% of a core) lets "
         "two workers scale on a small machine; auto: nginx when installed",
+    )  # fmt: skip
+    p.add_argument(
+        "--site", metavar="DIR",
+        help="crawl: crawl this static site instead of the demo web (nginx serves it on "
+        "--hosts mirrors), e.g. a real documentation site: apt-get install python-django-doc, "
+        "--site /usr/share/doc/python-django-doc/html",
     )  # fmt: skip
     p.set_defaults(func=cmd_bench)
     return parser

@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from webcrawl.demoweb import DemoWeb
@@ -47,19 +48,23 @@ def export(web: DemoWeb, root: Path) -> dict[str, dict[str, str]]:
     return redirects
 
 
-def _config(web: DemoWeb, root: Path, redirects: dict[str, dict[str, str]]) -> str:
+def _config(root: Path, sites: dict[str, Path], redirects: dict[str, dict[str, str]]) -> str:
+    """nginx.conf serving each netloc of ``sites`` from its directory (``root``: nginx's files)."""
     servers = []
-    for netloc in web.hosts:
+    for netloc, docroot in sites.items():
         moves = "".join(
             f"    location = {path} {{ return 301 {target}; }}\n"
             for path, target in sorted(redirects.get(netloc, {}).items())
         )
         servers.append(
-            f"  server {{\n    listen {netloc};\n    root {root / netloc};\n"
+            f"  server {{\n    listen {netloc};\n    root {docroot};\n"
             f"    index index.html;\n{moves}  }}\n"
         )
     user = "user root;\n" if os.geteuid() == 0 else ""  # workers must read our temp dir
-    types = "text/html html; text/plain txt; application/pdf pdf; application/json json;"
+    types = (
+        "text/html html htm; text/plain txt; application/pdf pdf; application/json json; "
+        "text/css css; application/javascript js; image/png png; image/svg+xml svg;"
+    )
     return (
         f"{user}worker_processes 1;\npid {root / 'nginx.pid'};\n"
         f"error_log {root / 'error.log'} warn;\n"
@@ -95,27 +100,60 @@ def nginx_demo_server(hosts: int, pages: int | list[int], seed: int = 0) -> Iter
 
     Yields the same address info as :func:`webcrawl.demo.demo_server`.
     """
-    binary = nginx_binary()
-    if binary is None:
-        raise RuntimeError("nginx is not installed (apt-get install nginx-light)")
     port = _free_port(hosts + 1)
     netlocs = [f"127.0.0.{2 + i}:{port}" for i in range(hosts + 1)]
     web = DemoWeb(netlocs, pages, seed)
+    with _nginx() as (root, start):
+        redirects = export(web, root)
+        start({netloc: root / netloc for netloc in netlocs}, redirects)
+        yield {"hosts": netlocs, "seeds": web.seeds(), "pages": len(web.pages),
+               "seed": seed, "pages_per_host": web.sizes, "server": "nginx"}  # fmt: skip
+
+
+@contextmanager
+def nginx_site_server(site: Path, hosts: int = 1) -> Iterator[dict]:
+    """Serve the static site in directory ``site`` (a real one: documentation, say) on
+    ``hosts`` mirrors, 127.0.0.2 .. 127.0.0.(hosts+1), one port.
+
+    Yields hosts, seeds (each mirror's ``/``), pages (HTML files times mirrors)
+    and server, like :func:`nginx_demo_server`.
+    """
+    site = Path(os.path.realpath(site))
+    if not (site / "index.html").is_file():
+        raise RuntimeError(f"{site} has no index.html: not a static site to crawl")
+    html = sum(1 for p in site.rglob("*") if p.suffix in (".html", ".htm"))
+    port = _free_port(hosts)
+    netlocs = [f"127.0.0.{2 + i}:{port}" for i in range(hosts)]
+    with _nginx() as (_root, start):
+        start(dict.fromkeys(netlocs, site), {})
+        yield {"hosts": netlocs, "seeds": [f"http://{n}/" for n in netlocs],
+               "pages": html * hosts, "server": "nginx", "site": str(site)}  # fmt: skip
+
+
+@contextmanager
+def _nginx() -> Iterator[tuple[Path, Any]]:
+    """A scratch directory and a ``start(sites, redirects)`` that runs nginx over it."""
+    binary = nginx_binary()
+    if binary is None:
+        raise RuntimeError("nginx is not installed (apt-get install nginx-light)")
     root = Path(os.path.realpath(tempfile.mkdtemp(prefix="webcrawl-nginx-")))
-    try:
+    procs: list[subprocess.Popen] = []
+
+    def start(sites: dict[str, Path], redirects: dict[str, dict[str, str]]) -> None:
         (root / "tmp").mkdir()
         config = root / "nginx.conf"
-        config.write_text(_config(web, root, export(web, root)))
+        config.write_text(_config(root, sites, redirects))
         proc = subprocess.Popen([binary, "-p", str(root), "-c", str(config),
                                  "-g", "daemon off;"], stderr=subprocess.PIPE)  # fmt: skip
-        try:
-            _wait_listening(netlocs[0], proc)
-            yield {"hosts": netlocs, "seeds": web.seeds(), "pages": len(web.pages),
-                   "seed": seed, "pages_per_host": web.sizes, "server": "nginx"}  # fmt: skip
-        finally:
+        procs.append(proc)
+        _wait_listening(next(iter(sites)), proc)
+
+    try:
+        yield root, start
+    finally:
+        for proc in procs:
             proc.terminate()
             proc.wait(10)
-    finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
