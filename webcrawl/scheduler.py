@@ -330,7 +330,8 @@ class Scheduler(RedisScheduler):
             self._outage_logged = True
 
     def _poll(self) -> None:
-        """While idle, wake the engine as soon as there is work, not on its 5 s heartbeat."""
+        """While idle, wake the engine as soon as there is work, or when the crawl is done
+        (so the spider_idle check closes this worker), not on Scrapy's 5 s heartbeat."""
         if not self._idle:
             return
         pipe = self.server.pipeline(transaction=False)
@@ -340,6 +341,9 @@ class Scheduler(RedisScheduler):
         pipe.zrangebyscore(self.keys.leases, "-inf", now, start=0, num=1)  # expired: requeue
         pipe.zrangebyscore(self.keys.delayed, "-inf", now, start=0, num=1)
         if any(pipe.execute()):
+            self._wake_engine()
+        elif not self.continuous and not any(self.queue.idle_check(self.worker_id)):
+            # the last busy worker just finished: close now, not on the next heartbeat
             self._wake_engine()
 
     def _wake_engine(self) -> None:
