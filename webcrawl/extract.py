@@ -10,6 +10,12 @@ from parsel import Selector
 _SPACE = re.compile(r"\s+")
 _INVISIBLE = ("script", "style", "noscript", "template", "svg", "head", "iframe", "object")
 _SKIP = frozenset(_INVISIBLE)
+# class or id words that mark an advertising block (as ad blockers' cosmetic filters do)
+_AD_WORDS = frozenset(
+    "ad ads advert adverts advertisement advertisements advertising adsbygoogle adslot "
+    "sponsor sponsored sponsors promo promoted".split()
+)
+_WORD_SPLIT = re.compile(r"[\s_-]+")
 
 
 def normalize_space(text: str) -> str:
@@ -21,7 +27,11 @@ def title(selector: Selector) -> str:
 
 
 def visible_text(selector: Selector) -> str:
-    """The page's readable text: no script, style or markup, whitespace collapsed.
+    """The page's readable text: no script, style, markup or adverts, whitespace collapsed.
+
+    An advert is an element whose class or id has a word such as ``ad``,
+    ``ads``, ``advert``, ``advertisement``, ``sponsored`` or ``promo``: not the
+    page's content, and noise to change detection.
 
     Text of block elements is separated by single spaces; a page without a
     ``<body>`` (a fragment) falls back to all its text outside those tags.
@@ -36,6 +46,14 @@ def visible_text(selector: Selector) -> str:
     return normalize_space(" ".join(parts))
 
 
+def _is_advert(el: etree._Element) -> bool:
+    """Whether ``el`` is marked as an advert by a word of its class or id."""
+    cls, ident = el.get("class"), el.get("id")
+    if not cls and not ident:
+        return False
+    return not _AD_WORDS.isdisjoint(_WORD_SPLIT.split(f"{cls or ''} {ident or ''}".lower()))
+
+
 def _text_of(top: etree._Element, parts: list[str]) -> None:
     """Append the text under ``top`` outside invisible elements (comments' text excluded).
 
@@ -47,7 +65,7 @@ def _text_of(top: etree._Element, parts: list[str]) -> None:
     for event, el in walk:
         if event == "start":
             tag = el.tag
-            if tag in _SKIP:
+            if tag in _SKIP or _is_advert(el):
                 walk.skip_subtree()
             elif el.text:
                 parts.append(el.text)
