@@ -38,6 +38,8 @@ def demo_server(
     dead_hosts: list[int] = (),
     fanout: int = 2,
     cross_links: int = 10,
+    change_speed: float = 0.0,
+    periodic_share: float = 0.25,
 ) -> Any:
     """Run the demo web in a subprocess; yield its address info (hosts, seeds, pages_per_host)."""
     sizes = ",".join(map(str, pages)) if isinstance(pages, list) else str(pages)
@@ -56,6 +58,8 @@ def demo_server(
         cmd += ["--fanout", str(fanout)]
     if cross_links != 10:
         cmd += ["--cross-links", str(cross_links)]
+    if change_speed:
+        cmd += ["--change-speed", str(change_speed), "--periodic-share", str(periodic_share)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

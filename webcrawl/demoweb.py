@@ -14,10 +14,12 @@ to missing pages (404), links back home and across hosts.  The last host is
 linked to but is not a seed host, so it is out of scope by default.
 
 Responses carry ETag, Last-Modified and Content-Length and answer
-conditional requests with 304.  Every request is logged as a JSON line
-(``--log``), which is how tests check politeness and fetch-once from the
-server's side.  Faults (hangs, resets, slow hosts) and changing pages are
-added by later extensions through :meth:`DemoResource.respond`.
+conditional requests (If-None-Match, If-Modified-Since) with 304.  Every
+request is logged as a JSON line (``--log``), which is how tests check
+politeness and fetch-once from the server's side.  Faults (hangs, resets,
+slow hosts) come from ``--fault``; with ``--change-speed`` the HTML pages
+change over time (:mod:`webcrawl.demo_changes`) and ``/__truth__`` tells
+how.
 
     python -m webcrawl.demoweb --hosts 4 --pages 100 --log requests.jsonl
 """
@@ -36,6 +38,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import IO, Any
 from urllib.parse import urlsplit
+
+from webcrawl.demo_changes import ChangeModel, latest_block, noise_block, prose
 
 WORDS = {
     "adj": (
@@ -112,6 +116,7 @@ class DemoWeb:
         self.fanout = fanout
         self.crawl_delays: dict[str, float] = {}  # host -> robots.txt Crawl-delay
         self._rendered: dict[str, tuple[bytes, str]] = {}
+        self._archives: dict[str, str] = {}  # the changing web's stable text per page
         self.pages: dict[str, DemoPage] = {}
         rng = random.Random(seed)
         articles: dict[str, list[str]] = {}
@@ -234,6 +239,20 @@ class DemoWeb:
             cached = self._rendered[page.url] = self._render(page)
         return cached
 
+    def render_version(
+        self, page: DemoPage, version: int, now: float, noise: random.Random
+    ) -> tuple[bytes, str]:
+        """An HTML page of the changing web at ``version``, with this response's noise."""
+        base, ctype = self.render(page)
+        archive = self._archives.get(page.url)
+        if archive is None:  # stable text, with a vocabulary of its own, as real pages have
+            archive = prose(random.Random(f"{self.seed}:archive:{page.url}"), 6)
+            self._archives[page.url] = archive
+        extra = f'<div class="archive">{archive}</div>'
+        extra += latest_block(page.url, version, self.seed)
+        extra += noise_block(now, noise)
+        return base.replace(b"</body>", extra.encode() + b"</body>", 1), ctype
+
     def _render(self, page: DemoPage) -> tuple[bytes, str]:
         rng = random.Random(f"{self.seed}:{page.url}")
         if page.kind == "robots":
@@ -276,6 +295,19 @@ def _link_text(url: str) -> str:
 
 
 # -- the server ---------------------------------------------------------------
+
+
+def _not_modified_since(header: bytes | str | None, modified: float) -> bool:
+    """Whether an If-Modified-Since header is at or after ``modified`` (to the second)."""
+    if not header:
+        return False
+    try:
+        since = email.utils.parsedate_to_datetime(
+            header.decode() if isinstance(header, bytes) else header
+        ).timestamp()
+    except (TypeError, ValueError):
+        return False
+    return since >= int(modified)
 
 
 def _http_date(ts: float) -> str:
@@ -331,9 +363,12 @@ class DemoResource:
 
     def __init__(
         self, web: DemoWeb, log: IO[str] | None = None, latency: float = 0.0,
-        faults: list[Fault] = (),
+        faults: list[Fault] = (), changes: ChangeModel | None = None,
     ) -> None:  # fmt: skip
         self.web = web
+        self.changes = changes
+        self._noise = random.Random(f"{web.seed}:noise")
+        self._versions: dict[str, int] = {}  # netloc+path -> version being answered (the log)
         self.log = log
         self.latency = latency
         self.faults = list(faults)
@@ -399,7 +434,14 @@ class DemoResource:
             return b"slow down\n"
         page = self.web.pages.get(url)
         status = 200
-        if page is None:
+        if path == "/__truth__" and self.changes is not None:
+            body = json.dumps(self.changes.truth()).encode()
+            request.setHeader("Content-Type", "application/json")
+            request.setHeader("Content-Length", str(len(body)))
+            return body
+        if page is not None and page.kind == "html" and self.changes is not None:
+            status, body, ctype = self._changing(request, page)
+        elif page is None:
             status, body, ctype = 404, b"<html><body><h1>Not found</h1></body></html>", "text/html"
         elif page.kind == "redirect":
             status, body, ctype = 301, b"", "text/html"
@@ -409,13 +451,33 @@ class DemoResource:
             etag = '"' + hashlib.sha1(body).hexdigest()[:16] + '"'
             request.setHeader("ETag", etag)
             request.setHeader("Last-Modified", _http_date(LAST_MODIFIED))
-            if request.getHeader("If-None-Match") == etag:
+            if request.getHeader("If-None-Match") == etag or _not_modified_since(
+                request.getHeader("If-Modified-Since"), LAST_MODIFIED
+            ):
                 status, body = 304, b""
         request.setResponseCode(status)
         request.setHeader("Content-Type", ctype)
         request.setHeader("Content-Length", str(len(body)))
         self._log(request, netloc, path, status)
         return b"" if request.method == b"HEAD" else body
+
+    def _changing(self, request: Any, page: DemoPage) -> tuple[int, bytes, str]:
+        """A page of the changing web: its current version, with noise; or 304."""
+        changes = self.changes
+        assert changes is not None
+        now = time.time()
+        version = changes.version(page.url, now)
+        self._versions[page.url.split("://", 1)[1]] = version
+        modified = changes.last_modified(page.url, version)
+        etag = f'"v{version}-{hashlib.sha1(page.url.encode()).hexdigest()[:8]}"'
+        request.setHeader("ETag", etag)
+        request.setHeader("Last-Modified", _http_date(modified))
+        if request.getHeader("If-None-Match") == etag or _not_modified_since(
+            request.getHeader("If-Modified-Since"), modified
+        ):
+            return 304, b"", "text/html; charset=utf-8"
+        body, ctype = self.web.render_version(page, version, now, self._noise)
+        return 200, body, ctype
 
     def _log(self, request: Any, netloc: str, path: str, status: int) -> None:
         if self.log is None:
@@ -428,6 +490,8 @@ class DemoResource:
             "status": status,
             "ua": (request.getHeader("User-Agent") or ""),
         }
+        if self.changes is not None and netloc + path in self._versions:
+            entry["v"] = self._versions.pop(netloc + path)  # the version this answer showed
         self.log.write(json.dumps(entry) + "\n")
         self.log.flush()
 
@@ -476,7 +540,7 @@ def serve(
     hosts: int, pages: int | list[int], *, seed: int = 0, port: int = 0, log: IO[str] | None = None,
     latency: float = 0.0, out: IO[str] = sys.stdout, faults: list[Fault] = (),
     crawl_delays: list[tuple[int, float]] = (), dead_hosts: list[int] = (), fanout: int = 2,
-    cross_links: int = 10,
+    cross_links: int = 10, change_speed: float = 0.0, periodic_share: float = 0.25,
 ) -> None:  # fmt: skip
     """Serve the demo web until SIGTERM/SIGINT; print its address as one JSON line first."""
     from twisted.internet import reactor
@@ -503,10 +567,14 @@ def serve(
     web = DemoWeb(netlocs, pages, seed, fanout, cross_links)
     for index, delay in crawl_delays:
         web.crawl_delays[netlocs[index]] = delay
-    holder["resource"] = DemoResource(web, log, latency, faults)
+    changes = None
+    if change_speed > 0:
+        html = [url for url, page in web.pages.items() if page.kind == "html"]
+        changes = ChangeModel(html, seed, change_speed, periodic_share=periodic_share)
+    holder["resource"] = DemoResource(web, log, latency, faults, changes)
     info = {"hosts": netlocs, "seeds": web.seeds(), "pages": len(web.pages), "seed": seed,
-            "pages_per_host": web.sizes, "fanout": fanout,
-            "cross_links": cross_links}  # fmt: skip
+            "pages_per_host": web.sizes, "fanout": fanout, "cross_links": cross_links,
+            "change_speed": change_speed, "start": changes.start if changes else None}  # fmt: skip
     out.write(json.dumps(info) + "\n")
     out.flush()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -551,6 +619,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="host index HOST refuses every connection (nothing listens); repeatable",
     )  # fmt: skip
     parser.add_argument(
+        "--change-speed", type=float, default=0.0, metavar="X",
+        help="HTML pages change (Poisson or periodic, simulated periods from 10 minutes to 90 "
+        "days) on a clock X times faster than real time, with noise (timestamp, advert) in "
+        "every response; GET /__truth__ gives the ground truth (0: static pages)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--periodic-share", type=float, default=0.25,
+        help="with --change-speed: share of the pages that change periodically",
+    )  # fmt: skip
+    parser.add_argument(
         "--crawl-delay", type=_crawl_delay, action="append", default=[], metavar="HOST:SECONDS",
         help="robots.txt Crawl-delay for host index HOST; repeatable",
     )  # fmt: skip
@@ -563,6 +641,7 @@ def run(args: argparse.Namespace) -> None:
             args.hosts, args.pages, seed=args.seed, port=args.port, log=log,
             latency=args.latency, faults=args.fault, crawl_delays=args.crawl_delay,
             dead_hosts=args.dead_host, fanout=args.fanout, cross_links=args.cross_links,
+            change_speed=args.change_speed, periodic_share=args.periodic_share,
         )  # fmt: skip
     finally:
         if log:
