@@ -24,6 +24,7 @@ ROBOTSTXT_OBEY = True
 # with back-off instead of being retried at once by the same worker.
 DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+    "middlewares.revisit.RevisitPrecheckMiddleware": 90,
     "middlewares.robotstxt.RobotsTxtMiddleware": 100,
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     "middlewares.retry.FrontierRetryMiddleware": 550,
@@ -163,13 +164,34 @@ WEBCRAWL_DENY_EXTENSIONS = sorted(
 WEBCRAWL_STORE_URL = ""
 # Rows per write batch, and seconds at most a row waits in the buffer.
 WEBCRAWL_STORE_BATCH_SIZE = 200
-WEBCRAWL_STORE_FLUSH_INTERVAL = 1.0
+WEBCRAWL_STORE_FLUSH_INTERVAL = 0.2
 # Times a failed batch write is retried (back-off 0.5 s doubling, at most 30 s).
 WEBCRAWL_STORE_RETRY_TIMES = 5
 
 ITEM_PIPELINES = {
+    "pipelines.change.ChangePipeline": 200,
+    "pipelines.revisit.RevisitPipeline": 300,
     "pipelines.store.StorePipeline": 800,
 }
+
+# --- Change detection and revisits (seed 001) -----------------------------------
+# A page changed when the SimHash (64 bits) of its visible text is more than
+# this many bits away from the stored one (timestamps, adverts: 0-3 bits).
+SIMHASH_CHANGE_DISTANCE = 3
+# Plan each page's next visit from its change rate and schedule it in Redis.
+REVISIT_ENABLED = True
+# Bounds of the revisit interval (seconds): 1 hour .. 30 days.
+REVISIT_MIN_INTERVAL = 3600.0
+REVISIT_MAX_INTERVAL = 2592000.0
+# The prior's change period (seconds): a new page's first revisit interval.
+REVISIT_INITIAL_INTERVAL = 86400.0
+# How many pseudo-changes the prior counts for (less: trust the history sooner).
+REVISIT_PRIOR_WEIGHT = 0.5
+# Visits kept per page (and used by the estimate).
+REVISIT_HISTORY = 50
+# Before the GET of a revisit, send a HEAD and skip the GET when Content-Length
+# and Last-Modified both equal the stored ones (counts as not modified).
+REVISIT_HEAD_PRECHECK = False
 
 # --- Status -------------------------------------------------------------------
 # Seconds between two worker heartbeats in Redis.

@@ -216,6 +216,10 @@ class WebSpider(Spider):
             content_length=int(length) if length and length.isdigit() else len(response.body),
             redirects=redirects,
         )
+        if response.status == 304:  # a revisit's stored version is current: no parse
+            page.kind = "not_modified"
+            yield page
+            return
         is_html = isinstance(response, TextResponse) and (
             content_type in _HTML_TYPES or (not content_type and b"<html" in response.body[:1024])
         )

@@ -244,3 +244,61 @@ def test_released_leases_go_back_at_the_next_step(redis_client):
     again = queue.step(now=2, worker_id="w2", pop=2, lease_timeout=60)
     assert again.requeued == 2
     assert sorted(r.url for r, _ in again.popped) == ["http://a/1", "http://b/1"]
+
+
+def revisit(queue, url, due, priority=0):
+    import hashlib
+
+    key = hashlib.sha1(url.encode()).hexdigest()[:20]
+    return (key, url.split("/")[2], priority, due, queue.encode(Request(url)))
+
+
+def test_revisits_are_one_per_url_and_bypass_the_dupefilter(redis_client):
+    queue, keys = make(redis_client)
+    queue.step(now=0, worker_id="w", pushes=[entry(queue, "http://a/1")], pop=False)
+    long = {"lease_timeout": 1e6}  # no lease expiry in this test
+    assert drain(queue, now=0, **long) == ["http://a/1"]  # fetched, and in the seen set
+    # scheduled twice: the second schedule replaces the first
+    queue.step(now=0, worker_id="w", revisits=[revisit(queue, "http://a/1", 50.0)], pop=False)
+    queue.step(now=0, worker_id="w", revisits=[revisit(queue, "http://a/1", 80.0)], pop=False)
+    assert redis_client.zcard(keys.revisits) == 1
+    assert drain(queue, now=60, **long) == []
+    result = queue.step(now=80, worker_id="w", **long)
+    assert result.revisited == 1 and result.request.url == "http://a/1"
+    assert redis_client.zcard(keys.revisits) == 0 and redis_client.hlen(keys.revisit_requests) == 0
+    # the seen set still has it: a link to it is filtered as before
+    assert queue.step(now=90, worker_id="w", pushes=[entry(queue, "http://a/1")]).added == 0
+
+
+def _take_revisits(url, worker, out, barrier):
+    import redis
+
+    queue = HostQueue(redis.Redis.from_url(url), S(), CrawlKeys("t"))
+    got = []
+    barrier.wait(30)  # both start together
+    for _ in range(400):
+        result = queue.step(now=time.time(), worker_id=worker, pop=5)
+        got += [request.url for request, _ in result.popped]
+    out.put(got)
+
+
+def test_due_revisits_move_atomically_with_two_workers(redis_client, redis_server):
+    import multiprocessing
+
+    queue, keys = make(redis_client)
+    urls = [f"http://h{i % 7}/p{i}" for i in range(300)]
+    now = time.time()
+    queue.step(now=now, worker_id="w", pop=False,
+               revisits=[revisit(queue, u, now - 1) for u in urls])  # fmt: skip
+    ctx = multiprocessing.get_context("spawn")
+    out, barrier = ctx.Queue(), ctx.Barrier(2)
+    workers = [ctx.Process(target=_take_revisits, args=(redis_server.url, f"w{i}", out, barrier))
+               for i in range(2)]  # fmt: skip
+    for w in workers:
+        w.start()
+    taken = [out.get(timeout=60) for _ in workers]
+    for w in workers:
+        w.join(30)
+    assert all(taken), "both workers took some"
+    assert sorted(taken[0] + taken[1]) == sorted(urls)  # each exactly once
+    assert redis_client.zcard(keys.revisits) == 0

@@ -142,6 +142,18 @@ def run(args: argparse.Namespace) -> int:
         from webcrawl import bench_failpath
 
         return bench_failpath.run(args)
+    if args.what == "revisit":
+        from webcrawl import bench_revisit
+
+        return bench_revisit.run(args)
+    if args.what == "simhash":
+        from webcrawl import bench_simhash
+
+        return bench_simhash.run(args)
+    if args.what == "incremental":
+        from webcrawl import bench_incremental
+
+        return bench_incremental.run(args)
     return {"crawl": run_crawl, "politeness": run_politeness, "memory": run_memory}[args.what](args)
 
 

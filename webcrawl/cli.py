@@ -76,7 +76,10 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         pipe.get(keys.queued).zcard(keys.delayed).zcard(keys.leases)
         pipe.scard(keys.seen).llen(keys.start).scard(keys.scope).zrange(keys.ready, 0, -1)
         pipe.get(keys.failed).bitcount(keys.prefix + "bloom")
-        queued, delayed, leased, seen, submitted, scope, hosts, failed, bloom_bits = pipe.execute()
+        pipe.zcount(keys.revisits, "-inf", time.time()).zcard(keys.revisits)
+        pipe.zrange(keys.revisits, 0, 0, withscores=True)
+        (queued, delayed, leased, seen, submitted, scope, hosts, failed, bloom_bits, due,
+         revisits, first) = pipe.execute()  # fmt: skip
         if bloom_bits:  # a Bloom dupefilter: estimate its count
             from webcrawl.bloom import BloomParams
 
@@ -111,6 +114,9 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         "submitted": submitted,
         "scope_keys": scope,
         "stored": stored,
+        "revisit_due": due,
+        "revisits_scheduled": revisits,
+        "next_revisit": first[0][1] if first else None,
         "workers": workers,
         "dead_paths": dead,
     }
@@ -122,6 +128,11 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     print(f"store      {store_url}")
     for name in ("queued", "leased", "seen", "submitted", "stored", "failed"):
         print(f"{name:<10} {status[name]}")
+    if revisits:
+        wait = max(0.0, first[0][1] - now)
+        print(f"revisits   {revisits} scheduled, {due} due now; next in {wait:.0f} s")
+    else:
+        print("revisits   none scheduled")
     if sizes:
         print(f"hosts      {len(sizes)} with queued requests; the largest:")
         for n, host in sizes[: args.top]:
@@ -361,12 +372,21 @@ def build_parser() -> argparse.ArgumentParser:
     deploy.add_arguments(p)
     p.set_defaults(func=cmd_deploy)
 
+    _add_bench_parser(sub)
+    return parser
+
+
+def _add_bench_parser(sub: Any) -> None:
     p = sub.add_parser("bench", help="benchmarks on the demo web; each prints a table")
     p.add_argument(
-        "what", nargs="?", default="crawl", choices=("crawl", "politeness", "memory", "failpath"),
+        "what", nargs="?", default="crawl",
+        choices=("crawl", "politeness", "memory", "failpath", "simhash", "revisit", "incremental"),
         help="crawl: pages/s and Redis calls/page vs plain Scrapy and scrapy-redis; "
         "politeness: achieved vs configured per-host rate; memory: bytes/URL in Redis; "
-        "failpath: the seed-000 paper's experiment (filter off vs its three parameter sets)",
+        "failpath: the seed-000 paper's experiment (filter off vs its three parameter sets); "
+        "simhash: ours vs the simhash package on real page texts (--site); revisit: our "
+        "revisit policy vs Nutch's on a simulated clock; incremental: a continuous crawl of "
+        "the changing demo web at accelerated time, judged from the server's side",
     )  # fmt: skip
     p.add_argument("--urls", type=int, default=200_000, help="memory: URLs to insert")
     p.add_argument(
@@ -388,8 +408,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--hosts mirrors), e.g. a real documentation site: apt-get install python-django-doc, "
         "--site /usr/share/doc/python-django-doc/html",
     )  # fmt: skip
+    p.add_argument("--limit", type=int, default=100_000, help="simhash: pages at most")
+    p.add_argument("--pages-sim", type=int, default=2000, help="revisit: simulated pages")
+    p.add_argument("--seed", type=int, default=1, help="revisit, incremental: random seed")
+    p.add_argument(
+        "--speed", type=float, default=3600.0, help="incremental: simulated seconds per real second"
+    )
+    p.add_argument(
+        "--duration",
+        type=float,
+        default=120.0,
+        help="incremental: real seconds of continuous crawling",
+    )
     p.set_defaults(func=cmd_bench)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> Any:

@@ -86,6 +86,16 @@ class CrawlKeys:
         return self.prefix + "scope"
 
     @property
+    def revisits(self) -> str:
+        """Sorted set of URL keys by the time their page is due for a revisit."""
+        return self.prefix + "revisits"
+
+    @property
+    def revisit_requests(self) -> str:
+        """Hash URL key -> host, priority and request of a scheduled revisit."""
+        return self.prefix + "revisit_req"
+
+    @property
     def failed(self) -> str:
         """Counter of URLs that failed for good."""
         return self.prefix + "failed"

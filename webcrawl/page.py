@@ -21,6 +21,14 @@ class Page:
     than "html") have no title, text or outlinks: they are recorded, not parsed.
     A URL that could not be fetched at all (DNS, connection, timeout, after its
     retries) is recorded with ``kind`` "failed", ``status`` 0 and ``error``.
+    A 304 answer to a revisit has ``kind`` "not_modified" (the change pipeline
+    fills in the stored content).
+
+    Change detection (``pipelines.change``) and revisits (``pipelines.revisit``)
+    add: ``simhash`` (16 hex digits) and ``previous_simhash``, ``distance``
+    between them, ``changed`` (None on a first visit), ``visits`` (the history
+    the revisit policy reads: ``[fetched_at, 1|0|None, last_modified|None]``),
+    ``revisit_interval``, ``next_visit`` and ``revisit_method``.
     """
 
     url: str
@@ -38,6 +46,14 @@ class Page:
     content_length: int | None = None
     redirects: list[str] = field(default_factory=list)  # URLs that redirected here, in order
     error: str = ""  # kind "failed": why (after FRONTIER_RETRY_TIMES retries)
+    simhash: str | None = None
+    previous_simhash: str | None = None
+    distance: int | None = None
+    changed: bool | None = None
+    visits: list[list] = field(default_factory=list)
+    revisit_interval: float | None = None
+    next_visit: float | None = None
+    revisit_method: str = ""
 
 
 def store_row(item: Any) -> dict[str, Any]:

@@ -12,6 +12,10 @@ Data (all under the crawl's prefix):
   lease whose deadline passes (a killed worker) goes back to its host queue.
 - ``delayed``: requests that may not be fetched before a time (re-queued
   failures with back-off), moved into their host queue when due.
+- ``revisits`` / ``revisit_req``: pages scheduled for a revisit, one entry
+  per URL (a new schedule replaces the old), moved into their host queue
+  when due, bypassing the dupefilter.  A move is part of a step, so no two
+  workers take the same revisit.
 
 Everything a worker does per page is one round trip: :meth:`step` runs one
 Lua script that acknowledges finished leases, pushes new requests (dupefilter
@@ -23,6 +27,7 @@ one host is never handed out twice within its delay, whichever workers ask.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -117,7 +122,16 @@ for _ = 1, n_push do
   end
 end
 
--- 3. expired leases and due delayed requests go back to their host queues
+-- 3. revisits scheduled (url key, host, priority, due, data): one entry per URL
+local n_rev = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n_rev do
+  local key, host, prio, due, data = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4]
+  i = i + 5
+  redis.call('ZADD', KEYS[14], due, key)
+  redis.call('HSET', KEYS[15], key, host .. '\\n' .. prio .. '\\n' .. data)
+end
+
+-- 4. expired leases, due delayed requests and due revisits go to their host queues
 local requeued = 0
 local expired = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, requeue_limit)
 for _, id in ipairs(expired) do
@@ -136,19 +150,32 @@ for _, entry in ipairs(due) do
   local host, score, member = string.match(entry, '^([^\\n]*)\\n([^\\n]*)\\n(.*)$')
   enqueue(host, score, member)
 end
+local revisited = 0
+local revisits = redis.call('ZRANGEBYSCORE', KEYS[14], '-inf', now, 'LIMIT', 0, requeue_limit)
+for _, key in ipairs(revisits) do
+  local entry = redis.call('HGET', KEYS[15], key)
+  redis.call('ZREM', KEYS[14], key)
+  redis.call('HDEL', KEYS[15], key)
+  if entry then
+    local host, prio, data = string.match(entry, '^([^\\n]*)\\n([^\\n]*)\\n(.*)$')
+    local n = redis.call('INCR', KEYS[7])
+    enqueue(host, string.format('%.17g', -tonumber(prio) * 1e12 + n), n .. '|' .. data)
+    revisited = revisited + 1
+  end
+end
 
--- 4. pop up to want_pop requests, each from the host whose turn it is (a
+-- 5. pop up to want_pop requests, each from the host whose turn it is (a
 -- host handed out is not ready again before its delay, so with a delay one
 -- call never hands out one host twice)
-local out = {added, requeued, false}
+local out = {added, requeued, false, revisited}
 local tries = 0
-while #out < 3 + 2 * want_pop and tries < 10 + 2 * want_pop do
+while #out < 4 + 2 * want_pop and tries < 10 + 2 * want_pop do
   tries = tries + 1
   local top = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
   if #top == 0 then break end
   local host, ready_at = top[1], tonumber(top[2])
   if ready_at > now then
-    if #out == 3 then out[3] = top[2] end
+    if #out == 4 then out[3] = top[2] end
     break
   end
   local item = redis.call('ZPOPMIN', hq .. host)
@@ -188,6 +215,7 @@ for _, wid in ipairs(redis.call('HKEYS', KEYS[3])) do
   end
 end
 local queued = tonumber(redis.call('GET', KEYS[1]) or '0') + redis.call('ZCARD', KEYS[5])
+  + redis.call('ZCOUNT', KEYS[6], '-inf', ARGV[3])
 return {queued, redis.call('LLEN', KEYS[2]), busy, redis.call('ZCARD', KEYS[4])}
 """
 
@@ -233,6 +261,7 @@ class StepResult:
     added: int = 0
     requeued: int = 0
     pushed: int = 0
+    revisited: int = 0  # due revisits moved into the host queues
 
     @property
     def request(self) -> Request | None:
@@ -310,6 +339,7 @@ class HostQueue:
         worker_id: str,
         acks: Sequence[str] = (),
         pushes: Sequence[tuple[bytes, str, int, float, bytes]] = (),
+        revisits: Sequence[tuple[str, str, int, float, bytes]] = (),
         pop: bool | int = True,
         default_delay: float = 0.0,
         lease_timeout: float = 60.0,
@@ -320,7 +350,9 @@ class HostQueue:
         max_per_host: int = 0,
     ) -> StepResult:
         """Ack leases, push ``(fingerprint, host, priority, not_before, data)``,
-        requeue expired leases, and pop ``pop`` requests (True: one) from ready hosts.
+        schedule ``revisits`` ``(url key, host, priority, due, data)``, move expired
+        leases and due delayed requests and revisits into the host queues, and pop
+        ``pop`` requests (True: one) from ready hosts.
 
         An empty fingerprint bypasses the dupefilter (``dont_filter``); with
         ``seen_mode`` "bloom" a fingerprint is its comma-separated bit offsets
@@ -336,12 +368,17 @@ class HostQueue:
         for fingerprint, host, priority, not_before, data in pushes:
             args += [fingerprint, host, max(-MAX_PRIORITY, min(MAX_PRIORITY, priority)),
                      not_before, data]  # fmt: skip
+        args.append(len(revisits))
+        for key, host, priority, due, data in revisits:
+            args += [key, host, max(-MAX_PRIORITY, min(MAX_PRIORITY, priority)),
+                     repr(float(due)), data]  # fmt: skip
         k = self.keys
         keys = [k.ready, k.next, k.delay, k.leases, k.leased, seen_key or k.seen, k.seq, k.busy,
                 k.queued, k.host_queue_prefix, k.delayed, k.lease_seq,
-                k.overflow_prefix]  # fmt: skip
-        added, requeued, next_ready, *popped = self._step(keys=keys, args=args)
-        result = StepResult(added=int(added), requeued=int(requeued), pushed=len(pushes))
+                k.overflow_prefix, k.revisits, k.revisit_requests]  # fmt: skip
+        added, requeued, next_ready, revisited, *popped = self._step(keys=keys, args=args)
+        result = StepResult(added=int(added), requeued=int(requeued), pushed=len(pushes),
+                            revisited=int(revisited))  # fmt: skip
         result.popped = [(self.decode(popped[i]), popped[i + 1].decode())
                          for i in range(0, len(popped), 2)]  # fmt: skip
         if next_ready:
@@ -361,10 +398,14 @@ class HostQueue:
         return int(queued or 0) + int(delayed)
 
     def idle_check(self, worker_id: str) -> tuple[int, int, int, int]:
-        """Mark ``worker_id`` idle; return (queued, submitted seeds, busy live workers, leases)."""
+        """Mark ``worker_id`` idle; return (queued, submitted seeds, busy live workers, leases).
+
+        Queued counts revisits that are due now; revisits due later do not keep
+        a (non-continuous) crawl open.
+        """
         k = self.keys
-        result = self._idle(keys=[k.queued, k.start, k.busy, k.leases, k.delayed],
-                            args=[worker_id, k.worker_prefix])  # fmt: skip
+        result = self._idle(keys=[k.queued, k.start, k.busy, k.leases, k.delayed, k.revisits],
+                            args=[worker_id, k.worker_prefix, repr(time.time())])  # fmt: skip
         return tuple(int(x) for x in result)  # type: ignore[return-value]
 
     def acquire(self, host: str, *, now: float, default_delay: float, slack: float = 0.0) -> float:
@@ -398,5 +439,16 @@ class HostQueue:
         hosts = self.server.zrange(k.ready, 0, -1)
         names = [k.host_queue_prefix + h.decode() for h in hosts]
         names += [k.overflow_prefix + h.decode() for h in hosts]
-        names += [k.ready, k.next, k.leases, k.leased, k.seq, k.queued, k.delayed, k.lease_seq]
+        names += [
+            k.ready,
+            k.next,
+            k.leases,
+            k.leased,
+            k.seq,
+            k.queued,
+            k.delayed,
+            k.lease_seq,
+            k.revisits,
+            k.revisit_requests,
+        ]
         self.server.delete(*names)

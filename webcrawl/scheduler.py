@@ -19,6 +19,7 @@ What it changes from ``scrapy_redis.scheduler.Scheduler``:
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections import deque
@@ -118,6 +119,7 @@ class Scheduler(RedisScheduler):
         self.keys: CrawlKeys | None = None
         self.closed = False
         self._buffer: list[tuple[bytes, str, int, float, bytes]] = []
+        self._revisits: list[tuple[str, str, int, float, bytes]] = []
         self._leases: dict[Request, str] = {}  # handed to the engine, not yet acknowledged
         self._prefetched: deque[tuple[Request, str]] = deque()  # popped, not yet handed out
         self._wake_call: Any = None
@@ -200,6 +202,20 @@ class Scheduler(RedisScheduler):
             self._step(pop=False)
         return True
 
+    def schedule_revisit(self, request: Request, due: float) -> None:
+        """Fetch ``request`` again at ``due`` (Unix time), whichever worker is free then.
+
+        One entry per URL in the crawl's revisit schedule (a new schedule
+        replaces the old); it goes to Redis with this worker's next round
+        trip, and into its host queue, past the dupefilter, when due.
+        """
+        data = self.queue.encode(request)
+        key = hashlib.sha1(request.url.encode()).hexdigest()[:20]
+        host = scope_key(request.url, "host")
+        self._revisits.append((key, host, request.priority, due, data))
+        if len(self._revisits) >= self.batch_size:
+            self._step(pop=False)
+
     def next_request(self) -> Request | None:
         if not self._prefetched:
             result = self._step(pop=self.prefetch)
@@ -252,11 +268,12 @@ class Scheduler(RedisScheduler):
     def _step(self, pop: bool) -> StepResult | None:
         """One round trip: ack finished leases, push the buffer, maybe pop."""
         finished = self._finished()
-        batch = self._buffer
+        batch, revisits = self._buffer, self._revisits
         try:
             result = self.queue.step(
                 now=time.time(), worker_id=self.worker_id,
                 acks=[self._leases[r] for r in finished], pushes=batch, pop=pop,
+                revisits=revisits,
                 default_delay=self.host_delay, lease_timeout=self.lease_timeout,
                 slack=self.delay_slack, seen_key=self.df.key, seen_mode=self.df.mode,
                 max_per_host=self.max_per_host,
@@ -266,6 +283,7 @@ class Scheduler(RedisScheduler):
             return None
         self._outage_logged = False
         self._buffer = []
+        self._revisits = []
         for request in finished:
             del self._leases[request]
         # Every fingerprint of the batch is in the crawl's seen set now (ours or
@@ -277,6 +295,10 @@ class Scheduler(RedisScheduler):
             self.stats.inc_value("scheduler/enqueued/redis", result.added)
         if len(batch) > result.added:
             self.stats.inc_value("dupefilter/filtered", len(batch) - result.added)
+        if revisits:
+            self.stats.inc_value("revisit/scheduled", len(revisits))
+        if result.revisited:
+            self.stats.inc_value("revisit/due", result.revisited)
         if result.requeued:
             self.stats.inc_value("frontier/lease_expired", result.requeued)
             logger.info("Requeued %d requests whose lease expired", result.requeued)
@@ -340,6 +362,7 @@ class Scheduler(RedisScheduler):
         pipe.llen(self.keys.start)
         pipe.zrangebyscore(self.keys.leases, "-inf", now, start=0, num=1)  # expired: requeue
         pipe.zrangebyscore(self.keys.delayed, "-inf", now, start=0, num=1)
+        pipe.zrangebyscore(self.keys.revisits, "-inf", now, start=0, num=1)
         if any(pipe.execute()):
             self._wake_engine()
         elif not self.continuous and not any(self.queue.idle_check(self.worker_id)):

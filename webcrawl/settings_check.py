@@ -47,3 +47,10 @@ def check_choice(name: str, value: object, options: Iterable[str]) -> str:
     if str(value).lower() not in options:
         raise ValueError(f"{name} must be one of {', '.join(options)}; got {value!r}")
     return str(value).lower()
+
+
+def non_negative_int(settings: BaseSettings, name: str) -> int:
+    value = _number(settings, name, int)
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value!r}")
+    return int(value)

@@ -1,0 +1,117 @@
+"""End to end: a continuous crawl of the changing demo web revisits what changes.
+
+The demo web's pages change on a clock 7 200 times faster than real time
+(a simulated hour is half a second); two continuous workers crawl it with
+revisits bounded to 1 .. 40 real seconds.  Judged from the server's log
+(which version each answer showed) and its ground truth.
+"""
+
+import json
+import signal
+import subprocess
+import time
+import urllib.request
+from collections import defaultdict
+
+from conftest import ROOT, crawl_cmd, crawl_env
+
+from webcrawl.demo import demo_server
+from webcrawl.demoweb import DemoWeb
+from webcrawl.store import open_store
+from webcrawl.urlkey import url_to_key
+
+SPEED = 7200.0
+
+
+def test_continuous_crawl_revisits_changed_pages_and_leaves_unchanged_ones_alone(
+    tmp_path, redis_server
+):
+    log = tmp_path / "requests.jsonl"
+    store_url = f"sqlite:///{tmp_path / 'webtable.sqlite3'}"
+    settings = ["WEBCRAWL_CONTINUOUS=True", "REVISIT_MIN_INTERVAL=1", "REVISIT_MAX_INTERVAL=40",
+                "REVISIT_INITIAL_INTERVAL=3", f"REDIS_URL={redis_server.url}",
+                f"WEBCRAWL_STORE_URL={store_url}", "LOG_LEVEL=INFO",
+                f"WEBCRAWL_CRAWL=incr-{time.monotonic_ns()}"]  # fmt: skip
+    with demo_server(2, 40, log, change_speed=SPEED) as info:
+        procs = []
+        for i in range(2):
+            cmd = crawl_cmd(info["seeds"], tmp_path / f"w{i}", *settings,
+                            f"LOG_FILE={tmp_path / f'w{i}.log'}")  # fmt: skip
+            devnull = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+            procs.append(subprocess.Popen(cmd, cwd=ROOT, env=crawl_env(), **devnull))
+        try:
+            time.sleep(30)
+            truth = json.loads(
+                urllib.request.urlopen(f"http://{info['hosts'][0]}/__truth__").read()
+            )
+        finally:
+            for proc in procs:
+                proc.send_signal(signal.SIGINT)
+            for proc in procs:
+                proc.wait(60)
+    fetches = defaultdict(list)  # url -> [(time, version, status)]
+    for line in log.read_text().splitlines():
+        r = json.loads(line)
+        if "v" in r and r["method"] == "GET":
+            fetches[f"http://{r['host']}{r['path']}"].append((r["t"], r["v"], r["status"]))
+    pages = truth["pages"]
+    web = DemoWeb(info["hosts"], info["pages_per_host"], info["seed"])
+    reachable = [u for u, _ in web.reachable().items() if u in pages]  # HTML, in scope
+    crawled = [u for u in reachable if fetches.get(u)]
+    assert len(crawled) == len(reachable), set(reachable) - set(crawled)
+    with open_store(store_url) as store:
+        rows = {u: store.get_page(url_to_key(u)) for u in crawled}
+
+    # pages that changed were fetched again and their new versions seen
+    caught = [u for u in crawled if len({v for _, v, s in fetches[u] if s == 200}) >= 2]
+    assert len(caught) >= 10, len(caught)
+    # every fetch that saw a new version was recorded as a change, and no fetch of an
+    # unchanged version (noise only: new timestamp and advert) was
+    for url in crawled:
+        got, flags = fetches[url], [v[1] for v in rows[url]["visits"]]
+        for i in range(1, min(len(got), len(flags))):
+            if got[i][2] == 200 and got[i - 1][2] in (200, 304):
+                changed = got[i][1] != got[i - 1][1]
+                assert flags[i] == int(changed), (url, got, flags)
+    # pages that never changed: revisited conditionally (304, no body) and seldom
+    quiet = [u for u in crawled if not pages[u]["changes"]]
+    assert quiet, "some pages must stay unchanged over the run"
+    revisits = [f for u in quiet for f in fetches[u][1:]]
+    assert revisits and all(status == 304 for _, _, status in revisits)
+    busy = [u for u in crawled if len(pages[u]["changes"]) >= 10]
+    if busy:
+        quiet_mean = sum(len(fetches[u]) for u in quiet) / len(quiet)
+        busy_mean = sum(len(fetches[u]) for u in busy) / len(busy)
+        assert busy_mean > 2 * quiet_mean, (busy_mean, quiet_mean)
+    # rows carry the revisit plan
+    row = rows[crawled[0]]
+    assert row["revisit_interval"] and row["next_visit"] and row["revisit_method"]
+
+
+def test_head_precheck_skips_the_get_of_unchanged_pages(tmp_path, redis_server):
+    log = tmp_path / "requests.jsonl"
+    settings = ["WEBCRAWL_CONTINUOUS=True", "REVISIT_MIN_INTERVAL=1", "REVISIT_MAX_INTERVAL=2",
+                "REVISIT_INITIAL_INTERVAL=1", "REVISIT_HEAD_PRECHECK=True",
+                f"REDIS_URL={redis_server.url}", "LOG_LEVEL=INFO", "DEPTH_LIMIT=1",
+                f"WEBCRAWL_CRAWL=head-{time.monotonic_ns()}"]  # fmt: skip
+    with demo_server(2, 20, log) as info:
+        cmd = crawl_cmd(info["seeds"], tmp_path / "w", *settings, f"LOG_FILE={tmp_path / 'w.log'}")
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=crawl_env(), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)  # fmt: skip
+        try:
+            time.sleep(10)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(60)
+    by_url = defaultdict(list)
+    for line in log.read_text().splitlines():
+        r = json.loads(line)
+        if r["path"] != "/robots.txt" and r["status"] == 200:
+            by_url[r["path"], r["host"]].append(r["method"])
+    html = [methods for (path, _), methods in by_url.items() if path.endswith(("/", ".html"))]
+    assert html
+    # one GET each; every revisit was a HEAD whose answer matched the stored version
+    assert all(methods.count("GET") == 1 for methods in html), html
+    assert sum(methods.count("HEAD") for methods in html) >= len(html)
+    stats = (tmp_path / "w.log").read_text()
+    assert "'revisit/head_skipped'" in stats
