@@ -19,13 +19,20 @@ CHINESE = (
     "它们被广泛用于互联网搜索引擎。"
 )
 MIXED = "Ünïcødé İstanbul STRASSE straße — café naïve 東京 2026-11-22 ½ ⅓ ①②"
+# beyond the Basic Multilingual Plane (mathematical letters, CJK extension B, emoji):
+# these take the string path, not the packed 64-bit shingle keys
+ASTRAL = (
+    "\U0001d518\U0001d52b\U0001d526\U0001d520\U0001d52c\U0001d521\U0001d522 "  # fraktur
+    "\U0001d41b\U0001d428\U0001d425\U0001d41d text "  # bold
+    "\U00020000\U00020001\U00020002 and \U0001f600 emoji"  # CJK extension B, an emoji
+)
 
 
 def texts():
     rng = random.Random(7)
     words = (ENGLISH + " " + CHINESE + " " + MIXED).split() + list(CHINESE)
     yield from ["", "a", "ab", "abc", "abcd", "abcde", "   ", "!!!", "A B C D", ENGLISH, CHINESE,
-                MIXED, ENGLISH.upper(), "x" * 255]  # fmt: skip
+                MIXED, ASTRAL, ENGLISH + ASTRAL, "𠀀", ENGLISH.upper(), "x" * 255]  # fmt: skip
     for n in (3, 10, 50, 300, 2000):
         for _ in range(8):
             yield " ".join(rng.choice(words) for _ in range(n))
@@ -46,6 +53,21 @@ def reference(text):
         for b in range(64):
             votes[b] += (h >> b) & 1
     return sum(1 << b for b in range(64) if votes[b] > len(feats) / 2)
+
+
+def test_cached_feature_hashes_stay_right_across_pages_and_cache_resets(monkeypatch):
+    import webcrawl.simhash as module
+
+    rng = random.Random(11)
+    words = (ENGLISH + " " + MIXED).split()
+    pages = [" ".join(rng.choice(words) for _ in range(200)) for _ in range(20)]
+    expected = [package.Simhash(p).value for p in pages]
+    # a small cache: merges of recent keys into the sorted array, and restarts
+    monkeypatch.setattr(module, "_key_cache", module._KeyCache(9000, min_merge=500))
+    assert [simhash(p) for p in pages] == expected
+    assert len(module._key_cache.keys) > 0  # merged at least once
+    assert [simhash(p) for p in pages] == expected  # now from the cache
+    assert len(module._key_cache) <= 9000 + 500 + 1200
 
 
 def test_features_repeated_256_times_or_more():
