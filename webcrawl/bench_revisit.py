@@ -11,8 +11,9 @@ daily, weekly), each visited from time 0 for 200 of its periods (at least
   make it look worse on fast pages;
 - **ours**: :func:`webcrawl.revisit.plan`, with and without Last-Modified from
   the server;
-- **ours, equal budget**: our intervals scaled so that we fetch as often as
-  Nutch did in total, for freshness at an equal fetch budget.
+- **ours, equal budget**: our intervals (with and without Last-Modified)
+  scaled so that we fetch as often as Nutch did in total, for freshness at
+  an equal fetch budget.
 
 Printed: learned interval / true change period after 10 and 30 visits
 (median and p5-p95, Poisson and periodic pages apart), the spread of the
@@ -62,6 +63,18 @@ def summarise(name: str, pages: list[ChangeProcess], runs: list[Run]) -> dict:
     return row
 
 
+def at_budget(
+    pages: list[ChangeProcess], target: int, runs: list[Run], **kw: object
+) -> tuple[float, list[Run]]:
+    """Our intervals scaled until we fetch ``target`` times in all (two corrections)."""
+    scale, fetched = 1.0, sum(r.fetches for r in runs)
+    for _ in range(2):
+        scale *= fetched / target
+        runs = run_policy(pages, "ours", scale=scale, **kw)
+        fetched = sum(r.fetches for r in runs)
+    return scale, runs
+
+
 def run(args: argparse.Namespace) -> int:
     rng = random.Random(args.seed)
     pages = [ChangeProcess.make(kind, period, horizon_of(period), rng)
@@ -72,17 +85,12 @@ def run(args: argparse.Namespace) -> int:
     rows.append(summarise("nutch (adaptive, defaults)", pages, nutch))
     ours = run_policy(pages, "ours")
     rows.append(summarise("ours", pages, ours))
-    rows.append(
-        summarise("ours, no Last-Modified", pages, run_policy(pages, "ours", last_modified=False))
-    )
-    # equal budget: scale our intervals until we fetch as often as Nutch (2 corrections)
-    scale, target = 1.0, rows[0]["fetches"]
-    fetched = rows[1]["fetches"]
-    for _ in range(3):
-        scale *= fetched / target
-        scaled = run_policy(pages, "ours", scale=scale)
-        fetched = sum(r.fetches for r in scaled)
-    rows.append(summarise(f"ours, Nutch's budget (x{scale:.2f})", pages, scaled))
+    no_lm = run_policy(pages, "ours", last_modified=False)
+    rows.append(summarise("ours, no Last-Modified", pages, no_lm))
+    target = rows[0]["fetches"]
+    for name, runs, kw in (("ours", ours, {}), ("ours, no LM", no_lm, {"last_modified": False})):
+        scale, scaled = at_budget(pages, target, runs, **kw)
+        rows.append(summarise(f"{name}, Nutch's budget (x{scale:.2f})", pages, scaled))
     print(f"{len(pages)} simulated pages ({sum(p.kind == 'poisson' for p in pages)} Poisson, "
           f"{sum(p.kind == 'periodic' for p in pages)} periodic), seed {args.seed}, "
           f"{time.monotonic() - started:.0f} s", file=sys.stderr)  # fmt: skip
@@ -95,12 +103,12 @@ def print_table(rows: list[dict]) -> None:
         return f"{v[1]:.2f} ({v[0]:.2f}-{v[2]:.2f})"
 
     print("\nlearned interval / true change period: median (p5-p95)")
-    head = f"{'policy':<34} {'Poisson @10':>18} {'Poisson @30':>18} {'periodic @30':>18}"
+    head = f"{'policy':<38} {'Poisson @10':>18} {'Poisson @30':>18} {'periodic @30':>18}"
     print(head)
     for r in rows:
-        print(f"{r['policy']:<34} {q(r['poisson@10']):>18} {q(r['poisson@30']):>18} "
+        print(f"{r['policy']:<38} {q(r['poisson@10']):>18} {q(r['poisson@30']):>18} "
               f"{q(r['periodic@30']):>18}")  # fmt: skip
-    print(f"\n{'policy':<34} {'spread':>7} {'fetches':>9} {'no change':>10} {'freshness':>10}")
+    print(f"\n{'policy':<38} {'spread':>7} {'fetches':>9} {'no change':>10} {'freshness':>10}")
     for r in rows:
-        print(f"{r['policy']:<34} {r['spread']:>7.2f} {r['fetches']:>9} {r['no_change']:>10.1%} "
+        print(f"{r['policy']:<38} {r['spread']:>7.2f} {r['fetches']:>9} {r['no_change']:>10.1%} "
               f"{r['freshness']:>10.1%}")  # fmt: skip

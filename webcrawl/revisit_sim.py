@@ -108,7 +108,8 @@ def simulate(
 ) -> Run:
     """Visit the page from ``start`` to ``horizon`` under ``policy`` ("ours" or "nutch").
 
-    ``scale`` multiplies our intervals (to meet a fetch budget); ``last_modified``:
+    ``scale`` multiplies our intervals (to meet a fetch budget; a periodic page's are
+    only ever lengthened); ``last_modified``:
     whether the server sends it (the last change time).
     """
     params = params or RevisitParams()
@@ -131,7 +132,12 @@ def simulate(
         else:
             visits.append(Visit(t, changed, lm))
             revisit = plan(visits, t, params)
-            due = t + (revisit.due - t) * scale
+            if revisit.method != "periodic" or scale > 1:
+                # (a periodic page is visited just after each change: visiting sooner
+                # would land just before the change, again and again, for nothing)
+                due = t + (revisit.due - t) * scale
+            else:
+                due = revisit.due
             run.intervals.append(revisit.interval)
             run.periods.append(revisit.period)
         due = min(max(due, t + 1.0), horizon)
