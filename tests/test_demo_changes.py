@@ -58,6 +58,10 @@ def test_server_sends_noise_version_etags_and_304s(tmp_path):
         assert get(url, **{"If-Modified-Since": now})[0] == 304
         old = email.utils.formatdate(0, usegmt=True)
         assert get(url, **{"If-Modified-Since": old})[0] == 200
+        # If-None-Match decides when present (RFC 9110): a stale ETag gets the page even
+        # when If-Modified-Since is current (versions made within one second share it)
+        stale = {"If-None-Match": '"v-stale"', "If-Modified-Since": now}
+        assert get(url, **stale)[0] == 200
         truth = json.loads(get(f"http://{info['hosts'][0]}/__truth__")[2])
         assert truth["speed"] == 3.0 and url in truth["pages"]
     entries = [json.loads(line) for line in log.read_text().splitlines()]

@@ -15,6 +15,7 @@ from collections import defaultdict
 
 from conftest import ROOT, crawl_cmd, crawl_env
 
+from webcrawl.bench_incremental import judged_visits
 from webcrawl.demo import demo_server
 from webcrawl.demoweb import DemoWeb
 from webcrawl.store import open_store
@@ -65,14 +66,13 @@ def test_continuous_crawl_revisits_changed_pages_and_leaves_unchanged_ones_alone
     # pages that changed were fetched again and their new versions seen
     caught = [u for u in crawled if len({v for _, v, s in fetches[u] if s == 200}) >= 2]
     assert len(caught) >= 10, len(caught)
-    # every fetch that saw a new version was recorded as a change, and no fetch of an
-    # unchanged version (noise only: new timestamp and advert) was
-    for url in crawled:
-        got, flags = fetches[url], [v[1] for v in rows[url]["visits"]]
-        for i in range(1, min(len(got), len(flags))):
-            if got[i][2] == 200 and got[i - 1][2] in (200, 304):
-                changed = got[i][1] != got[i - 1][1]
-                assert flags[i] == int(changed), (url, got, flags)
+    # fetches that saw a new version were recorded as changes (SimHash may miss the odd
+    # small edit: a new version within 3 bits), and no fetch of an unchanged version
+    # (noise only: a new timestamp and advert) was
+    judged = [j for u in crawled for j in judged_visits(rows[u]["visits"], fetches[u])]
+    real = [flag for changed, flag in judged if changed]
+    assert len(real) >= 50 and sum(real) >= 0.98 * len(real), (sum(real), len(real))
+    assert not [1 for changed, flag in judged if flag and not changed]
     # pages that never changed: revisited conditionally (304, no body) and seldom
     quiet = [u for u in crawled if not pages[u]["changes"]]
     assert quiet, "some pages must stay unchanged over the run"

@@ -297,6 +297,15 @@ def _link_text(url: str) -> str:
 # -- the server ---------------------------------------------------------------
 
 
+def _not_modified(request: Any, etag: str, modified: float) -> bool:
+    """RFC 9110 13.2.2: If-None-Match decides when present; If-Modified-Since only without it
+    (its one-second resolution cannot tell apart versions made within one second)."""
+    inm = request.getHeader("If-None-Match")
+    if inm is not None:
+        return etag in {tag.strip() for tag in inm.split(",")} or inm.strip() == "*"
+    return _not_modified_since(request.getHeader("If-Modified-Since"), modified)
+
+
 def _not_modified_since(header: bytes | str | None, modified: float) -> bool:
     """Whether an If-Modified-Since header is at or after ``modified`` (to the second)."""
     if not header:
@@ -451,9 +460,7 @@ class DemoResource:
             etag = '"' + hashlib.sha1(body).hexdigest()[:16] + '"'
             request.setHeader("ETag", etag)
             request.setHeader("Last-Modified", _http_date(LAST_MODIFIED))
-            if request.getHeader("If-None-Match") == etag or _not_modified_since(
-                request.getHeader("If-Modified-Since"), LAST_MODIFIED
-            ):
+            if _not_modified(request, etag, LAST_MODIFIED):
                 status, body = 304, b""
         request.setResponseCode(status)
         request.setHeader("Content-Type", ctype)
@@ -472,9 +479,7 @@ class DemoResource:
         etag = f'"v{version}-{hashlib.sha1(page.url.encode()).hexdigest()[:8]}"'
         request.setHeader("ETag", etag)
         request.setHeader("Last-Modified", _http_date(modified))
-        if request.getHeader("If-None-Match") == etag or _not_modified_since(
-            request.getHeader("If-Modified-Since"), modified
-        ):
+        if _not_modified(request, etag, modified):
             return 304, b"", "text/html; charset=utf-8"
         body, ctype = self.web.render_version(page, version, now, self._noise)
         return 200, body, ctype
