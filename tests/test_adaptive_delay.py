@@ -73,9 +73,14 @@ def run_demo(tmp_path, *settings, faults=(), crawl_delays=()):
 def test_429_with_retry_after_slows_the_host_for_every_request(tmp_path):
     info, times, log = run_demo(tmp_path, "FRONTIER_HOST_DELAY=0.02", faults=["1:/s0/:429:1:1"])
     host = times[info["hosts"][1]]
-    first_429 = next(i for i, (_, status, _) in enumerate(host) if status == 429)
-    # nothing else was asked of that host for the second it asked for
-    assert host[first_429 + 1][0] - host[first_429][0] >= 1.0, host[first_429 : first_429 + 2]
+    t429 = next(t for t, status, _ in host if status == 429)
+    # nothing else was asked of that host for the second it asked for, once the crawler
+    # had the answer: requests already on their way when the 429 was sent (the host
+    # delay is 0.02 s, below the latency) may still arrive in the first moments
+    in_flight = 0.2
+    asked = [(t - t429, p) for t, _, p in host if t429 + in_flight < t < t429 + 1.0]
+    assert not asked, asked
+    assert sum(1 for t, _, _ in host if t429 < t <= t429 + in_flight) <= 2
     assert "answered 429" in log
     # the 429'd pages were fetched again later, and stored
     assert all(any(p == path and s == 200 for _, s, p in host) for _, st, path in host if st == 429)

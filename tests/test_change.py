@@ -44,6 +44,20 @@ def test_timestamps_and_marked_up_adverts_are_not_fingerprinted():
     assert "Buy shoes" not in texts[0] and "Cheap flights" not in texts[1]
 
 
+def test_signature_text_scans_only_around_digits_with_the_same_result():
+    from webcrawl.change import _VOLATILE
+
+    rng = random.Random(5)
+    words = ("Updated 2026-11-22 08:01:23 UTC 5 minutes ago Nov 23, 2026 at 5:45 pm "
+             "Sunday, 22nd November 2026 release 4.2 22.11.2026 11/22/26 version 3 of 12 "
+             "the quick brown fox jumps over the lazy dog Django documentation "
+             "Wednesday September 9 at 10 a.m. GMT 2 hours ago 1999").split()  # fmt: skip
+    texts = ["", "no digits at all", "7", "2026-11-22", "ends with a date 2026-11-22"]
+    texts += [" ".join(rng.choice(words) for _ in range(rng.randint(1, 400))) for _ in range(300)]
+    for text in texts:
+        assert signature_text(text) == _VOLATILE.sub(" ", text), text
+
+
 def page(**kw):
     base = dict(url="http://h/a", final_url="http://h/a", status=200, fetched_at=1000.0,
                 text="hello world " * 50, title="T")  # fmt: skip

@@ -50,9 +50,52 @@ _VOLATILE = re.compile(
 )  # fmt: skip
 
 
+_DIGITS = re.compile(r"\d+")
+_REACH = 64  # how far a date or time extends beyond its first or last digit, at most
+
+
 def signature_text(text: str) -> str:
-    """``text`` without the dates and times pages print about themselves (what we fingerprint)."""
-    return _VOLATILE.sub(" ", text)
+    """``text`` without the dates and times pages print about themselves (what we fingerprint).
+
+    Every date or time has a digit, so the pattern only runs in windows of
+    whole words around the digits: 4 times faster on documentation pages,
+    same result (``_VOLATILE.sub(" ", text)``) for text whose whitespace is
+    collapsed, as visible text is.
+    """
+    out, done = [], 0
+    for lo, hi in _windows(text):
+        out.append(text[done:lo])
+        pos = lo
+        for m in _VOLATILE.finditer(text, lo, hi):
+            out += (text[pos : m.start()], " ")
+            pos = m.end()
+        out.append(text[pos:hi])
+        done = hi
+    out.append(text[done:])
+    return "".join(out)
+
+
+def _windows(text: str) -> list[tuple[int, int]]:
+    """Disjoint spans, on word boundaries, covering ``_REACH`` characters around each digit."""
+    raw: list[list[int]] = []
+    for m in _DIGITS.finditer(text):
+        lo, hi = m.start() - _REACH, m.end() + _REACH
+        if raw and lo <= raw[-1][1]:
+            raw[-1][1] = hi
+        else:
+            raw.append([lo, hi])
+    n, spans = len(text), []
+    for raw_lo, raw_hi in raw:
+        lo, hi = max(raw_lo, 0), min(raw_hi, n)
+        while lo > 0 and not text[lo - 1].isspace():
+            lo -= 1
+        while hi < n and not text[hi].isspace():
+            hi += 1
+        if spans and lo <= spans[-1][1]:
+            spans[-1] = (spans[-1][0], hi)
+        else:
+            spans.append((lo, hi))
+    return spans
 
 
 def http_time(value: str | None) -> float | None:

@@ -42,8 +42,21 @@ def visible_text(selector: Selector) -> str:
     bodies = [b for b in root.iter("body") if next(b.iterancestors("body"), None) is None]
     parts: list[str] = []
     for top in bodies or [root]:
-        _text_of(top, parts)
+        _text_of(top, parts, _adverts(top))
     return normalize_space(" ".join(parts))
+
+
+_CLASSES = etree.XPath("descendant-or-self::*/@class", smart_strings=False)
+_IDS = etree.XPath("descendant-or-self::*/@id", smart_strings=False)
+
+
+def _adverts(top: etree._Element) -> set[etree._Element]:
+    """The elements under ``top`` marked as adverts (usually none: one test of all the
+    class and id words of the page first, twice as fast as a test per element)."""
+    words = " ".join(_CLASSES(top)) + " " + " ".join(_IDS(top))
+    if _AD_WORDS.isdisjoint(_WORD_SPLIT.split(words.lower())):
+        return set()
+    return {el for el in top.iter(etree.Element) if _is_advert(el)}
 
 
 def _is_advert(el: etree._Element) -> bool:
@@ -54,8 +67,9 @@ def _is_advert(el: etree._Element) -> bool:
     return not _AD_WORDS.isdisjoint(_WORD_SPLIT.split(f"{cls or ''} {ident or ''}".lower()))
 
 
-def _text_of(top: etree._Element, parts: list[str]) -> None:
-    """Append the text under ``top`` outside invisible elements (comments' text excluded).
+def _text_of(top: etree._Element, parts: list[str], skip: set[etree._Element]) -> None:
+    """Append the text under ``top`` outside invisible elements and ``skip`` (comments' text
+    excluded).
 
     A tree walk, not ``selector.xpath("//body//text()[not(ancestor::script...)]")``:
     parsel builds a Selector per text node and the ancestor test runs per node,
@@ -65,7 +79,7 @@ def _text_of(top: etree._Element, parts: list[str]) -> None:
     for event, el in walk:
         if event == "start":
             tag = el.tag
-            if tag in _SKIP or _is_advert(el):
+            if tag in _SKIP or (skip and el in skip):
                 walk.skip_subtree()
             elif el.text:
                 parts.append(el.text)
