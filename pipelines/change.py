@@ -1,12 +1,15 @@
 """Change detection: SimHash the page's visible text, compare with its stored version.
 
-For each page the previous row is read from the store (on a small thread
-pool, off the reactor) and :func:`webcrawl.change.compare` fills in
-``simhash``, ``previous_simhash``, ``distance``, ``changed`` and the visit
-history.  A 304 takes the stored content.  Stats: ``change/new``,
-``change/changed``, ``change/unchanged``, ``change/not_modified``,
-``change/read_errors`` (the store could not be read: the page is treated as
-new and the error logged; the page itself is never lost).
+Pages are gathered for ``SIMHASH_READ_INTERVAL`` seconds (or 64 of them)
+and their previous rows read from the store in one call on a thread of its
+own, off the reactor: a thread hop and a query per page cost more CPU
+(GIL hand-overs) than the read itself.  Then, on the reactor thread,
+:func:`webcrawl.change.compare` fills in ``simhash``, ``previous_simhash``,
+``distance``, ``changed`` and the visit history.  A 304 takes the stored
+content.  Stats: ``change/new``, ``change/changed``, ``change/unchanged``,
+``change/not_modified``, ``change/read_errors`` (the store could not be
+read: the pages are treated as new and the error logged; a page itself is
+never lost).
 """
 
 from __future__ import annotations
@@ -17,16 +20,19 @@ from typing import Any
 from scrapy.crawler import Crawler
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import reactor
+from twisted.internet.defer import Deferred
 from twisted.internet.threads import deferToThreadPool
 from twisted.python.threadpool import ThreadPool
 
 from webcrawl.change import compare
 from webcrawl.page import Page
-from webcrawl.settings_check import non_negative_int, positive_int
-from webcrawl.store import Store, StoreError, open_store, store_url_from_settings
+from webcrawl.settings_check import non_negative_float, non_negative_int, positive_int
+from webcrawl.store import Row, Store, open_store, store_url_from_settings
 from webcrawl.urlkey import url_to_key
 
 logger = logging.getLogger(__name__)
+
+_BATCH = 64  # pages read in one store call at most
 
 
 class ChangePipeline:
@@ -35,8 +41,12 @@ class ChangePipeline:
         self.stats = crawler.stats
         self.threshold = non_negative_int(settings, "SIMHASH_CHANGE_DISTANCE")
         self.keep = positive_int(settings, "REVISIT_HISTORY")
+        self.interval = non_negative_float(settings, "SIMHASH_READ_INTERVAL")
         self.store: Store = open_store(store_url_from_settings(settings))
-        self._pool = ThreadPool(minthreads=1, maxthreads=2, name="webcrawl-change")
+        self._pool = ThreadPool(minthreads=1, maxthreads=1, name="webcrawl-change")
+        # pages waiting for their stored versions: (key, Deferred fired with the row)
+        self._waiting: list[tuple[str, Deferred[Row | None]]] = []
+        self._timer: Any = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ChangePipeline:
@@ -46,6 +56,7 @@ class ChangePipeline:
         self._pool.start()
 
     async def close_spider(self) -> None:
+        self._read()
         await maybe_deferred_to_future(deferToThreadPool(reactor, self._pool, self.store.close))
         self._pool.stop()
 
@@ -53,9 +64,7 @@ class ChangePipeline:
         if not isinstance(item, Page):
             return item
         was_304 = item.kind == "not_modified"
-        previous = await maybe_deferred_to_future(
-            deferToThreadPool(reactor, self._pool, self._previous, item.url)
-        )
+        previous = await maybe_deferred_to_future(self._previous(item.url))
         # the fingerprint is CPU work (about 1 ms a page): here, not on the pool, where
         # it would only contend with the reactor for the GIL
         compare(item, previous, self.threshold, self.keep)
@@ -66,12 +75,47 @@ class ChangePipeline:
             self.stats.inc_value(f"change/{outcome}")
         return item
 
-    def _previous(self, url: str) -> dict[str, Any] | None:
-        """Runs on the pool: the stored row of ``url``, or None."""
+    def _previous(self, url: str) -> Deferred[Row | None]:
+        """A Deferred of the stored row of ``url`` (None if none), read with the batch."""
+        # each page waits on a Deferred of its own: awaiting one shared Deferred from
+        # several coroutines hands its result to the first only
+        found: Deferred[Row | None] = Deferred()
         try:
-            return self.store.get_page(url_to_key(url))
-        except (StoreError, ValueError) as exc:
-            self.stats.inc_value("change/read_errors")
-            logger.error("Could not read the stored version of %s (%s): treated as new",
-                         url, exc)  # fmt: skip
-            return None
+            key = url_to_key(url)
+        except ValueError as exc:
+            self._read_failed(exc, [url])
+            found.callback(None)
+            return found
+        self._waiting.append((key, found))
+        if len(self._waiting) >= _BATCH:
+            self._read()
+        elif self._timer is None:
+            self._timer = reactor.callLater(self.interval, self._read)
+        return found
+
+    def _read(self) -> None:
+        """Read the stored rows of every waiting page, in one call on the pool."""
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer = None
+        if not self._waiting:
+            return
+        waiting, self._waiting = self._waiting, []
+        keys = [key for key, _ in waiting]
+        d = deferToThreadPool(reactor, self._pool, self.store.get_pages, keys)
+
+        def deliver(rows: dict[str, Row]) -> None:
+            for key, found in waiting:
+                found.callback(rows.get(key))
+
+        def failed(failure: Any) -> None:
+            self._read_failed(failure.value, keys)
+            for _, found in waiting:
+                found.callback(None)
+
+        d.addCallbacks(deliver, failed)
+
+    def _read_failed(self, exc: BaseException, keys: list[str]) -> None:
+        self.stats.inc_value("change/read_errors", len(keys))
+        logger.error("Could not read the stored versions of %d pages (%s): treated as new: %s",
+                     len(keys), exc, " ".join(keys[:20]))  # fmt: skip

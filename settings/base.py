@@ -178,6 +178,9 @@ ITEM_PIPELINES = {
 # A page changed when the SimHash (64 bits) of its visible text is more than
 # this many bits away from the stored one (timestamps, adverts: 0-3 bits).
 SIMHASH_CHANGE_DISTANCE = 3
+# Seconds the change pipeline gathers pages before reading their stored versions
+# in one store call (one thread hop and one query per batch, not per page).
+SIMHASH_READ_INTERVAL = 0.05
 # Plan each page's next visit from its change rate and schedule it in Redis.
 REVISIT_ENABLED = True
 # Bounds of the revisit interval (seconds): 1 hour .. 30 days.

@@ -30,6 +30,17 @@ def test_put_get_replace_scan_count(tmp_path):
         assert len(list(store.scan_pages(limit=2))) == 2
 
 
+def test_get_pages_reads_many_keys_at_once(tmp_path):
+    with open_store(f"sqlite:///{tmp_path}/w.db") as store:
+        urls = [f"http://a.example/{i}" for i in range(1200)]  # over one statement's keys
+        store.put_pages([row(u, title=u) for u in urls[::2]])
+        keys = [url_to_key(u) for u in urls] + [url_to_key(urls[0])]  # a repeat
+        got = store.get_pages(keys)
+        assert sorted(got) == sorted(url_to_key(u) for u in urls[::2])
+        assert all(got[url_to_key(u)]["title"] == u for u in urls[::2])
+        assert store.get_pages([]) == {}
+
+
 def test_rows_survive_reopen(tmp_path):
     url = f"sqlite:///{tmp_path}/w.db"
     with open_store(url) as store:

@@ -204,13 +204,14 @@ def run_crawl(args: argparse.Namespace) -> int:
                 rows.append((name, pages, seconds, rate, calls))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    base = rows[0][3]
+    base, one = rows[0][3], rows[3][3]  # plain Scrapy; one webcrawl worker over TCP
     print(f"\n{'setup':<28} {'pages':>6} {'seconds':>8} {'pages/s':>8} {'x plain':>8} "
-          f"{'Redis calls/page':>17}")  # fmt: skip
-    for name, pages, seconds, rate, calls in rows:
+          f"{'x 1 worker':>10} {'Redis calls/page':>17}")  # fmt: skip
+    for (name, pages, seconds, rate, calls), (_, _, workers) in zip(rows, setups, strict=True):
         shown = f"{calls:.2f}" if calls is not None else "-"
+        scale = f"{rate / one:.2f}" if workers > 1 else "-"
         print(f"{name:<28} {pages:>6} {seconds:>8.2f} {rate:>8.1f} {rate / base:>8.2f} "
-              f"{shown:>17}")  # fmt: skip
+              f"{scale:>10} {shown:>17}")  # fmt: skip
     return 0
 
 

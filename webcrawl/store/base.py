@@ -30,6 +30,15 @@ class Store(abc.ABC):
     def get_page(self, key: str) -> Row | None:
         """The row at ``key``, or None."""
 
+    def get_pages(self, keys: Sequence[str]) -> dict[str, Row]:
+        """The rows at ``keys`` that exist, by key (one round trip where the backend can)."""
+        found = {}
+        for key in keys:
+            row = self.get_page(key)
+            if row is not None:
+                found[key] = row
+        return found
+
     @abc.abstractmethod
     def scan_pages(self, prefix: str = "", limit: int | None = None) -> Iterator[Row]:
         """Rows whose key starts with ``prefix``, in key order."""

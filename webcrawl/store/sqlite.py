@@ -32,6 +32,9 @@ CREATE TABLE IF NOT EXISTS failpaths (
 ) WITHOUT ROWID;
 """
 
+# Host parameters per statement: SQLite's limit is 999 before 3.32, 32766 after.
+_MAX_PARAMS = 500
+
 
 class SQLiteStore(Store):
     def __init__(self, path: str | Path, busy_timeout: float = 60.0) -> None:
@@ -91,6 +94,21 @@ class SQLiteStore(Store):
     def get_page(self, key: str) -> Row | None:
         found = self._conn().execute("SELECT row FROM webtable WHERE key = ?", (key,)).fetchone()
         return json.loads(found[0]) if found else None
+
+    def get_pages(self, keys: Sequence[str]) -> dict[str, Row]:
+        found: dict[str, Row] = {}
+        unique = list(dict.fromkeys(keys))
+        try:
+            conn = self._conn()
+            for start in range(0, len(unique), _MAX_PARAMS):
+                chunk = unique[start : start + _MAX_PARAMS]
+                marks = ",".join("?" * len(chunk))
+                sql = f"SELECT key, row FROM webtable WHERE key IN ({marks})"
+                for key, row in conn.execute(sql, chunk):
+                    found[key] = json.loads(row)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.url}: reading {len(unique)} rows failed: {exc}") from exc
+        return found
 
     def scan_pages(self, prefix: str = "", limit: int | None = None) -> Iterator[Row]:
         sql = "SELECT row FROM webtable WHERE key >= ? AND key < ? ORDER BY key"
