@@ -8,6 +8,10 @@ politeness off (the server is local).  Only the scheduler changes:
 - scrapy-redis: its stock scheduler, dupefilter and (pickle) queue over TCP;
 - webcrawl: our scheduler, over the embedded Redis (Unix socket) and over TCP.
 
+Redis work per page is shown two ways: commands the server executed
+(``total_commands_processed``, commands inside Lua scripts included) and
+round trips the workers made (``frontier/redis_round_trips``: one per
+command or pipeline sent; webcrawl's scheduler counts them).
 Pages/s is Scrapy's ``response_received_count / elapsed_time_seconds`` (from
 spider open to close, so it includes start-up and end-of-crawl detection).
 The median of ``--runs`` runs is shown.  The demo web is served by nginx
@@ -96,12 +100,17 @@ def crawl_once(seeds: list[str], workdir: Path, settings: list[str]) -> tuple[in
 
 
 def crawl_parallel(
-    seeds: list[str], workdir: Path, settings: list[str], workers: int
+    seeds: list[str],
+    workdir: Path,
+    settings: list[str],
+    workers: int,
+    totals: dict[str, float] | None = None,
 ) -> tuple[int, float]:
     """(pages, seconds) of ``workers`` ``scrapy crawl`` processes sharing one crawl.
 
     Seconds: from the first worker's start to the last one's end (Scrapy's
-    ``elapsed_time_seconds`` for one worker).
+    ``elapsed_time_seconds`` for one worker).  ``totals``, if given, gets the
+    sum over the workers of each stat it names (0 where a worker has none).
     """
     data = Path(tempfile.mkdtemp(dir=workdir))
     logs = [data / f"crawl{i}.log" for i in range(workers)]
@@ -116,6 +125,8 @@ def crawl_parallel(
             raise RuntimeError(f"crawl failed (exit {code}):\n{text[-2000:]}")
     shutil.rmtree(data, ignore_errors=True)
     pages = sum(int(stat(t, "response_received_count")) for t in texts)
+    for name in totals or {}:
+        totals[name] = sum(stat(t, name, 0.0) for t in texts)  # type: ignore[index]
     if workers == 1:
         return pages, stat(texts[0], "elapsed_time_seconds")
     starts = [_time(t, "start_time") for t in texts]
@@ -186,13 +197,17 @@ def run_crawl(args: argparse.Namespace) -> int:
             print(f"{what} ({server}): {info['pages']} pages on {len(info['hosts'])} "
                   f"hosts; {args.runs} runs per setup (median)", flush=True)  # fmt: skip
             # runs interleave the setups, so a slow spell of the machine hits all alike
-            results: dict[str, list[tuple[int, float, int]]] = {name: [] for name, *_ in setups}
+            # per setup and run: pages, seconds, Redis commands, round trips
+            results: dict[str, list[tuple[int, float, int, float]]] = {n: [] for n, *_ in setups}
             for i in range(args.runs):
                 for name, settings, workers in setups:
                     extra = [f"WEBCRAWL_CRAWL=bench{i}-{time.monotonic_ns()}"]
                     before = _commands(url)
-                    pages, seconds = crawl_parallel(seeds, workdir, [*settings, *extra], workers)
-                    results[name].append((pages, seconds, _commands(url) - before))
+                    trips = {"frontier/redis_round_trips": 0.0}
+                    pages, seconds = crawl_parallel(seeds, workdir, [*settings, *extra], workers,
+                                                    trips)  # fmt: skip
+                    results[name].append((pages, seconds, _commands(url) - before,
+                                          trips["frontier/redis_round_trips"]))  # fmt: skip
                 print(f"  run {i + 1}/{args.runs} done", file=sys.stderr, flush=True)
             for name, settings, _ in setups:
                 runs = results[name]
@@ -201,17 +216,21 @@ def run_crawl(args: argparse.Namespace) -> int:
                 rate = statistics.median(r[0] / r[1] for r in runs)
                 tcp = any(s.startswith("REDIS_URL=") for s in settings)
                 calls = statistics.median(r[2] / r[0] for r in runs) if tcp else None
-                rows.append((name, pages, seconds, rate, calls))
+                trips = statistics.median(r[3] / r[0] for r in runs)
+                rows.append((name, pages, seconds, rate, calls, trips))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     base, one = rows[0][3], rows[3][3]  # plain Scrapy; one webcrawl worker over TCP
     print(f"\n{'setup':<28} {'pages':>6} {'seconds':>8} {'pages/s':>8} {'x plain':>8} "
-          f"{'x 1 worker':>10} {'Redis calls/page':>17}")  # fmt: skip
-    for (name, pages, seconds, rate, calls), (_, _, workers) in zip(rows, setups, strict=True):
+          f"{'x 1 worker':>10} {'Redis cmds/page':>16} {'round trips/page':>17}")  # fmt: skip
+    for (name, pages, seconds, rate, calls, trips), (_, _, workers) in zip(
+        rows, setups, strict=True
+    ):
         shown = f"{calls:.2f}" if calls is not None else "-"
         scale = f"{rate / one:.2f}" if workers > 1 else "-"
+        per_page = f"{trips:.2f}" if trips else "-"  # (webcrawl's scheduler counts them)
         print(f"{name:<28} {pages:>6} {seconds:>8.2f} {rate:>8.1f} {rate / base:>8.2f} "
-              f"{scale:>10} {shown:>17}")  # fmt: skip
+              f"{scale:>10} {shown:>16} {per_page:>17}")  # fmt: skip
     return 0
 
 

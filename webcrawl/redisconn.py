@@ -14,6 +14,24 @@ from webcrawl.embedded_redis import EmbeddedRedis
 logger = logging.getLogger(__name__)
 
 
+class RoundTrips:
+    """Round trips to Redis made by this process (one send per command or pipeline)."""
+
+    count = 0
+
+
+class _CountingConnection(redis.Connection):
+    def send_packed_command(self, command: object, check_health: bool = True) -> None:
+        RoundTrips.count += 1
+        super().send_packed_command(command, check_health)
+
+
+class _CountingUnixConnection(redis.UnixDomainSocketConnection):
+    def send_packed_command(self, command: object, check_health: bool = True) -> None:
+        RoundTrips.count += 1
+        super().send_packed_command(command, check_health)
+
+
 class CrawlRedis:
     """A Redis client plus what it takes to open and close it.
 
@@ -37,6 +55,12 @@ class CrawlRedis:
             params.setdefault("socket_connect_timeout", 5)
             self.client = redis.Redis.from_url(url, **params)
             self.description = f"Redis at {_redact(url)}"
+        # count round trips (connections are made lazily, so none exists yet); a
+        # TLS or custom connection class is left as it is
+        pool = self.client.connection_pool
+        counting = {redis.Connection: _CountingConnection,
+                    redis.UnixDomainSocketConnection: _CountingUnixConnection}  # fmt: skip
+        pool.connection_class = counting.get(pool.connection_class, pool.connection_class)
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> CrawlRedis:

@@ -37,7 +37,7 @@ from twisted.internet.defer import Deferred
 from webcrawl.dupefilter import RedisDupeFilter
 from webcrawl.keys import CrawlKeys
 from webcrawl.queue import HostQueue, StepResult
-from webcrawl.redisconn import CrawlRedis
+from webcrawl.redisconn import CrawlRedis, RoundTrips
 from webcrawl.scope import scope_key
 from webcrawl.settings_check import non_negative_float, positive_float, positive_int
 from webcrawl.workers import WorkerRegistry, new_worker_id, worker_info
@@ -179,6 +179,7 @@ class Scheduler(RedisScheduler):
             self.registry.remove(self.worker_id)
         except Exception:
             logger.exception("Could not hand %d buffered requests back to Redis", len(self._buffer))
+        self.stats.set_value("frontier/redis_round_trips", RoundTrips.count)
         return threads.deferToThread(self.redis.close)
 
     # -- scheduler interface -------------------------------------------------
