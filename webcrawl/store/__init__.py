@@ -21,7 +21,8 @@ def store_url_from_settings(settings: BaseSettings) -> str:
 
 
 def open_store(url: str) -> Store:
-    """The store for ``url``: ``sqlite:///relative.db``, ``sqlite:////abs/path.db``."""
+    """The store for ``url``: ``sqlite:///relative.db``, ``sqlite:////abs/path.db``,
+    ``hbase://host:port?table_prefix=...`` (see :mod:`webcrawl.store.hbase`)."""
     scheme = urlsplit(url).scheme
     if scheme == "sqlite":
         from webcrawl.store.sqlite import SQLiteStore
@@ -30,4 +31,9 @@ def open_store(url: str) -> Store:
         if not path:
             raise ValueError(f"WEBCRAWL_STORE_URL: expected sqlite:///PATH, got {url!r}")
         return SQLiteStore(path)
-    raise ValueError(f"WEBCRAWL_STORE_URL: unsupported store {url!r} (supported: sqlite:///PATH)")
+    if scheme == "hbase":
+        from webcrawl.store.hbase import HBaseStore
+
+        return HBaseStore(url)
+    raise ValueError(f"WEBCRAWL_STORE_URL: unsupported store {url!r} "
+                     "(supported: sqlite:///PATH, hbase://HOST:PORT?...)")  # fmt: skip

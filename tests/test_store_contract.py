@@ -1,0 +1,233 @@
+"""One contract for every store backend: SQLite, and HBase over the wire.
+
+HBase runs as the Thrift1 emulator (``webcrawl.hbase_emulator``, real happybase
+client, buffered+binary and framed+compact), and against a real HBase Thrift
+server when ``HBASE_THRIFT_HOST`` (and optionally ``HBASE_THRIFT_PORT``,
+``HBASE_THRIFT_TRANSPORT``, ``HBASE_THRIFT_PROTOCOL``) is set; each test uses
+tables of its own there (a fresh ``table_prefix``) and drops them after.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from webcrawl.hbase_emulator import EmulatorServer
+from webcrawl.store import StoreError, open_store
+from webcrawl.urlkey import url_to_key
+
+
+@dataclass
+class Backend:
+    """A store URL, and how to restart the server behind it (None: reopen suffices)."""
+
+    url: str
+    server: Any = None
+
+    def open(self):
+        return open_store(self.url)
+
+    def restart(self) -> None:
+        if self.server is not None:
+            self.server.restart()
+
+
+def _hbase_url(host: str, port: int, transport: str, protocol: str, **extra: Any) -> str:
+    query = f"table_prefix=t{uuid.uuid4().hex[:8]}&transport={transport}&protocol={protocol}"
+    for name, value in extra.items():
+        query += f"&{name}={value}"
+    return f"hbase://{host}:{port}?{query}"
+
+
+@contextmanager
+def _real_hbase():
+    host = os.environ["HBASE_THRIFT_HOST"]
+    port = int(os.environ.get("HBASE_THRIFT_PORT", "9090"))
+    transport = os.environ.get("HBASE_THRIFT_TRANSPORT", "buffered")
+    protocol = os.environ.get("HBASE_THRIFT_PROTOCOL", "binary")
+    url = _hbase_url(host, port, transport, protocol)
+    yield Backend(url)
+    import happybase
+
+    from webcrawl.store.hbase import parse_hbase_url
+
+    o = parse_hbase_url(url)
+    conn = happybase.Connection(host, port, table_prefix=o["table_prefix"],
+                                transport=transport, protocol=protocol)  # fmt: skip
+    for name in conn.tables():
+        conn.delete_table(name, disable=True)
+    conn.close()
+
+
+@pytest.fixture(params=["sqlite", "hbase", "hbase-framed-compact", "hbase-real"])
+def backend(request, tmp_path):
+    kind = request.param
+    if kind == "sqlite":
+        yield Backend(f"sqlite:///{tmp_path}/w.db")
+    elif kind == "hbase-real":
+        if not os.environ.get("HBASE_THRIFT_HOST"):
+            pytest.skip("HBASE_THRIFT_HOST is not set: no real HBase Thrift server to test")
+        with _real_hbase() as b:
+            yield b
+    else:
+        transport, protocol = ("framed", "compact") if "framed" in kind else ("buffered", "binary")
+        with EmulatorServer(transport=transport, protocol=protocol, idle_timeout=None,
+                            data=tmp_path / "hbase.data") as server:  # fmt: skip
+            yield Backend(_hbase_url(*server.address, transport, protocol), server)
+
+
+def row(url: str, **fields: Any) -> dict[str, Any]:
+    return {"key": url_to_key(url), "url": url, "status": 200, "fetched_at": 1.5, **fields}
+
+
+def full_row(url: str) -> dict[str, Any]:
+    """A row with every field a Page has, of every type, plus one no backend knows."""
+    return row(url, final_url=url + "?r", depth=3, kind="html", content_type="text/html",
+               title="Tête", text="visible text " * 10, outlinks=[url + "a", url + "b"],
+               etag='"v1"', last_modified="Mon, 23 Nov 2026 06:00:00 GMT",
+               content_length=5_000_000_000, redirects=[url + "old"], error="",
+               simhash="ffee00112233abcd", previous_simhash="0000000000000001", distance=7,
+               changed=True, visits=[[1.5, 1, None], [2.25, 0, 1763877600.0]],
+               revisit_interval=3600.5, next_visit=1763881200.25, revisit_method="poisson",
+               custom={"nested": [1, "two"]})  # fmt: skip
+
+
+def without_none(r: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in r.items() if v is not None}
+
+
+def test_rows_round_trip_with_every_field_and_type(backend):
+    with backend.open() as store:
+        rows = [full_row("http://a.example/x"), row("http://a.example/", title=None, etag=None)]
+        store.put_pages(rows)
+        for r in rows:
+            assert without_none(store.get_page(r["key"])) == without_none(r)
+
+
+def test_replace_drops_fields_the_new_version_has_not(backend):
+    with backend.open() as store:
+        url = "http://a.example/p"
+        store.put_pages([full_row(url)])
+        store.put_pages([row(url, status=404, title="gone")])
+        assert store.get_page(url_to_key(url)) == row(url, status=404, title="gone")
+        assert store.count_pages() == 1
+
+
+def test_missing_rows(backend):
+    with backend.open() as store:
+        assert store.get_page("example.nowhere:http/") is None
+        assert store.get_pages(["example.nowhere:http/"]) == {}
+        assert store.get_pages([]) == {}
+        assert list(store.scan_pages("example.nowhere:")) == []
+        assert store.count_pages() == 0
+        assert store.failpath_row("example.nowhere:http") == {}
+
+
+def test_get_pages_reads_many_at_once(backend):
+    with backend.open() as store:
+        urls = [f"http://b.example/{i}" for i in range(600)]
+        store.put_pages([row(u, title=u) for u in urls[::2]])
+        got = store.get_pages([url_to_key(u) for u in urls] + [url_to_key(urls[0])])
+        assert sorted(got) == sorted(url_to_key(u) for u in urls[::2])
+        assert all(got[url_to_key(u)]["title"] == u for u in urls[::2])
+
+
+def test_scans_by_site_prefix_in_key_order_with_limit(backend):
+    with backend.open() as store:
+        urls = ["http://a.example/x", "http://a.example/y", "http://www.a.example/",
+                "https://a.example/z", "http://b.example/", "http://a.example:8080/"]  # fmt: skip
+        urls += [f"http://c.example/{i:04d}" for i in range(2500)]  # over one scan page
+        store.put_pages([row(u) for u in urls])
+        assert [r["url"] for r in store.scan_pages("example.a:http/")] == [
+            "http://a.example/x", "http://a.example/y"]  # fmt: skip
+        assert [r["url"] for r in store.scan_pages("example.a:")] == [
+            "http://a.example/x", "http://a.example/y", "http://a.example:8080/",
+            "https://a.example/z"]  # fmt: skip
+        site_c = [r["url"] for r in store.scan_pages("example.c:")]
+        assert site_c == [f"http://c.example/{i:04d}" for i in range(2500)]
+        assert len(list(store.scan_pages(limit=1001))) == 1001
+        assert len(list(store.scan_pages())) == len(urls) == store.count_pages()
+
+
+def test_large_rows(backend):
+    with backend.open() as store:
+        big = row("http://a.example/big", text="é" * 600_000, outlinks=["http://x/"] * 5000)
+        store.put_pages([big])
+        assert store.get_page(big["key"]) == big
+
+
+def test_rows_and_counts_survive_a_restart(backend):
+    with backend.open() as store:
+        store.put_pages([full_row("http://a.example/kept")])
+        store.failpath_add("com.a:http", "/x/", 3)
+    backend.restart()
+    with backend.open() as store:
+        assert without_none(store.get_page(url_to_key("http://a.example/kept"))) == without_none(
+            full_row("http://a.example/kept"))  # fmt: skip
+        assert store.failpath_row("com.a:http") == {"/x/": 3}
+
+
+def test_failpaths_rows_add_and_delete(backend):
+    with backend.open() as store:
+        assert store.failpath_add("com.a:http", "/x/", 1) == 1
+        assert store.failpath_add("com.a:http", "/x/", 1) == 2
+        assert store.failpath_add("com.a:http", "/x/", -3) == -1
+        store.failpath_add("com.a:http", "*", 5)
+        store.failpath_add("com.b:http", "/", 1)
+        store.failpath_add("org.c:https", "/", 1)
+        assert store.failpath_row("com.a:http") == {"/x/": -1, "*": 5}
+        assert [s for s, _ in store.failpath_rows()] == ["com.a:http", "com.b:http", "org.c:https"]
+        assert dict(store.failpath_rows("com.")) == {"com.a:http": {"*": 5, "/x/": -1},
+                                                     "com.b:http": {"/": 1}}  # fmt: skip
+        store.failpath_delete("com.a:http", ["/x/", "/nothing/"])
+        assert store.failpath_row("com.a:http") == {"*": 5}
+        store.failpath_delete("com.b:http")
+        assert dict(store.failpath_rows()) == {"com.a:http": {"*": 5}, "org.c:https": {"/": 1}}
+
+
+def _add_many(url: str, n: int) -> list[int]:
+    with open_store(url) as store:
+        return [store.failpath_add("com.a:http", "/x/", 1) for _ in range(n)]
+
+
+def test_failure_counts_are_atomic_across_threads_and_processes(backend):
+    """Every increment counts and every returned value is unique (so exactly one worker
+    sees a count reach the threshold)."""
+    with backend.open() as store:
+        store.failpath_row("warm-up")  # create the file or the tables first
+    with multiprocessing.get_context("spawn").Pool(3) as pool:
+        procs = pool.starmap_async(_add_many, [(backend.url, 60)] * 3)
+        with ThreadPoolExecutor(4) as threads:
+            local = [v for vs in threads.map(lambda _: _add_many(backend.url, 60), range(4))
+                     for v in vs]  # fmt: skip
+        values = local + [v for vs in procs.get(120) for v in vs]
+    assert sorted(values) == list(range(1, 421))
+
+
+def test_bad_urls():
+    with pytest.raises(ValueError, match="WEBCRAWL_STORE_URL: unsupported store"):
+        open_store("mysql://x/")
+    with pytest.raises(ValueError, match="expected sqlite:///PATH"):
+        open_store("sqlite://")
+    with pytest.raises(ValueError, match="transport must be buffered or framed"):
+        open_store("hbase://h:9090?transport=http")
+    with pytest.raises(ValueError, match="unknown hbase option"):
+        open_store("hbase://h:9090?tableprefix=x")
+    with pytest.raises(ValueError, match="pool_size must be a number"):
+        open_store("hbase://h?pool_size=many")
+    assert open_store("hbase://h").options["port"] == 9090  # no I/O until first use
+
+
+def test_store_errors_name_the_store(tmp_path):
+    with open_store(f"sqlite:///{tmp_path}/w.db") as store, pytest.raises(StoreError):
+        store.put_pages([{"key": "k", "url": None}])  # url NOT NULL
+    nothing_listens = "hbase://127.0.0.1:9?timeout=1&retries=0"
+    with open_store(nothing_listens) as store, pytest.raises(StoreError, match=r"127\.0\.0\.1:9"):
+        store.get_page("k")

@@ -1,0 +1,422 @@
+"""HBase webtable through happybase (Thrift1): the store of a cluster.
+
+``hbase://HOST:PORT?table_prefix=crawl&transport=buffered&protocol=binary``
+(the defaults are HBase's own: port 9090, buffered transport, binary
+protocol; HBase 2 installs often run ``transport=framed&protocol=compact``).
+More query parameters: ``pool_size`` (connections, 4), ``timeout`` (socket
+timeout in seconds, 30), ``batch_size`` (cells per ``mutateRows`` call,
+1000), ``batch_bytes`` (bytes per call, 1 MiB: HBase's framed transport
+refuses frames over 2 MB; a single larger row still goes alone), ``retries``
+(attempts after the first for idempotent calls, 4).
+
+Two tables, created idempotently on first use (every family keeps one
+version, as Nutch's mapping does):
+
+- ``webpage``, one row per URL, row key the reversed URL (Nutch 2).  Known
+  fields go to typed columns in Nutch 2's spirit, values big-endian as
+  HBase's ``Bytes`` (and Gora) encode them: family ``f`` (fetch: ``bas``
+  final URL, ``st`` status as int, ``ts`` fetch time as a double of Unix
+  seconds, ``fi`` revisit interval, ``nft`` next fetch time, ``typ`` content
+  type, ...), ``p`` (parse: ``t`` title, ``c`` text, ``sig`` and ``psig``
+  the SimHash and the previous one as 8 raw bytes, ...), ``h`` (headers:
+  ``ETag``, ``Last-Modified``, ``Content-Length``).  Lists and fields of
+  other types are JSON in ``f:x``.  A field that is None is deleted, so it
+  reads back absent.
+- ``failpaths``, one row per site, one 8-byte counter per path level in
+  family ``c`` (HBase's atomic ``atomicIncrement``).
+
+happybase's pool refreshes a connection that failed but re-raises
+(``TSocket read 0 bytes`` after the server closed an idle socket, a
+restarted server): idempotent calls (reads, puts, column deletes) are retried
+here with back-off on a fresh connection; counter increments never are (a
+lost reply may hide a done increment), they fail with :class:`StoreError`.
+All methods block: callers on the reactor thread run them in a thread.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+from urllib.parse import parse_qs, urlsplit
+
+from webcrawl.store.base import Row, Store, StoreError
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+WEBTABLE = "webpage"
+FAILPATHS = "failpaths"
+# family -> options; one version each, as Nutch's gora-hbase-mapping.xml
+WEBTABLE_FAMILIES = {"f": {"max_versions": 1}, "p": {"max_versions": 1},
+                     "h": {"max_versions": 1}}  # fmt: skip
+FAILPATH_FAMILIES = {"c": {"max_versions": 1}}
+EXTRA = b"f:x"  # JSON object of the fields without a typed column
+
+_INT = struct.Struct(">i")
+_LONG = struct.Struct(">q")
+_DOUBLE = struct.Struct(">d")
+
+
+def _enc_str(v: Any) -> bytes | None:
+    return v.encode("utf-8") if type(v) is str else None
+
+
+def _enc_int(v: Any) -> bytes | None:
+    return _INT.pack(v) if type(v) is int and -(2**31) <= v < 2**31 else None
+
+
+def _enc_long(v: Any) -> bytes | None:
+    return _LONG.pack(v) if type(v) is int and -(2**63) <= v < 2**63 else None
+
+
+def _enc_double(v: Any) -> bytes | None:
+    return _DOUBLE.pack(v) if type(v) is float else None
+
+
+def _enc_bool(v: Any) -> bytes | None:
+    return (b"\x01" if v else b"\x00") if type(v) is bool else None
+
+
+def _enc_hash(v: Any) -> bytes | None:
+    """A 64-bit fingerprint in 16 hex digits, as 8 raw bytes (Nutch's signature is bytes)."""
+    if type(v) is not str or len(v) != 16:
+        return None
+    try:
+        return bytes.fromhex(v)
+    except ValueError:
+        return None
+
+
+_DECODE: dict[Callable[[Any], bytes | None], Callable[[bytes], Any]] = {
+    _enc_str: lambda b: b.decode("utf-8"),
+    _enc_int: lambda b: _INT.unpack(b)[0],
+    _enc_long: lambda b: _LONG.unpack(b)[0],
+    _enc_double: lambda b: _DOUBLE.unpack(b)[0],
+    _enc_bool: lambda b: b != b"\x00",
+    _enc_hash: lambda b: b.hex(),
+}
+
+# row field -> (column, encoder); anything else (or of another type) goes to f:x as JSON
+COLUMNS: dict[str, tuple[bytes, Callable[[Any], bytes | None]]] = {
+    "url": (b"f:url", _enc_str),
+    "final_url": (b"f:bas", _enc_str),
+    "status": (b"f:st", _enc_int),
+    "fetched_at": (b"f:ts", _enc_double),
+    "depth": (b"f:dep", _enc_int),
+    "kind": (b"f:kind", _enc_str),
+    "content_type": (b"f:typ", _enc_str),
+    "error": (b"f:err", _enc_str),
+    "revisit_interval": (b"f:fi", _enc_double),
+    "next_visit": (b"f:nft", _enc_double),
+    "revisit_method": (b"f:rvm", _enc_str),
+    "title": (b"p:t", _enc_str),
+    "text": (b"p:c", _enc_str),
+    "simhash": (b"p:sig", _enc_hash),
+    "previous_simhash": (b"p:psig", _enc_hash),
+    "distance": (b"p:dist", _enc_int),
+    "changed": (b"p:chg", _enc_bool),
+    "etag": (b"h:ETag", _enc_str),
+    "last_modified": (b"h:Last-Modified", _enc_str),
+    "content_length": (b"h:Content-Length", _enc_long),
+}
+_FIELD_OF = {column: (name, _DECODE[enc]) for name, (column, enc) in COLUMNS.items()}
+
+
+def encode_row(row: Row) -> tuple[dict[bytes, bytes], list[bytes]]:
+    """(cells to put, columns to delete) for ``row`` (its ``key`` is the row key)."""
+    cells: dict[bytes, bytes] = {}
+    extra: dict[str, Any] = {}
+    for name, value in row.items():
+        if name == "key" or value is None:
+            continue
+        typed = COLUMNS.get(name)
+        data = typed[1](value) if typed else None
+        if data is None:
+            extra[name] = value
+        else:
+            cells[typed[0]] = data  # type: ignore[index]
+    if extra:
+        cells[EXTRA] = json.dumps(extra, separators=(",", ":")).encode()
+    deletes = [col for col, _ in COLUMNS.values() if col not in cells]
+    if EXTRA not in cells:
+        deletes.append(EXTRA)
+    return cells, deletes
+
+
+def decode_row(key: bytes, cells: dict[bytes, bytes]) -> Row:
+    """The row as written (None fields absent) from its cells."""
+    row: Row = {"key": key.decode("utf-8")}
+    for column, data in cells.items():
+        if column == EXTRA:
+            row.update(json.loads(data))
+            continue
+        known = _FIELD_OF.get(column)
+        if known:
+            row[known[0]] = known[1](data)
+    return row
+
+
+def parse_hbase_url(url: str) -> dict[str, Any]:
+    """Connection options from ``hbase://host:port?...``; ValueError names what is wrong."""
+    parts = urlsplit(url)
+    if parts.scheme != "hbase" or not parts.hostname:
+        raise ValueError(f"WEBCRAWL_STORE_URL: expected hbase://HOST[:PORT][?...], got {url!r}")
+    query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+    known = {"table_prefix", "transport", "protocol", "pool_size", "timeout", "batch_size",
+             "batch_bytes", "retries"}  # fmt: skip
+    unknown = sorted(set(query) - known)
+    if unknown:
+        raise ValueError(f"WEBCRAWL_STORE_URL: unknown hbase option(s) {', '.join(unknown)} "
+                         f"(known: {', '.join(sorted(known))})")  # fmt: skip
+    opts: dict[str, Any] = {
+        "host": parts.hostname,
+        "port": parts.port or 9090,
+        "table_prefix": query.get("table_prefix") or None,
+        "transport": query.get("transport", "buffered"),
+        "protocol": query.get("protocol", "binary"),
+    }
+    if opts["transport"] not in ("buffered", "framed"):
+        raise ValueError(f"WEBCRAWL_STORE_URL: transport must be buffered or framed, "
+                         f"got {opts['transport']!r}")  # fmt: skip
+    if opts["protocol"] not in ("binary", "compact"):
+        raise ValueError(f"WEBCRAWL_STORE_URL: protocol must be binary or compact, "
+                         f"got {opts['protocol']!r}")  # fmt: skip
+    for name, kind, default in (("pool_size", int, 4), ("timeout", float, 30.0),
+                                ("batch_size", int, 1000), ("batch_bytes", int, 1 << 20),
+                                ("retries", int, 4)):  # fmt: skip
+        raw = query.get(name)
+        try:
+            value = kind(raw) if raw is not None else default
+        except ValueError:
+            raise ValueError(f"WEBCRAWL_STORE_URL: {name} must be a number, got {raw!r}") from None
+        if value < (0 if name == "retries" else 1):
+            raise ValueError(f"WEBCRAWL_STORE_URL: {name} is out of range: {raw!r}")
+        opts[name] = value
+    return opts
+
+
+def _retryable() -> tuple[type[BaseException], ...]:
+    from happybase.pool import NoConnectionsAvailable
+    from thriftpy2.thrift import TApplicationException, TException
+    from thriftpy2.transport import TTransportException
+
+    # TException covers the server's IOError replies (a region moving, a
+    # restarted server); TApplicationException is a protocol-level error
+    return (TTransportException, TException, TApplicationException, OSError,
+            NoConnectionsAvailable)  # fmt: skip
+
+
+class HBaseStore(Store):
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.options = parse_hbase_url(url)  # checks the URL; no I/O here
+        self._pool: Any = None
+        self._ready = False
+        self._lock = threading.Lock()
+
+    # -- connections ----------------------------------------------------------------
+
+    def _call(self, what: str, operation: Callable[[Any], T], idempotent: bool = True) -> T:
+        """Run ``operation(connection)``; idempotent ones are retried on a fresh connection."""
+        errors = _retryable()
+        attempts = self.options["retries"] + 1 if idempotent else 1
+        for attempt in range(attempts):
+            try:
+                pool = self._connect()
+                with pool.connection(timeout=self.options["timeout"]) as conn:
+                    try:
+                        return operation(conn)
+                    except errors:
+                        # the pool gives the connection a new socket without closing
+                        # the old one (a ResourceWarning, a leaked descriptor)
+                        conn.transport.close()
+                        raise
+            except errors as exc:
+                if attempt + 1 >= attempts:
+                    raise StoreError(f"{self.url}: {what} failed: {_describe(exc)}") from exc
+                delay = min(5.0, 0.2 * 2**attempt)
+                logger.warning("%s: %s failed (%s); retry %d/%d in %.1fs", self.url, what,
+                               _describe(exc), attempt + 1, attempts - 1, delay)  # fmt: skip
+                time.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def _connect(self) -> Any:
+        """The connection pool, made on first use, with the tables in place."""
+        with self._lock:
+            if self._pool is None:
+                import happybase
+
+                o = self.options
+                self._pool = happybase.ConnectionPool(
+                    size=o["pool_size"], host=o["host"], port=o["port"],
+                    timeout=int(o["timeout"] * 1000), table_prefix=o["table_prefix"],
+                    transport=o["transport"], protocol=o["protocol"],
+                )  # fmt: skip
+            if not self._ready:
+                with self._pool.connection(timeout=self.options["timeout"]) as conn:
+                    self._create_tables(conn)
+                self._ready = True
+            return self._pool
+
+    @staticmethod
+    def _create_tables(conn: Any) -> None:
+        from Hbase_thrift import AlreadyExists  # loaded by happybase from its Hbase.thrift
+
+        existing = set(conn.tables())
+        for name, families in ((WEBTABLE, WEBTABLE_FAMILIES), (FAILPATHS, FAILPATH_FAMILIES)):
+            if name.encode() in existing:
+                continue
+            try:
+                conn.create_table(name, families)
+                logger.info("Created HBase table %s", name)
+            except AlreadyExists:  # another worker made it first
+                pass
+
+    # -- the webtable -----------------------------------------------------------------
+
+    def put_pages(self, rows: Sequence[Row]) -> None:
+        mutations = []
+        for row in rows:
+            cells, deletes = encode_row(row)
+            mutations.append((row["key"].encode("utf-8"), cells, deletes))
+
+        limit = self.options["batch_bytes"]
+
+        def write(conn: Any) -> None:
+            # puts and deletes name different columns: mutateRows applies every put
+            # of a call before its deletes, so a delete of a column put in the same
+            # call would win (HBASE_NOTES.md)
+            with conn.table(WEBTABLE).batch(batch_size=self.options["batch_size"]) as batch:
+                size = 0
+                for key, cells, deletes in mutations:
+                    row_bytes = len(key) + sum(len(c) + len(v) for c, v in cells.items())
+                    if size and size + row_bytes > limit:
+                        batch.send()  # keeps a call under the framed transport's frame limit
+                        size = 0
+                    batch.put(key, cells)
+                    if deletes:
+                        batch.delete(key, columns=deletes)
+                    size += row_bytes
+
+        self._call(f"writing {len(rows)} rows", write)
+
+    def get_page(self, key: str) -> Row | None:
+        k = key.encode("utf-8")
+        cells = self._call(f"reading {key}", lambda conn: conn.table(WEBTABLE).row(k))
+        return decode_row(k, cells) if cells else None
+
+    def get_pages(self, keys: Sequence[str]) -> dict[str, Row]:
+        wanted = [k.encode("utf-8") for k in dict.fromkeys(keys)]
+        if not wanted:
+            return {}
+        found = self._call(f"reading {len(wanted)} rows",
+                           lambda conn: conn.table(WEBTABLE).rows(wanted))  # fmt: skip
+        return {k.decode("utf-8"): decode_row(k, cells) for k, cells in found}
+
+    def scan_pages(self, prefix: str = "", limit: int | None = None) -> Iterator[Row]:
+        # scanned in pages of rows, each page in one retried call, so an idle
+        # disconnect or a scanner lease expiry between two pages costs nothing
+        start = prefix.encode("utf-8")
+        stop = _prefix_stop(start) if prefix else None
+        left = limit
+        page = 1000
+        while left is None or left > 0:
+            n = page if left is None else min(page, left)
+
+            def fetch(conn: Any, start: bytes = start, n: int = n) -> list[tuple[bytes, dict]]:
+                table = conn.table(WEBTABLE)
+                return list(table.scan(row_start=start, row_stop=stop, limit=n, batch_size=n))
+
+            rows = self._call("scanning rows", fetch)
+            for key, cells in rows:
+                yield decode_row(key, cells)
+            if len(rows) < n:
+                return
+            if left is not None:
+                left -= len(rows)
+            start = rows[-1][0] + b"\x00"
+
+    def count_pages(self) -> int:
+        """Counted by a key-only scan of the whole table (costly on a large table)."""
+
+        def count(conn: Any) -> int:
+            scan = conn.table(WEBTABLE).scan(
+                filter=b"FirstKeyOnlyFilter() AND KeyOnlyFilter()", batch_size=10000
+            )
+            return sum(1 for _ in scan)
+
+        return self._call("counting rows", count)
+
+    # -- the failpaths table ------------------------------------------------------------
+
+    def failpath_row(self, site: str) -> dict[str, int]:
+        cells = self._call(f"reading failpaths of {site}",
+                           lambda conn: conn.table(FAILPATHS).row(site.encode()))  # fmt: skip
+        return _counts(cells)
+
+    def failpath_rows(self, prefix: str = "") -> Iterator[tuple[str, dict[str, int]]]:
+        start = prefix.encode()
+        stop = _prefix_stop(start) if prefix else None
+        rows = self._call("scanning failpaths", lambda conn: list(
+            conn.table(FAILPATHS).scan(row_start=start, row_stop=stop)))  # fmt: skip
+        for key, cells in rows:
+            counts = _counts(cells)
+            if counts:
+                yield key.decode(), counts
+
+    def failpath_add(self, site: str, column: str, delta: int) -> int:
+        col = b"c:" + column.encode()
+        return int(self._call(
+            f"counting a failure of {site} {column}",
+            lambda conn: conn.table(FAILPATHS).counter_inc(site.encode(), col, int(delta)),
+            idempotent=False,  # a lost reply may hide a done increment: never retried
+        ))  # fmt: skip
+
+    def failpath_delete(self, site: str, columns: Sequence[str] | None = None) -> None:
+        cols = None if columns is None else [b"c:" + c.encode() for c in columns]
+        if cols == []:
+            return
+        self._call(
+            f"deleting failpaths of {site}",
+            lambda conn: conn.table(FAILPATHS).delete(site.encode(), columns=cols),
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool, self._ready = self._pool, None, False
+        if pool is not None:
+            while True:  # close the pooled connections (none is in use when closing)
+                try:
+                    conn = pool._queue.get_nowait()
+                except Exception:  # queue.Empty
+                    break
+                conn.close()
+
+
+def _counts(cells: dict[bytes, bytes]) -> dict[str, int]:
+    return {col[2:].decode(): _LONG.unpack(v)[0] for col, v in cells.items()
+            if col.startswith(b"c:") and len(v) == 8}  # fmt: skip
+
+
+def _prefix_stop(prefix: bytes) -> bytes | None:
+    """The first key after every key starting with ``prefix`` (happybase's rule)."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return None
+    return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+def _describe(exc: BaseException) -> str:
+    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    if isinstance(message, bytes):
+        message = message.decode("utf-8", "replace")
+    if isinstance(exc, socket.timeout):
+        message = "timed out"
+    return f"{type(exc).__name__}: {message.splitlines()[0] if message else ''}"
