@@ -161,6 +161,10 @@ def run(args: argparse.Namespace) -> int:
         from webcrawl import bench_simhash
 
         return bench_simhash.run(args)
+    if args.what == "store":
+        from webcrawl import bench_store
+
+        return bench_store.run(args)
     if args.what == "incremental":
         from webcrawl import bench_incremental
 

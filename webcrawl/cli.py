@@ -380,15 +380,20 @@ def _add_bench_parser(sub: Any) -> None:
     p = sub.add_parser("bench", help="benchmarks on the demo web; each prints a table")
     p.add_argument(
         "what", nargs="?", default="crawl",
-        choices=("crawl", "politeness", "memory", "failpath", "simhash", "revisit", "incremental"),
+        choices=("crawl", "politeness", "memory", "failpath", "simhash", "revisit", "incremental",
+                 "store"),
         help="crawl: pages/s and Redis calls/page vs plain Scrapy and scrapy-redis; "
         "politeness: achieved vs configured per-host rate; memory: bytes/URL in Redis; "
         "failpath: the seed-000 paper's experiment (filter off vs its three parameter sets); "
         "simhash: ours vs the simhash package on real page texts (--site); revisit: our "
         "revisit policy vs Nutch's on a simulated clock; incremental: a continuous crawl of "
-        "the changing demo web at accelerated time, judged from the server's side",
+        "the changing demo web at accelerated time, judged from the server's side; store: rows/s "
+        "written and read by SQLite and by HBase (happybase against the Thrift1 emulator)",
     )  # fmt: skip
     p.add_argument("--urls", type=int, default=200_000, help="memory: URLs to insert")
+    p.add_argument("--rows", type=int, default=20_000, help="store: rows written and read")
+    p.add_argument("--row-bytes", type=int, default=8000, help="store: text bytes per row")
+    p.add_argument("--batch", type=int, default=200, help="store: rows per write batch")
     p.add_argument(
         "--hosts",
         type=int,
