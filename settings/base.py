@@ -160,7 +160,9 @@ WEBCRAWL_DENY_EXTENSIONS = sorted(
 
 # --- Store (the webtable) -----------------------------------------------------
 # sqlite:///PATH (relative) or sqlite:////ABS/PATH; empty means
-# sqlite:///<WEBCRAWL_DATA_DIR>/webtable.sqlite3.
+# sqlite:///<WEBCRAWL_DATA_DIR>/webtable.sqlite3.  A cluster: HBase's Thrift1
+# server, hbase://HOST:9090?table_prefix=NAME&transport=buffered&protocol=binary
+# (options in webcrawl/store/hbase.py).
 WEBCRAWL_STORE_URL = ""
 # Rows per write batch, and seconds at most a row waits in the buffer.
 WEBCRAWL_STORE_BATCH_SIZE = 200
