@@ -164,6 +164,9 @@ WEBCRAWL_DENY_EXTENSIONS = sorted(
 # server, hbase://HOST:9090?table_prefix=NAME&transport=buffered&protocol=binary
 # (options in webcrawl/store/hbase.py).
 WEBCRAWL_STORE_URL = ""
+# Keep each page's raw response body in its row (the item's `content`, base64;
+# raw bytes in HBase's f:cnt, as Nutch).  Off: title, visible text and links only.
+WEBCRAWL_STORE_CONTENT = False
 # Rows per write batch, and seconds at most a row waits in the buffer.
 WEBCRAWL_STORE_BATCH_SIZE = 200
 WEBCRAWL_STORE_FLUSH_INTERVAL = 0.2

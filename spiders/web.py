@@ -12,6 +12,7 @@ link, so a page linking back to a seed does not fetch it again.
 
 from __future__ import annotations
 
+import base64
 import logging
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -59,6 +60,7 @@ class WebSpider(Spider):
         else:
             spider.scope = Scope(choice(crawler.settings, "WEBCRAWL_SCOPE", MODES))
         spider.submit_poll = positive_float(crawler.settings, "WEBCRAWL_SUBMIT_POLL_INTERVAL")
+        spider.keep_content = crawler.settings.getbool("WEBCRAWL_STORE_CONTENT")
         spider.link_extractor = LinkExtractor(
             deny_extensions=crawler.settings.getlist("WEBCRAWL_DENY_EXTENSIONS"), unique=True
         )
@@ -220,6 +222,8 @@ class WebSpider(Spider):
             page.kind = "not_modified"
             yield page
             return
+        if self.keep_content:
+            page.content = base64.b64encode(response.body).decode("ascii")
         is_html = isinstance(response, TextResponse) and (
             content_type in _HTML_TYPES or (not content_type and b"<html" in response.body[:1024])
         )

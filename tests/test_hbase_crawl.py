@@ -1,7 +1,9 @@
 """Crawls that keep their pages in HBase (the Thrift1 emulator in a subprocess)."""
 
 import time
+import urllib.request
 
+import happybase
 import pytest
 from conftest import read_items
 from test_cluster import finish, start_worker, wait_for_fetches, workers  # noqa: F401
@@ -30,7 +32,8 @@ def test_two_workers_store_every_page_once_in_hbase(
         items = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
         for path in items:
             start_worker(workers, slow_demo.seeds, tmp_path / "data", redis_server.url, path,
-                         f"WEBCRAWL_STORE_URL={url}", *PACED)  # fmt: skip
+                         f"WEBCRAWL_STORE_URL={url}", "WEBCRAWL_STORE_CONTENT=True",
+                         *PACED)  # fmt: skip
         logs = [finish(w) for w in workers]
         expected = set(slow_demo.web.reachable())
         urls = stored_urls(url)
@@ -40,9 +43,17 @@ def test_two_workers_store_every_page_once_in_hbase(
         assert sorted(crawled) == sorted(expected)  # each page crawled (and so stored) once
         assert all(len(read_items(p)) > 20 for p in items)
         assert not any("Lost" in log for log in logs)
+        seed = slow_demo.seeds[0]
         with open_store(url) as store:  # the row is the page, change fields included
-            row = store.get_page(url_to_key(slow_demo.seeds[0]))
+            row = store.get_page(url_to_key(seed))
             assert row["status"] == 200 and len(row["simhash"]) == 16 and row["visits"]
+        conn = happybase.Connection(hbase.host, hbase.port, table_prefix="crawl")
+        try:  # the raw body, in Nutch's column
+            body = conn.table("webpage").row(url_to_key(seed).encode(), [b"f:cnt"])[b"f:cnt"]
+        finally:
+            conn.close()
+        with urllib.request.urlopen(seed) as answer:
+            assert body == answer.read()
 
 
 @pytest.mark.slow

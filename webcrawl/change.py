@@ -32,7 +32,7 @@ from webcrawl.simhash import distance, simhash
 
 # what a 304 or a failed fetch takes from the stored row
 _CONTENT = ("final_url", "content_type", "title", "text", "outlinks", "content_length",
-            "etag", "last_modified", "redirects")  # fmt: skip
+            "etag", "last_modified", "redirects", "content")  # fmt: skip
 
 
 _MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"

@@ -17,8 +17,9 @@ version, as Nutch's mapping does):
   HBase's ``Bytes`` (and Gora) encode them: family ``f`` (fetch: ``bas``
   final URL, ``st`` status as int, ``ts`` fetch time as a double of Unix
   seconds, ``fi`` revisit interval, ``nft`` next fetch time, ``typ`` content
-  type, ...), ``p`` (parse: ``t`` title, ``c`` text, ``sig`` and ``psig``
-  the SimHash and the previous one as 8 raw bytes, ...), ``h`` (headers:
+  type, ``cnt`` the raw body with ``WEBCRAWL_STORE_CONTENT``, ...), ``p``
+  (parse: ``t`` title, ``c`` text, ``sig`` and ``psig`` the SimHash and the
+  previous one as 8 raw bytes, ...), ``h`` (headers:
   ``ETag``, ``Last-Modified``, ``Content-Length``).  Lists and fields of
   other types are JSON in ``f:x``.  A field that is None is deleted, so it
   reads back absent.
@@ -35,6 +36,7 @@ All methods block: callers on the reactor thread run them in a thread.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import socket
@@ -94,6 +96,17 @@ def _enc_hash(v: Any) -> bytes | None:
         return None
 
 
+def _enc_base64(v: Any) -> bytes | None:
+    """A body in (canonical) base64, as its raw bytes (Nutch's ``f:cnt``)."""
+    if type(v) is not str:
+        return None
+    try:
+        raw = base64.b64decode(v, validate=True)
+    except ValueError:
+        return None
+    return raw if base64.b64encode(raw).decode("ascii") == v else None
+
+
 _DECODE: dict[Callable[[Any], bytes | None], Callable[[bytes], Any]] = {
     _enc_str: lambda b: b.decode("utf-8"),
     _enc_int: lambda b: _INT.unpack(b)[0],
@@ -101,6 +114,7 @@ _DECODE: dict[Callable[[Any], bytes | None], Callable[[bytes], Any]] = {
     _enc_double: lambda b: _DOUBLE.unpack(b)[0],
     _enc_bool: lambda b: b != b"\x00",
     _enc_hash: lambda b: b.hex(),
+    _enc_base64: lambda b: base64.b64encode(b).decode("ascii"),
 }
 
 # row field -> (column, encoder); anything else (or of another type) goes to f:x as JSON
@@ -125,6 +139,7 @@ COLUMNS: dict[str, tuple[bytes, Callable[[Any], bytes | None]]] = {
     "etag": (b"h:ETag", _enc_str),
     "last_modified": (b"h:Last-Modified", _enc_str),
     "content_length": (b"h:Content-Length", _enc_long),
+    "content": (b"f:cnt", _enc_base64),
 }
 _FIELD_OF = {column: (name, _DECODE[enc]) for name, (column, enc) in COLUMNS.items()}
 
