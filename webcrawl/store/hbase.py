@@ -24,13 +24,15 @@ version, as Nutch's mapping does):
   other types are JSON in ``f:x``.  A field that is None is deleted, so it
   reads back absent.
 - ``failpaths``, one row per site, one 8-byte counter per path level in
-  family ``c`` (HBase's atomic ``atomicIncrement``).
+  family ``c`` (HBase's atomic ``atomicIncrement``); a level is cleared by
+  resetting its counter to 0, not by a delete (see ``failpath_delete``).
 
 happybase's pool refreshes a connection that failed but re-raises
 (``TSocket read 0 bytes`` after the server closed an idle socket, a
 restarted server): idempotent calls (reads, puts, column deletes) are retried
-here with back-off on a fresh connection; counter increments never are (a
-lost reply may hide a done increment), they fail with :class:`StoreError`.
+here with back-off on a fresh connection; counter increments only when they
+were never sent (a lost reply may hide a done increment): before one, a
+socket the server has closed is replaced.  Errors end as :class:`StoreError`.
 All methods block: callers on the reactor thread run them in a thread.
 """
 
@@ -39,6 +41,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import select
 import socket
 import struct
 import threading
@@ -60,6 +63,7 @@ WEBTABLE_FAMILIES = {"f": {"max_versions": 1}, "p": {"max_versions": 1},
                      "h": {"max_versions": 1}}  # fmt: skip
 FAILPATH_FAMILIES = {"c": {"max_versions": 1}}
 EXTRA = b"f:x"  # JSON object of the fields without a typed column
+FIELDS = b"f:fields"  # the typed fields of the current version, comma-separated
 
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
@@ -67,7 +71,8 @@ _DOUBLE = struct.Struct(">d")
 
 
 def _enc_str(v: Any) -> bytes | None:
-    return v.encode("utf-8") if type(v) is str else None
+    # surrogatepass: a lone surrogate in a page's text is stored, as SQLite's JSON would
+    return v.encode("utf-8", "surrogatepass") if type(v) is str else None
 
 
 def _enc_int(v: Any) -> bytes | None:
@@ -88,7 +93,7 @@ def _enc_bool(v: Any) -> bytes | None:
 
 def _enc_hash(v: Any) -> bytes | None:
     """A 64-bit fingerprint in 16 hex digits, as 8 raw bytes (Nutch's signature is bytes)."""
-    if type(v) is not str or len(v) != 16:
+    if type(v) is not str or len(v) != 16 or v != v.lower():
         return None
     try:
         return bytes.fromhex(v)
@@ -108,7 +113,7 @@ def _enc_base64(v: Any) -> bytes | None:
 
 
 _DECODE: dict[Callable[[Any], bytes | None], Callable[[bytes], Any]] = {
-    _enc_str: lambda b: b.decode("utf-8"),
+    _enc_str: lambda b: b.decode("utf-8", "surrogatepass"),
     _enc_int: lambda b: _INT.unpack(b)[0],
     _enc_long: lambda b: _LONG.unpack(b)[0],
     _enc_double: lambda b: _DOUBLE.unpack(b)[0],
@@ -144,10 +149,18 @@ COLUMNS: dict[str, tuple[bytes, Callable[[Any], bytes | None]]] = {
 _FIELD_OF = {column: (name, _DECODE[enc]) for name, (column, enc) in COLUMNS.items()}
 
 
-def encode_row(row: Row) -> tuple[dict[bytes, bytes], list[bytes]]:
-    """(cells to put, columns to delete) for ``row`` (its ``key`` is the row key)."""
+def encode_row(row: Row) -> dict[bytes, bytes]:
+    """The cells to put for ``row`` (its ``key`` is the row key).
+
+    Nothing is deleted: a delete marker gets the server's time and hides any put
+    of the same millisecond (HBase's HBASE-2256), so a page written twice in a
+    row could lose fields.  Instead ``f:fields`` lists the typed fields of this
+    version and ``f:x`` is always rewritten; a typed cell of an older version
+    that this one lacks stays in HBase, unread.
+    """
     cells: dict[bytes, bytes] = {}
     extra: dict[str, Any] = {}
+    names = []
     for name, value in row.items():
         if name == "key" or value is None:
             continue
@@ -157,23 +170,23 @@ def encode_row(row: Row) -> tuple[dict[bytes, bytes], list[bytes]]:
             extra[name] = value
         else:
             cells[typed[0]] = data  # type: ignore[index]
-    if extra:
-        cells[EXTRA] = json.dumps(extra, separators=(",", ":")).encode()
-    deletes = [col for col, _ in COLUMNS.values() if col not in cells]
-    if EXTRA not in cells:
-        deletes.append(EXTRA)
-    return cells, deletes
+            names.append(name)
+    cells[EXTRA] = json.dumps(extra, separators=(",", ":")).encode()
+    cells[FIELDS] = ",".join(names).encode()
+    return cells
 
 
 def decode_row(key: bytes, cells: dict[bytes, bytes]) -> Row:
     """The row as written (None fields absent) from its cells."""
-    row: Row = {"key": key.decode("utf-8")}
+    row: Row = {"key": key.decode("utf-8", "surrogatepass")}
+    listed = cells.get(FIELDS)
+    current = set(listed.decode().split(",")) if listed is not None else None
     for column, data in cells.items():
         if column == EXTRA:
             row.update(json.loads(data))
             continue
         known = _FIELD_OF.get(column)
-        if known:
+        if known and (current is None or known[0] in current):
             row[known[0]] = known[1](data)
     return row
 
@@ -218,14 +231,39 @@ def parse_hbase_url(url: str) -> dict[str, Any]:
 
 
 def _retryable() -> tuple[type[BaseException], ...]:
+    """Errors worth another try: the wire, and the server's IOError replies (a region
+    moving, a server starting).  IllegalArgument, AlreadyExists and
+    TApplicationException (a bad filter, a bad row) would fail again."""
     from happybase.pool import NoConnectionsAvailable
-    from thriftpy2.thrift import TApplicationException, TException
+    from Hbase_thrift import IOError as HBaseIOError
     from thriftpy2.transport import TTransportException
 
-    # TException covers the server's IOError replies (a region moving, a
-    # restarted server); TApplicationException is a protocol-level error
-    return (TTransportException, TException, TApplicationException, OSError,
-            NoConnectionsAvailable)  # fmt: skip
+    return (TTransportException, HBaseIOError, OSError, NoConnectionsAvailable)
+
+
+def _failures() -> tuple[type[BaseException], ...]:
+    """Every error a call can end with (reported as :class:`StoreError`)."""
+    from thriftpy2.thrift import TException
+
+    return (*_retryable(), TException)
+
+
+def _peer_closed(conn: Any) -> bool:
+    """Whether the server has closed ``conn``'s socket (an idle disconnect), without
+    sending anything.  Only for calls that cannot be retried blindly."""
+    sock = getattr(conn.transport, "sock", None)
+    sock = getattr(sock, "sock", sock)  # a transport around a TSocket, or the socket
+    if not isinstance(sock, socket.socket):
+        return False
+    try:
+        # (Python waits up to the socket's timeout before a recv, whatever its flags:
+        # ask first whether there is anything to read at all)
+        readable, _, _ = select.select([sock], [], [], 0)
+        if not readable:
+            return False  # open, nothing to read: alive
+        return sock.recv(1, socket.MSG_PEEK) == b""  # readable and empty: closed
+    except (OSError, ValueError):
+        return True
 
 
 class HBaseStore(Store):
@@ -234,27 +272,37 @@ class HBaseStore(Store):
         self.options = parse_hbase_url(url)  # checks the URL; no I/O here
         self._pool: Any = None
         self._ready = False
+        self._closed = False
         self._lock = threading.Lock()
 
     # -- connections ----------------------------------------------------------------
 
     def _call(self, what: str, operation: Callable[[Any], T], idempotent: bool = True) -> T:
-        """Run ``operation(connection)``; idempotent ones are retried on a fresh connection."""
-        errors = _retryable()
-        attempts = self.options["retries"] + 1 if idempotent else 1
+        """Run ``operation(connection)``, retried on a fresh connection after an error
+        of the wire or an IOError reply.  A non-idempotent operation is retried only
+        when it was never sent (no connection could be had)."""
+        retryable, failures = _retryable(), _failures()
+        attempts = self.options["retries"] + 1
         for attempt in range(attempts):
+            sent = False
             try:
                 pool = self._connect()
                 with pool.connection(timeout=self.options["timeout"]) as conn:
                     try:
+                        conn.open()
+                        if not idempotent and _peer_closed(conn):
+                            conn.transport.close()  # reopened below: the call is not lost
+                            conn.open()
+                        sent = True
                         return operation(conn)
-                    except errors:
+                    except failures:
                         # the pool gives the connection a new socket without closing
                         # the old one (a ResourceWarning, a leaked descriptor)
                         conn.transport.close()
                         raise
-            except errors as exc:
-                if attempt + 1 >= attempts:
+            except failures as exc:
+                final = not isinstance(exc, retryable) or (sent and not idempotent)
+                if final or attempt + 1 >= attempts:
                     raise StoreError(f"{self.url}: {what} failed: {_describe(exc)}") from exc
                 delay = min(5.0, 0.2 * 2**attempt)
                 logger.warning("%s: %s failed (%s); retry %d/%d in %.1fs", self.url, what,
@@ -265,6 +313,8 @@ class HBaseStore(Store):
     def _connect(self) -> Any:
         """The connection pool, made on first use, with the tables in place."""
         with self._lock:
+            if self._closed:
+                raise StoreError(f"{self.url}: the store is closed")
             if self._pool is None:
                 import happybase
 
@@ -297,27 +347,21 @@ class HBaseStore(Store):
     # -- the webtable -----------------------------------------------------------------
 
     def put_pages(self, rows: Sequence[Row]) -> None:
-        mutations = []
-        for row in rows:
-            cells, deletes = encode_row(row)
-            mutations.append((row["key"].encode("utf-8"), cells, deletes))
+        latest = {row["key"]: row for row in rows}  # a key written twice: the last one
+        mutations = [(key.encode("utf-8", "surrogatepass"), encode_row(row))
+                     for key, row in latest.items()]  # fmt: skip
 
         limit = self.options["batch_bytes"]
 
         def write(conn: Any) -> None:
-            # puts and deletes name different columns: mutateRows applies every put
-            # of a call before its deletes, so a delete of a column put in the same
-            # call would win (HBASE_NOTES.md)
             with conn.table(WEBTABLE).batch(batch_size=self.options["batch_size"]) as batch:
                 size = 0
-                for key, cells, deletes in mutations:
+                for key, cells in mutations:
                     row_bytes = len(key) + sum(len(c) + len(v) for c, v in cells.items())
                     if size and size + row_bytes > limit:
                         batch.send()  # keeps a call under the framed transport's frame limit
                         size = 0
                     batch.put(key, cells)
-                    if deletes:
-                        batch.delete(key, columns=deletes)
                     size += row_bytes
 
         self._call(f"writing {len(rows)} rows", write)
@@ -341,7 +385,7 @@ class HBaseStore(Store):
         start = prefix.encode("utf-8")
         stop = _prefix_stop(start) if prefix else None
         left = limit
-        page = 1000
+        page = 200  # rows per call: bodies (f:cnt) can make rows large
         while left is None or left > 0:
             n = page if left is None else min(page, left)
 
@@ -395,17 +439,33 @@ class HBaseStore(Store):
         ))  # fmt: skip
 
     def failpath_delete(self, site: str, columns: Sequence[str] | None = None) -> None:
-        cols = None if columns is None else [b"c:" + c.encode() for c in columns]
-        if cols == []:
+        """Columns are reset to 0 by an increment, not deleted: a delete marker would
+        hide an increment made by another worker in the same millisecond (HBASE-2256);
+        a zero count reads as absent.  ``columns=None`` (an operator's clear) deletes
+        the row."""
+        row = site.encode()
+        if columns is None:
+            self._call(f"deleting failpaths of {site}",
+                       lambda conn: conn.table(FAILPATHS).delete(row))  # fmt: skip
             return
-        self._call(
-            f"deleting failpaths of {site}",
-            lambda conn: conn.table(FAILPATHS).delete(site.encode(), columns=cols),
-        )
+        cols = [b"c:" + c.encode() for c in columns]
+        if not cols:
+            return
+        current = self._call(f"reading failpaths of {site}",
+                             lambda conn: conn.table(FAILPATHS).row(row, columns=cols))  # fmt: skip
+        for col, value in _counts(current).items():
+            column = b"c:" + col.encode()
+            self._call(
+                f"resetting failpath {site} {col}",
+                lambda conn, column=column, value=value: conn.table(FAILPATHS).counter_inc(
+                    row, column, -value),
+                idempotent=False,
+            )  # fmt: skip
 
     def close(self) -> None:
         with self._lock:
             pool, self._pool, self._ready = self._pool, None, False
+            self._closed = True
         if pool is not None:
             while True:  # close the pooled connections (none is in use when closing)
                 try:
@@ -416,8 +476,10 @@ class HBaseStore(Store):
 
 
 def _counts(cells: dict[bytes, bytes]) -> dict[str, int]:
-    return {col[2:].decode(): _LONG.unpack(v)[0] for col, v in cells.items()
-            if col.startswith(b"c:") and len(v) == 8}  # fmt: skip
+    """Level -> count of a failpaths row; a zero counter is a reset one (absent)."""
+    counts = {col[2:].decode(): _LONG.unpack(v)[0] for col, v in cells.items()
+              if col.startswith(b"c:") and len(v) == 8}  # fmt: skip
+    return {level: n for level, n in counts.items() if n}
 
 
 def _prefix_stop(prefix: bytes) -> bytes | None:
