@@ -89,7 +89,7 @@ REMOTE_CONTROL_ENABLED = False
 # --- Shared frontier (scrapy-redis) -------------------------------------------
 SCHEDULER = "webcrawl.scheduler.Scheduler"
 SCHEDULER_QUEUE_CLASS = "webcrawl.queue.HostQueue"
-# The crawl's dupefilter: RedisDupeFilter (exact, ~88 bytes per URL) or
+# The crawl's dupefilter: RedisDupeFilter (exact, ~67 bytes per URL) or
 # RedisBloomDupeFilter (~1.8 bytes per URL at 0.1 %; false positives are skipped).
 DUPEFILTER_CLASS = "webcrawl.dupefilter.RedisDupeFilter"
 # RedisBloomDupeFilter: URLs it is sized for, and its false-positive rate there

@@ -3,7 +3,7 @@
 For ``capacity`` items at false-positive rate ``p`` a Bloom filter needs
 ``m = -capacity * ln(p) / ln(2)**2`` bits and ``k = m / capacity * ln(2)``
 hash functions: at p = 0.1 % that is 14.4 bits (1.8 bytes) per item and
-k = 10, against ~88 bytes per URL for an exact set of fingerprints.  The k
+k = 10, against ~67 bytes per URL for an exact set of fingerprints.  The k
 positions come from one 20-byte request fingerprint by double hashing
 (Kirsch and Mitzenmacher): ``h1 + i * h2 mod m``.  One Redis string holds at
 most 2**32 bits (512 MiB): about 300 million URLs at 0.1 %.

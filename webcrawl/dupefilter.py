@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 
 
 class RedisDupeFilter(BaseDupeFilter):
-    """Exact: a Redis set of fingerprints (~88 bytes per URL)."""
+    """Exact: a Redis set of fingerprints (~67 bytes per URL, measured)."""
 
     mode = "set"
     key_suffix = "seen"
