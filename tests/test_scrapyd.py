@@ -52,7 +52,9 @@ def test_deploy_two_workers_to_scrapyd(scrapyd, slow_demo, redis_server, redis_c
     result = subprocess.run(
         [sys.executable, "-m", "webcrawl.cli", "deploy", "--url", url, "--workers", "2",
          "--seeds", ",".join(slow_demo.seeds), "-s", f"REDIS_URL={redis_server.url}",
-         "-s", f"WEBCRAWL_DATA_DIR={data}", "-s", "FRONTIER_HOST_DELAY=0.05",
+         # paced (~20 pages/s, ~12 s): scrapyd starts its jobs a poll apart and each
+         # takes seconds to start, so a faster crawl could end before the second joins
+         "-s", f"WEBCRAWL_DATA_DIR={data}", "-s", "FRONTIER_HOST_DELAY=0.2",
          "-s", "STATUS_HEARTBEAT_INTERVAL=0.5", "-s", "STATUS_HEARTBEAT_TTL=3"],
         cwd=ROOT, env=crawl_env(), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
