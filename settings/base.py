@@ -139,6 +139,9 @@ FRONTIER_BATCH_SIZE = 256
 FRONTIER_SEEN_CACHE_SIZE = 1_000_000
 # Seconds: how often an idle worker checks Redis for new work.
 FRONTIER_IDLE_POLL_INTERVAL = 0.5
+# Seconds after its start that a worker given no seeds, of a crawl with no URL
+# yet, waits for another worker's seeds before closing (workers started together).
+FRONTIER_START_GRACE = 15.0
 
 # --- The crawl ----------------------------------------------------------------
 # Directory for embedded data: redis files, the SQLite webtable.

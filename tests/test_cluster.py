@@ -139,3 +139,26 @@ def test_redis_restart_mid_crawl_loses_nothing(slow_demo, tmp_path, workers):
     # A pop that Redis executed just before it stopped, whose reply never
     # arrived, is leased to nobody alive: its lease expires and it is requeued.
     assert set(urls) == set(demo.web.reachable())
+
+
+@pytest.mark.parametrize("grace", [15, 0])
+def test_an_unseeded_worker_waits_for_the_seeds_of_a_worker_still_starting(
+    grace, slow_demo, redis_server, tmp_path, workers
+):
+    """Workers started together (scrapyd, webcrawl deploy): the one without seeds must
+    not close before the one with the seeds has pushed them.  Grace 0 is the control."""
+    data = tmp_path / "data"
+    b = start_worker(workers, None, data, redis_server.url, tmp_path / "b.jsonl", *PACED,
+                     f"FRONTIER_START_GRACE={grace}")  # fmt: skip
+    time.sleep(4)  # B is up (or, without the grace, gone) before A starts
+    a = start_worker(workers, slow_demo.seeds, data, redis_server.url, tmp_path / "a.jsonl",
+                     *PACED)  # fmt: skip
+    finish(a)
+    finish(b)
+    fetched_by_b = len(read_items(tmp_path / "b.jsonl"))
+    if grace:
+        assert fetched_by_b > 20
+        urls = [i["url"] for p in ("a", "b") for i in read_items(tmp_path / f"{p}.jsonl")]
+        assert sorted(urls) == sorted(slow_demo.web.reachable())
+    else:
+        assert fetched_by_b == 0

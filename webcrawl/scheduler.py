@@ -98,6 +98,7 @@ class Scheduler(RedisScheduler):
         self.seen_cache_size = positive_int(settings, "FRONTIER_SEEN_CACHE_SIZE")
         self._seen: set[bytes] = set()  # fingerprints known to be in the crawl's seen set
         self.idle_poll = positive_float(settings, "FRONTIER_IDLE_POLL_INTERVAL")
+        self.start_grace = non_negative_float(settings, "FRONTIER_START_GRACE")
         self.host_delay = non_negative_float(settings, "FRONTIER_HOST_DELAY")
         self.delay_slack = non_negative_float(settings, "FRONTIER_DELAY_SLACK")
         self.max_per_host = int(non_negative_float(settings, "FRONTIER_MAX_PER_HOST"))
@@ -342,7 +343,20 @@ class Scheduler(RedisScheduler):
                 )  # fmt: skip
                 self._waiting_logged = True
             raise DontCloseSpider("other workers are busy")
+        unseeded = getattr(self.crawler.spider, "seeds", None) is None  # no -a seeds=
+        if unseeded and time.time() - self._started < self.start_grace and self._crawl_is_new():
+            # workers started together (scrapyd, a deploy): the one with the seeds
+            # may still be starting; closing now would leave it alone
+            raise DontCloseSpider("the crawl has no URL yet: waiting for its seeds")
         logger.info("Crawl %r has no work left anywhere: closing this worker", self.keys.crawl)
+
+    def _crawl_is_new(self) -> bool:
+        """Whether no URL has entered the crawl yet (its dupefilter is empty)."""
+        try:
+            return len(self.df) == 0
+        except RedisError as exc:
+            self._outage("check whether the crawl has begun", exc)
+            return True
 
     def _outage(self, what: str, exc: Exception) -> None:
         """Redis is unreachable: log once per outage, count every failure."""
