@@ -142,11 +142,13 @@ def test_redis_restart_mid_crawl_loses_nothing(slow_demo, tmp_path, workers):
 
 
 @pytest.mark.parametrize("grace", [15, 0])
+@pytest.mark.usefixtures("redis_client")
 def test_an_unseeded_worker_waits_for_the_seeds_of_a_worker_still_starting(
     grace, slow_demo, redis_server, tmp_path, workers
 ):
     """Workers started together (scrapyd, webcrawl deploy): the one without seeds must
-    not close before the one with the seeds has pushed them.  Grace 0 is the control."""
+    not close before the one with the seeds has pushed them.  Grace 0 is the control.
+    (``redis_client`` empties the shared Redis: the crawl must be new.)"""
     data = tmp_path / "data"
     b = start_worker(workers, None, data, redis_server.url, tmp_path / "b.jsonl", *PACED,
                      f"FRONTIER_START_GRACE={grace}")  # fmt: skip
