@@ -2,8 +2,8 @@
 
 Pages are gathered for ``SIMHASH_READ_INTERVAL`` seconds (or 64 of them)
 and their previous rows read from the store in one call on a thread of its
-own, off the reactor: a thread hop and a query per page cost more CPU
-(GIL hand-overs) than the read itself.  Then, on the reactor thread,
+own, off the reactor: one thread hop and one query (one Thrift round trip
+with HBase) per batch, not per page.  Then, on the reactor thread,
 :func:`webcrawl.change.compare` fills in ``simhash``, ``previous_simhash``,
 ``distance``, ``changed`` and the visit history.  A 304 takes the stored
 content.  Stats: ``change/new``, ``change/changed``, ``change/unchanged``,

@@ -20,16 +20,20 @@ class RoundTrips:
     count = 0
 
 
-class _CountingConnection(redis.Connection):
+class _Counting:
+    """Mixed into a redis-py connection class: count every send (one per round trip)."""
+
     def send_packed_command(self, command: object, check_health: bool = True) -> None:
         RoundTrips.count += 1
-        super().send_packed_command(command, check_health)
+        super().send_packed_command(command, check_health)  # type: ignore[misc]
 
 
-class _CountingUnixConnection(redis.UnixDomainSocketConnection):
-    def send_packed_command(self, command: object, check_health: bool = True) -> None:
-        RoundTrips.count += 1
-        super().send_packed_command(command, check_health)
+class _CountingConnection(_Counting, redis.Connection):
+    pass
+
+
+class _CountingUnixConnection(_Counting, redis.UnixDomainSocketConnection):
+    pass
 
 
 class CrawlRedis:
