@@ -4,7 +4,10 @@ Reads robots.txt's Crawl-delay (as the floor), 429/503 with Retry-After
 (back off) and latency (slow hosts get fewer requests); the policy is
 :class:`webcrawl.adaptive_delay.DelayPolicy`.  The delay is written to the
 frontier in Redis, which paces the host for every worker; writes happen only
-when the delay moves by more than 10 %.  ``meta["dont_adapt_delay"]`` opts a
+when the delay moves by more than 10 %.  A back-off holds for its window
+whoever writes next (the frontier takes the maximum until it ends), and each
+worker adopts the delay in force, so it adapts from the shared value and not
+only from what it saw itself.  ``meta["dont_adapt_delay"]`` opts a
 request out.  Needs webcrawl's scheduler (the frontier); without it, it does
 nothing.
 """
@@ -21,7 +24,7 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 
-from webcrawl.adaptive_delay import DelayPolicy, parse_retry_after
+from webcrawl.adaptive_delay import BACKOFF_STATUSES, DelayPolicy, parse_retry_after
 from webcrawl.scope import scope_key
 from webcrawl.settings_check import non_negative_float, positive_float
 
@@ -39,6 +42,7 @@ class AdaptiveDelayMiddleware:
             base=non_negative_float(settings, "FRONTIER_HOST_DELAY"),
             max_delay=positive_float(settings, "ADAPTIVE_DELAY_MAX"),
             target_concurrency=positive_float(settings, "ADAPTIVE_DELAY_TARGET_CONCURRENCY"),
+            retry_after_max=positive_float(settings, "ADAPTIVE_DELAY_RETRY_AFTER_MAX"),
         )
         self.user_agent = settings.get("USER_AGENT")
         self.delays: dict[str, float] = {}  # host -> delay we last set
@@ -81,24 +85,39 @@ class AdaptiveDelayMiddleware:
         delay = self.policy.next_delay(
             current, status=response.status, latency=latency, floor=floor, retry_after=retry_after
         )
-        if response.status in (429, 503):
-            self.stats.inc_value("adaptive_delay/backoff")
+        if response.status not in BACKOFF_STATUSES:
+            self._set(host, delay)
+            return response
+        window, cut = self.policy.backoff_window(delay, retry_after)
+        self.stats.inc_value("adaptive_delay/backoff")
+        if cut:
+            logger.warning("%s asked for Retry-After %.0f s: waiting ADAPTIVE_DELAY_RETRY_AFTER_MAX"
+                           " (%.0f s) instead", host, retry_after, window)  # fmt: skip
+        if window > delay:
+            logger.info("%s answered %d: no request to it for %.1f s, then a delay of %.2f s",
+                        host, response.status, window, delay)  # fmt: skip
+        else:
             logger.info("%s answered %d: its delay is now %.2f s", host, response.status, delay)
-        backoff = response.status in (429, 503)
-        self._set(host, delay, force=backoff, now=time.time() if backoff else None)
+        self._set(host, delay, hold=window, not_before=window)
         return response
 
-    def _set(self, host: str, delay: float, force: bool = False, now: float | None = None) -> None:
-        shared = self.delays.get(host, self.policy.base)  # what the frontier applies now
+    def _set(
+        self, host: str, delay: float, *, force: bool = False, hold: float = 0.0,
+        not_before: float = 0.0,
+    ) -> None:  # fmt: skip
+        shared = self.delays.get(host, self.policy.base)  # what the frontier applied last we knew
         self.delays[host] = delay
-        if not force and abs(delay - shared) <= max(0.1 * shared, 0.05):
+        if not (force or hold) and abs(delay - shared) <= max(0.1 * shared, 0.05):
             self.delays[host] = shared  # too small a change to be worth a write
             return
         frontier = self._frontier()
         if frontier is None:
             return
         try:
-            frontier.queue.set_delay(host, delay, now=now)
+            # the delay in force may be another worker's back-off: adapt from it next time
+            self.delays[host] = frontier.queue.set_delay(
+                host, delay, hold=hold, not_before=not_before
+            )
             self.stats.inc_value("adaptive_delay/updates")
         except RedisError as exc:
             logger.warning("Could not share the delay of %s: %s", host, exc)

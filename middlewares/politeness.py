@@ -15,6 +15,9 @@ delay whenever the first was answered before the delay ran out, whatever the
 jitter between a worker sending a request and the server seeing it (three
 round trips per request; politeness-limited crawls can afford them).
 
+Paced: requests leased from the frontier, failed-path re-probes and the
+HEAD pre-checks of revisits (so a revisit's HEAD and GET are two turns).
+
 With ``FRONTIER_HOST_DELAY = 0`` (politeness off, e.g. for benchmarks on
 your own server) it does nothing and costs nothing.
 """
@@ -22,7 +25,6 @@ your own server) it does nothing and costs nothing.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -62,20 +64,22 @@ class PolitenessMiddleware:
         if frontier is None:
             return
         try:
-            frontier.queue.mark_sent(scope_key(request.url, "host"), when=time.time(),
-                                     default_delay=self.delay, slack=self.slack)  # fmt: skip
+            frontier.queue.mark_sent(scope_key(request.url, "host"), default_delay=self.delay,
+                                     slack=self.slack)  # fmt: skip
         except RedisError as exc:
             logger.warning("Could not record a request to %s in Redis: %s", request.url, exc)
 
     def _paced(self, request: Request) -> Any:
-        """The frontier, if ``request`` is one it paces: a leased request or a failed-path
-        re-probe (robots.txt requests and other schedulers' are not)."""
+        """The frontier, if ``request`` is one it paces: a leased request, a failed-path
+        re-probe or a revisit's HEAD pre-check (robots.txt requests and other schedulers'
+        are not)."""
         from webcrawl.scheduler import frontier_of  # late: importing it early installs a reactor
 
         frontier = frontier_of(self.crawler)
         if frontier is None:
             return None
-        if frontier.is_leased(request) or request.meta.get("failpath_probe"):
+        meta = request.meta
+        if frontier.is_leased(request) or meta.get("failpath_probe") or meta.get("revisit_head"):
             return frontier
         return None
 
@@ -87,9 +91,7 @@ class PolitenessMiddleware:
         waited = 0.0
         while True:
             try:
-                wait = frontier.queue.acquire(
-                    host, now=time.time(), default_delay=self.delay, slack=self.slack
-                )
+                wait = frontier.queue.acquire(host, default_delay=self.delay, slack=self.slack)
             except RedisError as exc:
                 logger.warning("Could not take %s's turn in Redis (sending anyway): %s", host, exc)
                 return

@@ -59,8 +59,12 @@ FAILPATH_REMEMBER_LINKS = 1000
 # Adapt each host's delay (for all workers) to 429/503 + Retry-After, latency
 # and robots.txt Crawl-delay; see middlewares/adaptive_delay.py.
 ADAPTIVE_DELAY_ENABLED = True
-# Seconds: the most a host's delay grows to (a longer Retry-After is capped here).
+# Seconds: the most a host's delay between two requests grows to.
 ADAPTIVE_DELAY_MAX = 60.0
+# Seconds: the longest Retry-After (429/503) obeyed; the host gets no request for
+# that long (a longer ask is cut to this, and logged).  Within it no worker's
+# healthy answers lower the host's back-off delay.
+ADAPTIVE_DELAY_RETRY_AFTER_MAX = 3600.0
 # Requests per host in flight the delay aims at: delay -> latency / this.
 ADAPTIVE_DELAY_TARGET_CONCURRENCY = 1.0
 # Requests in flight per worker process, and per host (download slot).
@@ -108,8 +112,14 @@ REDIS_URL = os.environ.get("REDIS_URL") or None
 # Start (or join) the embedded Redis when REDIS_URL is unset; False makes
 # REDIS_URL mandatory (the cluster profile does this).
 WEBCRAWL_EMBEDDED_REDIS = True
-# Extra keyword arguments for redis.Redis (e.g. {"password": "..."}).
+# Extra keyword arguments for redis.Redis (e.g. {"password": "..."}); its
+# socket_timeout and retry override FRONTIER_REDIS_TIMEOUT.
 REDIS_PARAMS = {}
+# Seconds a Redis call may block the worker's reactor thread (socket connect and
+# read timeout; one retry on a fresh connection).  A Redis that stops answering
+# then stalls downloads for under a second per call, not for redis-py's ~30 s,
+# and the crawl waits for it (requests kept) instead of charging the sites.
+FRONTIER_REDIS_TIMEOUT = 0.25
 # Seconds between two requests to one host, counted over all workers of the crawl
 # from when each request leaves its worker.
 FRONTIER_HOST_DELAY = 1.0
@@ -132,6 +142,11 @@ FRONTIER_RETRY_BACKOFF = 1.0
 # engine one by one; a host is still handed out at most once per its delay.
 # Popped requests a closing worker never started go straight back.
 FRONTIER_PREFETCH = 4
+# Request classes besides scrapy.Request (and its own FormRequest, JsonRequest,
+# XmlRpcRequest) that queue entries may name, as dotted paths.  Others are refused
+# (logged, dropped) before anything is imported: on a shared Redis whoever can
+# write the queue would otherwise choose what every worker imports.
+FRONTIER_REQUEST_CLASSES = []
 # Requests buffered before one batched push (dupefilter check included) to Redis.
 FRONTIER_BATCH_SIZE = 256
 # Fingerprints each worker remembers as already seen, so duplicate links cost
@@ -175,6 +190,10 @@ WEBCRAWL_STORE_BATCH_SIZE = 200
 WEBCRAWL_STORE_FLUSH_INTERVAL = 0.2
 # Times a failed batch write is retried (back-off 0.5 s doubling, at most 30 s).
 WEBCRAWL_STORE_RETRY_TIMES = 5
+# Seconds: while the store cannot be read or written, the worker pauses its
+# fetches and checks the store this often; the pages it could not store or
+# compare go back to the frontier, to be fetched again this long later.
+WEBCRAWL_STORE_OUTAGE_WAIT = 5.0
 
 ITEM_PIPELINES = {
     "pipelines.change.ChangePipeline": 200,

@@ -27,6 +27,18 @@ def test_backs_off_on_429_and_503_honouring_retry_after():
     assert zero.next_delay(0.01, status=200, latency=2.0, floor=0.0) == 0.0
 
 
+def test_a_retry_after_longer_than_the_max_delay_is_obeyed_for_its_window():
+    """ADAPTIVE_DELAY_MAX bounds the delay between requests, not the wait a server asks
+    for: Retry-After 3600 keeps the host waiting an hour (then 30 s between requests)."""
+    delay = POLICY.next_delay(1.0, status=429, latency=0.1, floor=0.5, retry_after=3600)
+    assert delay == 30.0
+    assert POLICY.backoff_window(delay, 3600) == (3600, False)
+    assert POLICY.backoff_window(2.0, None) == (2.0, False)  # a 503 alone: the new delay
+    assert POLICY.backoff_window(30.0, 7 * 86400) == (3600.0, True)  # cut, and said so
+    longer = DelayPolicy(base=0.5, max_delay=30.0, target_concurrency=1.0, retry_after_max=1e6)
+    assert longer.backoff_window(30.0, 7 * 86400) == (7 * 86400, False)
+
+
 def test_relaxes_back_to_the_floor_when_healthy():
     delay = 16.0
     steps = []
@@ -86,6 +98,17 @@ def test_429_with_retry_after_slows_the_host_for_every_request(tmp_path):
     assert all(any(p == path and s == 200 for _, s, p in host) for _, st, path in host if st == 429)
     other = sorted(t for t, _, _ in times[info["hosts"][0]])
     assert min(b - a for a, b in itertools.pairwise(other)) < 0.5  # others unaffected
+
+
+def test_a_retry_after_beyond_adaptive_delay_max_is_obeyed(tmp_path):
+    info, times, log = run_demo(tmp_path, "FRONTIER_HOST_DELAY=0.02", "ADAPTIVE_DELAY_MAX=0.3",
+                                faults=["1:/s0/:429:1:2"])  # fmt: skip
+    host = times[info["hosts"][1]]
+    t429 = min(t for t, status, _ in host if status == 429)
+    in_flight = 0.2  # requests already on their way when the 429 was sent
+    asked = [(round(t - t429, 2), p) for t, _, p in host if t429 + in_flight < t < t429 + 1.9]
+    assert not asked, asked
+    assert "no request to it for 2.0 s" in log
 
 
 def test_robots_crawl_delay_is_a_floor(tmp_path):

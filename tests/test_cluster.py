@@ -26,12 +26,16 @@ def workers():
             proc.wait()
 
 
-def start_worker(procs, seeds, data_dir, redis_url, items, *settings):
+def start_worker(procs, seeds, data_dir, redis_url, items, *settings, code=None):
+    """A ``scrapy crawl web`` process (``code``: Python run instead of ``-m scrapy``, which
+    must end by running scrapy's command line)."""
     log = items.with_suffix(".log")
+    cmd = crawl_cmd(seeds, data_dir, f"REDIS_URL={redis_url}", *settings, items=items)
+    if code is not None:
+        cmd[1:3] = ["-c", code]
     with open(log, "w") as err:  # a file, not a pipe: a full pipe would stall the worker
         proc = subprocess.Popen(
-            crawl_cmd(seeds, data_dir, f"REDIS_URL={redis_url}", *settings, items=items),
-            cwd=ROOT, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=err,
+            cmd, cwd=ROOT, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=err,
         )  # fmt: skip
     proc.log = log
     procs.append(proc)
@@ -164,3 +168,99 @@ def test_an_unseeded_worker_waits_for_the_seeds_of_a_worker_still_starting(
         assert sorted(urls) == sorted(slow_demo.web.reachable())
     else:
         assert fetched_by_b == 0
+
+
+# A worker whose clock is two minutes ahead of the others' (and of Redis's).
+SKEWED = """import sys, time
+_real = time.time
+time.time = lambda: _real() + 120.0
+from scrapy.cmdline import execute
+execute()
+"""
+
+
+def test_a_worker_with_a_clock_ahead_requeues_nothing_and_keeps_politeness(
+    slow_demo, redis_server, redis_client, tmp_path, workers
+):
+    """Lease deadlines, host turns and back-offs are Redis's time: the skewed worker
+    does not take the others' live leases for expired (pages fetched twice)."""
+    demo = slow_demo
+    a = start_worker(workers, demo.seeds, tmp_path / "data", redis_server.url,
+                     tmp_path / "a.jsonl", *PACED)  # fmt: skip
+    wait_for_fetches(demo, 10)
+    b = start_worker(workers, None, tmp_path / "data", redis_server.url, tmp_path / "b.jsonl",
+                     *PACED, code=SKEWED)  # fmt: skip
+    logs = [finish(a), finish(b)]
+    assert all("lease_expired" not in log for log in logs), "live leases were requeued"
+    fetches = demo.page_fetches()
+    assert max(fetches.values()) == 1, [u for u, n in fetches.items() if n > 1]
+    union = Counter(i["url"] for p in ("a", "b") for i in read_items(tmp_path / f"{p}.jsonl"))
+    assert set(union) == set(demo.web.reachable()) and max(union.values()) == 1
+    assert len(read_items(tmp_path / "b.jsonl")) > 10  # the skewed worker took part
+
+
+def test_a_call_to_a_hung_redis_fails_well_within_a_second(tmp_path):
+    """Workers call Redis on the reactor thread: a Redis that stopped answering (here
+    SIGSTOP) must not freeze every download for redis-py's 3 x 10 s."""
+    import os
+
+    import redis
+    from conftest import RedisServer, free_port
+    from scrapy.settings import Settings
+
+    from webcrawl.redisconn import CrawlRedis
+
+    port = free_port()
+    server = RedisServer(f"redis://127.0.0.1:{port}/0", port, tmp_path)
+    server.start()
+    settings = Settings()
+    settings.setmodule("settings.base")
+    settings.set("REDIS_URL", server.url)
+    conn = CrawlRedis.from_settings(settings)
+    try:
+        conn.open()
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        started = time.monotonic()
+        with pytest.raises(redis.TimeoutError):
+            conn.client.get("x")
+        took = time.monotonic() - started
+        os.kill(server.proc.pid, signal.SIGCONT)
+        assert took < 1.0, took
+        assert conn.client.get("x") is None  # and it works again once Redis answers
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+        conn.close()
+        server.stop()
+
+
+def test_a_redis_that_hangs_mid_crawl_loses_nothing_and_charges_no_site(
+    slow_demo, tmp_path, workers
+):
+    import os
+
+    from conftest import RedisServer, free_port
+
+    demo = slow_demo
+    port = free_port()
+    server = RedisServer(f"redis://127.0.0.1:{port}/0", port, tmp_path)
+    server.start()
+    try:
+        a = start_worker(workers, demo.seeds, tmp_path / "data", server.url, tmp_path / "a.jsonl",
+                         "FRONTIER_LEASE_TIMEOUT=6", "FAILPATH_MIN_DELAY=2",
+                         "FAILPATH_MAX_DELAY=4")  # fmt: skip
+        wait_for_fetches(demo, 40)
+        # shorter than the lease timeout (leases cannot be renewed meanwhile); pops that
+        # Redis runs when it wakes up, for a worker that gave up on them, expire after it
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        time.sleep(3)
+        os.kill(server.proc.pid, signal.SIGCONT)
+        log = finish(a)
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+        server.stop()
+    assert "retrying until Redis at" in log
+    items = read_items(tmp_path / "a.jsonl")
+    urls = Counter(i["url"] for i in items)
+    assert set(urls) == set(demo.web.reachable()) and max(urls.values()) == 1
+    assert [i["url"] for i in items if i["kind"] == "failed"] == []
+    assert "'failpath/failures'" not in log  # the outage was not the sites' fault

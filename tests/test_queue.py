@@ -3,10 +3,10 @@
 import time
 
 import pytest
-from scrapy import Request, Spider
+from scrapy import FormRequest, Request, Spider
 
 from webcrawl.keys import CrawlKeys
-from webcrawl.queue import HostQueue
+from webcrawl.queue import DEFAULT_REQUEST_CLASSES, HostQueue
 from webcrawl.workers import WorkerRegistry
 
 
@@ -19,14 +19,14 @@ def make(redis_client):
     return HostQueue(redis_client, S(), keys), keys
 
 
-def entry(queue, url, priority=0, fp=None, not_before=0.0):
+def entry(queue, url, priority=0, fp=None, wait=0.0):
     request = Request(url, priority=priority)
     host = url.split("/")[2]
     return (
         fp if fp is not None else url.encode(),
         host,
         priority,
-        not_before,
+        wait,
         queue.encode(request),
     )
 
@@ -69,7 +69,7 @@ def test_a_host_is_handed_out_once_per_delay_across_workers(redis_client):
     first = queue.step(now=100, worker_id="w1", default_delay=2.0)
     assert first.request.url == "http://a/0"
     other = queue.step(now=101, worker_id="w2", default_delay=2.0)  # another worker, too early
-    assert other.request is None and other.next_ready == 102.0
+    assert other.request is None and other.next_ready == 1.0  # seconds until a is ready
     assert queue.step(now=102, worker_id="w2", default_delay=2.0).request.url == "http://a/1"
     # a per-host delay overrides the default
     queue.set_delay("a", 10.0)
@@ -80,11 +80,11 @@ def test_a_host_is_handed_out_once_per_delay_across_workers(redis_client):
     assert queue.acquire("a", now=104.5, default_delay=2.0) == 0.0
     assert queue.acquire("a", now=110.0, default_delay=2.0) == pytest.approx(4.5)
     queue.step(now=110, worker_id="w1", pushes=[entry(queue, "http://a/3")], pop=False)
-    assert queue.step(now=110, worker_id="w1").next_ready == 114.5
+    assert queue.step(now=110, worker_id="w1").next_ready == 4.5
     # a request that really left later than its turn pushes the next turn back
-    queue.mark_sent("a", when=113.0, default_delay=2.0)  # host a's own delay is 10 s
+    queue.mark_sent("a", now=113.0, default_delay=2.0)  # host a's own delay is 10 s
     assert queue.acquire("a", now=114.5, default_delay=2.0) == pytest.approx(8.5)
-    queue.mark_sent("a", when=100.0, default_delay=2.0)  # an earlier send changes nothing
+    queue.mark_sent("a", now=100.0, default_delay=2.0)  # an earlier send changes nothing
     assert queue.acquire("a", now=123.0, default_delay=2.0) == 0.0
     assert queue.acquire("b", now=110.0, default_delay=0.0) == 0.0  # no delay, no wait
     assert queue.acquire("b", now=110.0, default_delay=0.0) == 0.0
@@ -101,7 +101,7 @@ def test_hosts_take_turns(redis_client):
     while len(hosts) < 12:
         result = queue.step(now=now, worker_id="w", default_delay=1.0)
         if result.request is None:
-            now = result.next_ready
+            now += result.next_ready
             continue
         hosts.append(result.request.url.split("/")[2])
     assert hosts[:4] == ["big", "small0", "small1", "small2"]
@@ -129,18 +129,18 @@ def test_leases_ack_and_expire(redis_client):
     assert {one.request.url, two.request.url} == {"http://a/1", "http://b/2"}
     assert redis_client.zcard(keys.leases) == 2 and len(queue) == 0
     queue.step(now=1, worker_id="w1", acks=[one.lease], pop=False)  # w1 finished
-    queue.renew([one.lease], deadline=50)  # renewing an acked lease does not revive it
+    queue.renew([one.lease], 49, now=1)  # renewing an acked lease does not revive it
     assert redis_client.zcard(keys.leases) == 1
     assert queue.step(now=5, worker_id="w3").request is None  # w2's lease still valid
     again = queue.step(now=11, worker_id="w3", lease_timeout=10)  # w2 died: lease expired
     assert again.requeued == 1 and again.request.url == two.request.url
-    queue.renew([again.lease], deadline=100)
+    queue.renew([again.lease], 89, now=11)
     assert queue.step(now=30, worker_id="w4").requeued == 0  # renewed
 
 
 def test_delayed_requests_wait_for_their_time(redis_client):
     queue, _ = make(redis_client)
-    pushes = [entry(queue, "http://a/retry", not_before=50.0), entry(queue, "http://a/now")]
+    pushes = [entry(queue, "http://a/retry", wait=50.0), entry(queue, "http://a/now")]
     queue.step(now=0, worker_id="w", pushes=pushes, pop=False)
     assert len(queue) == 2
     assert drain(queue, now=10) == ["http://a/now"]
@@ -226,7 +226,7 @@ def test_one_step_pops_several_hosts_but_each_once_per_delay(redis_client):
     assert len({lease for _, lease in result.popped}) == 3
     assert redis_client.zcard(keys.leases) == 3
     later = queue.step(now=10.5, worker_id="w", pop=8, default_delay=1.0)
-    assert later.popped == [] and later.next_ready == 11.0  # a waits for its delay
+    assert later.popped == [] and later.next_ready == 0.5  # a waits for its delay
     # without a delay one call takes a host's requests in turn
     queue.step(now=0, worker_id="w", pop=False,
                pushes=[entry(queue, "http://d/1"), entry(queue, "http://d/2")])  # fmt: skip
@@ -240,7 +240,7 @@ def test_released_leases_go_back_at_the_next_step(redis_client):
     queue.step(now=0, worker_id="w", pop=False,
                pushes=[entry(queue, "http://a/1"), entry(queue, "http://b/1")])  # fmt: skip
     popped = queue.step(now=1, worker_id="w1", pop=2, lease_timeout=60).popped
-    queue.renew([lease for _, lease in popped], 0.0)
+    queue.renew([lease for _, lease in popped], 0.0, now=1)
     again = queue.step(now=2, worker_id="w2", pop=2, lease_timeout=60)
     assert again.requeued == 2
     assert sorted(r.url for r, _ in again.popped) == ["http://a/1", "http://b/1"]
@@ -277,7 +277,7 @@ def _take_revisits(url, worker, out, barrier):
     got = []
     barrier.wait(30)  # both start together
     for _ in range(400):
-        result = queue.step(now=time.time(), worker_id=worker, pop=5)
+        result = queue.step(worker_id=worker, pop=5)  # Redis's clock
         got += [request.url for request, _ in result.popped]
     out.put(got)
 
@@ -287,9 +287,8 @@ def test_due_revisits_move_atomically_with_two_workers(redis_client, redis_serve
 
     queue, keys = make(redis_client)
     urls = [f"http://h{i % 7}/p{i}" for i in range(300)]
-    now = time.time()
-    queue.step(now=now, worker_id="w", pop=False,
-               revisits=[revisit(queue, u, now - 1) for u in urls])  # fmt: skip
+    queue.step(worker_id="w", pop=False,
+               revisits=[revisit(queue, u, -1.0) for u in urls])  # fmt: skip
     ctx = multiprocessing.get_context("spawn")
     out, barrier = ctx.Queue(), ctx.Barrier(2)
     workers = [ctx.Process(target=_take_revisits, args=(redis_server.url, f"w{i}", out, barrier))
@@ -302,3 +301,76 @@ def test_due_revisits_move_atomically_with_two_workers(redis_client, redis_serve
     assert all(taken), "both workers took some"
     assert sorted(taken[0] + taken[1]) == sorted(urls)  # each exactly once
     assert redis_client.zcard(keys.revisits) == 0
+
+
+def test_a_lease_handed_back_returns_after_its_wait(redis_client):
+    """A request whose page could not be stored is not acknowledged: it comes back."""
+    queue, keys = make(redis_client)
+    queue.step(now=0, worker_id="w", pushes=[entry(queue, "http://a/1")], pop=False)
+    lease = queue.step(now=0, worker_id="w1", lease_timeout=60).lease
+    queue.step(now=1, worker_id="w1", nacks=[(lease, 5.0)], pop=False)
+    assert queue.step(now=5, worker_id="w2").request is None  # not yet
+    again = queue.step(now=6, worker_id="w2")
+    assert again.requeued == 1 and again.request.url == "http://a/1"
+    assert redis_client.scard(keys.seen) == 1  # past the dupefilter, which has it
+
+
+def test_shared_times_are_redis_time_not_the_workers(redis_client):
+    """Leases, delays and due revisits are set by Redis's clock: a step sends only
+    durations, so a worker whose clock is off cannot move them."""
+    queue, keys = make(redis_client)
+    queue.step(worker_id="w", pushes=[entry(queue, "http://a/1")], pop=False)
+    queue.step(worker_id="w", revisits=[revisit(queue, "http://a/2", 3600.0)], pop=False)
+    lease = queue.step(worker_id="w1", lease_timeout=60).lease
+    seconds, micros = redis_client.time()
+    now = seconds + micros / 1e6
+    assert redis_client.zscore(keys.leases, lease) == pytest.approx(now + 60, abs=1)
+    assert redis_client.zscore(keys.revisits, revisit(queue, "http://a/2", 0)[0]) == (
+        pytest.approx(now + 3600, abs=1))  # fmt: skip
+    queue.renew([lease], 30)
+    assert redis_client.zscore(keys.leases, lease) == pytest.approx(now + 30, abs=1)
+
+
+def test_a_backoff_holds_whoever_writes_next(redis_client):
+    queue, keys = make(redis_client)
+    # worker A: 503 + Retry-After 50 -> delay 50, held and waited for 50 s
+    assert queue.set_delay("a", 50.0, hold=50.0, not_before=50.0, now=100) == 50.0
+    assert float(redis_client.hget(keys.next, "a")) == 150.0
+    # worker B saw a slow 200 a moment later: it cannot lower the delay in force...
+    assert queue.set_delay("a", 3.0, now=101) == 50.0
+    assert float(redis_client.hget(keys.delay, "a")) == 50.0
+    assert queue.acquire("a", default_delay=1.0, now=101) == pytest.approx(49.0)
+    # ...nor can a shorter back-off; a longer one extends the hold
+    assert queue.set_delay("a", 8.0, hold=8.0, not_before=8.0, now=102) == 50.0
+    # once the back-off has expired, the delay follows the answers again
+    assert queue.set_delay("a", 3.0, now=151) == 3.0
+    assert redis_client.hget(keys.delay_hold, "a") is None
+
+
+def test_entries_naming_a_class_outside_the_allow_list_are_refused_unimported(
+    redis_client, tmp_path, monkeypatch
+):
+    """Whoever can write the shared queue must not choose what workers import."""
+    import sys
+
+    (tmp_path / "planted.py").write_text(
+        "import pathlib\npathlib.Path(__file__).with_name('imported').touch()\n"
+        "from scrapy import Request\nclass Evil(Request):\n    pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    queue, keys = make(redis_client)
+    good = entry(queue, "http://a/ok")
+    planted = b'{"url": "http://a/evil", "_class": "planted.Evil", "headers": {}}'
+    pushes = [good, (b"e", "a", 0, 0.0, planted), (b"g", "a", 0, 0.0, b"not json")]
+    queue.step(now=0, worker_id="w", pushes=pushes, pop=False)
+    result = queue.step(now=0, worker_id="w", pop=3)
+    assert [r.url for r, _ in result.popped] == ["http://a/ok"]
+    assert [why for _, why in result.refused] == [
+        "request class 'planted.Evil' is not in FRONTIER_REQUEST_CLASSES",
+        "not a serialised request: Expecting value: line 1 column 1 (char 0)",
+    ]
+    assert "planted" not in sys.modules and not (tmp_path / "imported").exists()
+    # scrapy's own subclasses, and those a project allows, are read
+    form = HostQueue(redis_client, S(), keys, [*DEFAULT_REQUEST_CLASSES, "planted.Evil"])
+    assert type(form.decode(b"1|" + planted)).__name__ == "Evil"
+    assert type(queue.decode(b"1|" + queue.encode(FormRequest("http://a/f")))) is FormRequest

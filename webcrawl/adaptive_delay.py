@@ -6,7 +6,13 @@ the next delay out.  The frontier applies the delay to every worker.
 - The floor is ``FRONTIER_HOST_DELAY``, raised to the host's robots.txt
   ``Crawl-delay`` when it asks for more: the delay never goes below it.
 - 429 or 503: the delay doubles, and is at least the ``Retry-After`` the
-  server asked for.
+  server asked for.  The back-off *holds* for its window (:meth:`DelayPolicy.
+  backoff_window`: the Retry-After, or the new delay): no request goes to the
+  host before the window ends, and no worker's healthy answers lower the delay
+  within it (the frontier keeps the window and takes the maximum).
+- A Retry-After longer than ``ADAPTIVE_DELAY_MAX`` is obeyed for that host
+  (its window), while the delay itself stays within ``ADAPTIVE_DELAY_MAX``;
+  only an ask beyond ``ADAPTIVE_DELAY_RETRY_AFTER_MAX`` is cut to it.
 - Any other answer: the delay moves halfway towards
   ``latency / target_concurrency`` (a slow host gets fewer requests), never
   below the floor; so after a burst of 503s it relaxes back step by step.
@@ -45,6 +51,7 @@ class DelayPolicy:
     base: float  # FRONTIER_HOST_DELAY (s)
     max_delay: float  # ADAPTIVE_DELAY_MAX (s)
     target_concurrency: float  # ADAPTIVE_DELAY_TARGET_CONCURRENCY
+    retry_after_max: float = 3600.0  # ADAPTIVE_DELAY_RETRY_AFTER_MAX (s)
 
     def floor(self, crawl_delay: float | None) -> float:
         """The least delay for a host whose robots.txt asks for ``crawl_delay``."""
@@ -72,3 +79,10 @@ class DelayPolicy:
             target = latency / self.target_concurrency
             delay = max((current + target) / 2, floor)
         return min(delay, max(self.max_delay, floor))
+
+    def backoff_window(self, delay: float, retry_after: float | None) -> tuple[float, bool]:
+        """(seconds the host waits and its back-off ``delay`` holds, whether the server's
+        ``retry_after`` was cut to ``retry_after_max``) after a 429 or 503."""
+        asked = retry_after or 0.0
+        window = max(delay, min(asked, self.retry_after_max))
+        return window, asked > self.retry_after_max

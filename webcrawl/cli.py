@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from typing import Any
 
 from scrapy.settings import Settings
@@ -55,7 +54,7 @@ class _Session:
     """Redis and store for one command, closed (embedded Redis left) at the end."""
 
     def __init__(self, settings: Settings) -> None:
-        self.redis = CrawlRedis.from_settings(settings)
+        self.redis = CrawlRedis.from_settings(settings, timeout=30.0)  # not a reactor: patience
         self.redis.open()
         self.client = self.redis.client
 
@@ -72,11 +71,13 @@ class _Session:
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     keys = _crawl(args, settings)
     with _Session(settings) as session:
+        seconds, micros = session.client.time()  # the frontier's clock, not this machine's
+        now = seconds + micros / 1e6
         pipe = session.client.pipeline(transaction=False)
         pipe.get(keys.queued).zcard(keys.delayed).zcard(keys.leases)
         pipe.scard(keys.seen).llen(keys.start).scard(keys.scope).zrange(keys.ready, 0, -1)
         pipe.get(keys.failed).bitcount(keys.prefix + "bloom")
-        pipe.zcount(keys.revisits, "-inf", time.time()).zcard(keys.revisits)
+        pipe.zcount(keys.revisits, "-inf", now).zcard(keys.revisits)
         pipe.zrange(keys.revisits, 0, 0, withscores=True)
         (queued, delayed, leased, seen, submitted, scope, hosts, failed, bloom_bits, due,
          revisits, first) = pipe.execute()  # fmt: skip
@@ -100,7 +101,6 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     with open_store(store_url) as store:
         stored = store.count_pages()
         dead = _dead_paths(store, settings)
-    now = time.time()
     status = {
         "crawl": keys.crawl,
         "redis": redis_desc,

@@ -42,6 +42,11 @@ class CrawlKeys:
         return self.prefix + "delay"
 
     @property
+    def delay_hold(self) -> str:
+        """Hash host -> time until which its back-off delay may not be lowered."""
+        return self.prefix + "delay_hold"
+
+    @property
     def queued(self) -> str:
         """Counter of requests in the host queues."""
         return self.prefix + "queued"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 import redis
 from redis.backoff import ExponentialWithJitterBackoff
@@ -10,22 +11,38 @@ from redis.retry import Retry
 from scrapy.settings import BaseSettings
 
 from webcrawl.embedded_redis import EmbeddedRedis
+from webcrawl.settings_check import positive_float
 
 logger = logging.getLogger(__name__)
 
 
 class RoundTrips:
-    """Round trips to Redis made by this process (one send per command or pipeline)."""
+    """Round trips to Redis made by this process (one send per command or pipeline),
+    and when the last one failed (``time.monotonic()``): whatever stalled while Redis
+    did not answer, a download timing out included, is not the crawled site's fault."""
 
     count = 0
+    last_error = float("-inf")
 
 
 class _Counting:
-    """Mixed into a redis-py connection class: count every send (one per round trip)."""
+    """Mixed into a redis-py connection class: count every send (one per round trip)
+    and note the time of every failed send or read."""
 
     def send_packed_command(self, command: object, check_health: bool = True) -> None:
         RoundTrips.count += 1
-        super().send_packed_command(command, check_health)  # type: ignore[misc]
+        try:
+            super().send_packed_command(command, check_health)  # type: ignore[misc]
+        except (redis.ConnectionError, redis.TimeoutError):
+            RoundTrips.last_error = time.monotonic()
+            raise
+
+    def read_response(self, *args: object, **kwargs: object) -> object:
+        try:
+            return super().read_response(*args, **kwargs)  # type: ignore[misc]
+        except (redis.ConnectionError, redis.TimeoutError):
+            RoundTrips.last_error = time.monotonic()
+            raise
 
 
 class _CountingConnection(_Counting, redis.Connection):
@@ -44,19 +61,22 @@ class CrawlRedis:
     leaves it.
     """
 
-    def __init__(self, url: str | None, data_dir: str, params: dict | None = None) -> None:
+    def __init__(
+        self, url: str | None, data_dir: str, params: dict | None = None, timeout: float = 10.0
+    ) -> None:
         params = dict(params or {})
-        # Commands run on the reactor thread: fail within a second and let the
-        # caller retry later, rather than redis-py's default of up to ~7 s of
-        # back-off that would freeze every download.
-        params.setdefault("retry", Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), 2))
-        params.setdefault("socket_timeout", 10)
+        # Workers call Redis on the reactor thread: a call to a Redis that stopped
+        # answering must fail within ``timeout`` (twice, with one retry on a fresh
+        # connection) and let the caller retry later, rather than redis-py's default
+        # retries of a 10 s timeout that would freeze every download for ~30 s.
+        params.setdefault("retry", Retry(ExponentialWithJitterBackoff(base=0.02, cap=0.05), 1))
+        params.setdefault("socket_timeout", timeout)
+        params.setdefault("socket_connect_timeout", timeout)
         self.embedded = None if url else EmbeddedRedis(data_dir)
         if self.embedded is not None:
             self.client = self.embedded.client(**params)
             self.description = f"embedded Redis at {self.embedded.socket_path}"
         else:
-            params.setdefault("socket_connect_timeout", 5)
             self.client = redis.Redis.from_url(url, **params)
             self.description = f"Redis at {_redact(url)}"
         # count round trips (connections are made lazily, so none exists yet); a
@@ -67,7 +87,9 @@ class CrawlRedis:
         pool.connection_class = counting.get(pool.connection_class, pool.connection_class)
 
     @classmethod
-    def from_settings(cls, settings: BaseSettings) -> CrawlRedis:
+    def from_settings(cls, settings: BaseSettings, timeout: float | None = None) -> CrawlRedis:
+        """The crawl's Redis; calls time out after ``FRONTIER_REDIS_TIMEOUT`` (a worker's
+        reactor must not stall) unless ``timeout`` says otherwise (the CLI's commands)."""
         url = settings.get("REDIS_URL") or None
         if url is not None and not isinstance(url, str):
             raise ValueError(f"REDIS_URL must be a redis:// URL string, got {url!r}")
@@ -76,7 +98,10 @@ class CrawlRedis:
                 "REDIS_URL is not set and WEBCRAWL_EMBEDDED_REDIS is False: set REDIS_URL "
                 "(environment or -s REDIS_URL=redis://host:6379/0) so workers share one Redis"
             )
-        return cls(url, settings.get("WEBCRAWL_DATA_DIR"), settings.getdict("REDIS_PARAMS"))
+        if timeout is None:
+            timeout = positive_float(settings, "FRONTIER_REDIS_TIMEOUT")
+        return cls(url, settings.get("WEBCRAWL_DATA_DIR"), settings.getdict("REDIS_PARAMS"),
+                   timeout)  # fmt: skip
 
     def open(self) -> None:
         if self.embedded is not None:

@@ -36,8 +36,9 @@ from twisted.internet.defer import Deferred
 
 from webcrawl.dupefilter import RedisDupeFilter
 from webcrawl.keys import CrawlKeys
-from webcrawl.queue import HostQueue, StepResult
+from webcrawl.queue import DEFAULT_REQUEST_CLASSES, HostQueue, StepResult
 from webcrawl.redisconn import CrawlRedis, RoundTrips
+from webcrawl.requeue import Requeue
 from webcrawl.scope import scope_key
 from webcrawl.settings_check import non_negative_float, positive_float, positive_int
 from webcrawl.workers import WorkerRegistry, new_worker_id, worker_info
@@ -55,6 +56,22 @@ def frontier_of(crawler: Crawler) -> Scheduler | None:
     if not isinstance(scheduler, Scheduler) or scheduler.keys is None or scheduler.closed:
         return None
     return scheduler
+
+
+def request_classes(settings: Any) -> list[str]:
+    """The request classes queue entries may name: scrapy's own and FRONTIER_REQUEST_CLASSES
+    (dotted paths, e.g. ``myproject.requests.SignedRequest``: each must be importable and a
+    subclass of scrapy.Request, checked at start)."""
+    names = list(DEFAULT_REQUEST_CLASSES)
+    for name in settings.getlist("FRONTIER_REQUEST_CLASSES"):
+        try:
+            cls = load_object(name)
+        except (ImportError, AttributeError, ValueError, NameError) as exc:
+            raise ValueError(f"FRONTIER_REQUEST_CLASSES: cannot import {name!r}: {exc}") from None
+        if not (isinstance(cls, type) and issubclass(cls, Request)):
+            raise ValueError(f"FRONTIER_REQUEST_CLASSES: {name!r} is not a scrapy.Request class")
+        names.append(f"{cls.__module__}.{cls.__name__}")  # the name entries carry
+    return names
 
 
 def crawl_name(settings: Any, spider_name: str) -> str:
@@ -102,6 +119,7 @@ class Scheduler(RedisScheduler):
         self.host_delay = non_negative_float(settings, "FRONTIER_HOST_DELAY")
         self.delay_slack = non_negative_float(settings, "FRONTIER_DELAY_SLACK")
         self.max_per_host = int(non_negative_float(settings, "FRONTIER_MAX_PER_HOST"))
+        self.request_classes = request_classes(settings)
         self.lease_timeout = positive_float(settings, "FRONTIER_LEASE_TIMEOUT")
         self.heartbeat_interval = positive_float(settings, "STATUS_HEARTBEAT_INTERVAL")
         self.heartbeat_ttl = positive_float(settings, "STATUS_HEARTBEAT_TTL")
@@ -122,6 +140,8 @@ class Scheduler(RedisScheduler):
         self._buffer: list[tuple[bytes, str, int, float, bytes]] = []
         self._revisits: list[tuple[str, str, int, float, bytes]] = []
         self._leases: dict[Request, str] = {}  # handed to the engine, not yet acknowledged
+        self._nacks: list[tuple[str, float]] = []  # (lease, seconds): requeue, not acknowledge
+        self._refused: list[str] = []  # leases of entries this worker refused: dropped
         self._prefetched: deque[tuple[Request, str]] = deque()  # popped, not yet handed out
         self._wake_call: Any = None
         self._idle = False
@@ -135,6 +155,7 @@ class Scheduler(RedisScheduler):
     def from_crawler(cls, crawler: Crawler) -> Scheduler:
         scheduler = cls(crawler, CrawlRedis.from_settings(crawler.settings))
         crawler.signals.connect(scheduler._on_idle, signal=signals.spider_idle)
+        crawler.signals.connect(scheduler._on_dropped, signal=signals.item_dropped)
         return scheduler
 
     # -- lifecycle ---------------------------------------------------------
@@ -142,7 +163,7 @@ class Scheduler(RedisScheduler):
     def open(self, spider: Spider) -> Deferred[None]:
         self.spider = spider
         self.keys = CrawlKeys(crawl_name(self.crawler.settings, spider.name))
-        self.queue = self.queue_cls(self.server, spider, self.keys)
+        self.queue = self.queue_cls(self.server, spider, self.keys, self.request_classes)
         self.df.attach(self.server, self.keys.prefix + self.df.key_suffix)
         self.registry = WorkerRegistry(self.server, self.keys)
         d = threads.deferToThread(self.redis.open)
@@ -198,8 +219,9 @@ class Scheduler(RedisScheduler):
             self.stats.inc_value("scheduler/unserializable")
             return False
         host = scope_key(request.url, "host")
-        not_before = float(request.meta.get("frontier_not_before", 0))
-        self._buffer.append((fingerprint, host, request.priority, not_before, data))
+        # a retry's back-off: this worker's clock set it, so it leaves as a duration
+        wait = float(request.meta.get("frontier_not_before", 0)) - time.time()
+        self._buffer.append((fingerprint, host, request.priority, max(0.0, wait), data))
         if len(self._buffer) >= self.batch_size:
             self._step(pop=False)
         return True
@@ -214,7 +236,8 @@ class Scheduler(RedisScheduler):
         data = self.queue.encode(request)
         key = hashlib.sha1(request.url.encode()).hexdigest()[:20]
         host = scope_key(request.url, "host")
-        self._revisits.append((key, host, request.priority, due, data))
+        # ``due`` is this worker's clock: it goes to Redis as seconds from now
+        self._revisits.append((key, host, request.priority, max(0.0, due - time.time()), data))
         if len(self._revisits) >= self.batch_size:
             self._step(pop=False)
 
@@ -225,7 +248,7 @@ class Scheduler(RedisScheduler):
                 return None  # Redis unreachable: the engine asks again on its next loop
             if not result.popped:
                 if result.next_ready is not None:
-                    self._wake_at(result.next_ready)
+                    self._wake_in(result.next_ready)
                 return None
             self._prefetched.extend(result.popped)
         request, lease = self._prefetched.popleft()
@@ -270,12 +293,12 @@ class Scheduler(RedisScheduler):
     def _step(self, pop: bool) -> StepResult | None:
         """One round trip: ack finished leases, push the buffer, maybe pop."""
         finished = self._finished()
-        batch, revisits = self._buffer, self._revisits
+        batch, revisits, nacks, refused = self._buffer, self._revisits, self._nacks, self._refused
         try:
             result = self.queue.step(
-                now=time.time(), worker_id=self.worker_id,
-                acks=[self._leases[r] for r in finished], pushes=batch, pop=pop,
-                revisits=revisits,
+                worker_id=self.worker_id,
+                acks=[*(self._leases[r] for r in finished), *refused], nacks=nacks,
+                pushes=batch, pop=pop, revisits=revisits,
                 default_delay=self.host_delay, lease_timeout=self.lease_timeout,
                 slack=self.delay_slack, seen_key=self.df.key, seen_mode=self.df.mode,
                 max_per_host=self.max_per_host,
@@ -286,8 +309,17 @@ class Scheduler(RedisScheduler):
         self._outage_logged = False
         self._buffer = []
         self._revisits = []
+        self._nacks = []
+        self._refused = []
         for request in finished:
             del self._leases[request]
+        for lease, why in result.refused:
+            # garbage, or a class nobody allowed: never imported, dropped with the next step
+            self._refused.append(lease)
+            self.stats.inc_value("scheduler/refused")
+            logger.error("Refused a queue entry of crawl %r (dropped): %s", self.keys.crawl, why)
+        if nacks:
+            self.stats.inc_value("frontier/requeued", len(nacks))
         # Every fingerprint of the batch is in the crawl's seen set now (ours or
         # another worker's), and fingerprints are never removed while it runs.
         if len(self._seen) > self.seen_cache_size:
@@ -310,11 +342,34 @@ class Scheduler(RedisScheduler):
         """Whether ``request`` came from the frontier (and is still in progress)."""
         return request in self._leases
 
-    def _wake_at(self, when: float) -> None:
+    def requeue(self, request: Request, wait: float, reason: str) -> bool:
+        """Hand ``request``'s lease back instead of acknowledging it: the request goes
+        back to its host queue in ``wait`` seconds (for this worker or another).
+        False if it is not a request of the frontier."""
+        lease = self._leases.pop(request, None)
+        if lease is None:
+            return False
+        self._nacks.append((lease, wait))
+        logger.debug("Requeued %s in %.1f s: %s", request, wait, reason)
+        return True
+
+    def _on_dropped(
+        self, item: Any, response: Any, exception: BaseException, spider: Spider
+    ) -> None:
+        """item_dropped: a :class:`~webcrawl.requeue.Requeue` puts the item's request back."""
+        if not isinstance(exception, Requeue):
+            return
+        request = getattr(response, "request", None)  # a Response, or an errback's Failure
+        if request is None or not self.requeue(request, exception.wait, str(exception)):
+            self.stats.inc_value("frontier/requeue_lost")
+            logger.error("Could not requeue the request of %s (not from the frontier): %s",
+                         getattr(item, "url", item), exception)  # fmt: skip
+
+    def _wake_in(self, delay: float) -> None:
         """Wake the engine when the next host becomes ready (not on its 5 s heartbeat)."""
         from twisted.internet import reactor  # the one Scrapy installed
 
-        delay = max(0.0, when - time.time())
+        delay = max(0.0, delay)
         call = self._wake_call
         if call is not None and call.active():
             if call.getTime() <= reactor.seconds() + delay:
@@ -371,14 +426,7 @@ class Scheduler(RedisScheduler):
         (so the spider_idle check closes this worker), not on Scrapy's 5 s heartbeat."""
         if not self._idle:
             return
-        pipe = self.server.pipeline(transaction=False)
-        now = time.time()
-        pipe.zrangebyscore(self.keys.ready, "-inf", now, start=0, num=1)
-        pipe.llen(self.keys.start)
-        pipe.zrangebyscore(self.keys.leases, "-inf", now, start=0, num=1)  # expired: requeue
-        pipe.zrangebyscore(self.keys.delayed, "-inf", now, start=0, num=1)
-        pipe.zrangebyscore(self.keys.revisits, "-inf", now, start=0, num=1)
-        if any(pipe.execute()):
+        if self.queue.has_work():
             self._wake_engine()
         elif not self.continuous and not any(self.queue.idle_check(self.worker_id)):
             # the last busy worker just finished: close now, not on the next heartbeat
@@ -401,7 +449,7 @@ class Scheduler(RedisScheduler):
         info = worker_info(self._started, stats, now, rate, idle=self._idle)
         self.registry.beat(self.worker_id, info, self.heartbeat_ttl)
         leases = [*self._leases.values(), *(lease for _, lease in self._prefetched)]
-        self.queue.renew(leases, now + self.lease_timeout)
+        self.queue.renew(leases, self.lease_timeout)
 
     def _guarded(self, func: Any) -> None:
         """Run a periodic task; a Redis outage is logged once and the loop goes on."""
