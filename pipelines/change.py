@@ -6,26 +6,39 @@ own, off the reactor: one thread hop and one query (one Thrift round trip
 with HBase) per batch, not per page.  Then, on the reactor thread,
 :func:`webcrawl.change.compare` fills in ``simhash``, ``previous_simhash``,
 ``distance``, ``changed`` and the visit history.  A 304 takes the stored
-content.  Stats: ``change/new``, ``change/changed``, ``change/unchanged``,
-``change/not_modified``, ``change/read_errors`` (the store could not be
-read: the pages are treated as new and the error logged; a page itself is
-never lost).
+content.
+
+A row that could not be read is not a missing row: the pages of a failed
+read raise :class:`~webcrawl.requeue.Requeue` (nothing is written for them,
+their requests go back to the frontier) and the worker pauses until the
+store answers (:mod:`pipelines.outage`).  A 304 for a page whose content is
+not stored (:func:`webcrawl.change.holds_content`) writes nothing either:
+the page is fetched again at once, without conditional headers.
+
+Stats: ``change/new``, ``change/changed``, ``change/unchanged``,
+``change/not_modified``, ``change/read_errors``, ``change/refetched``
+(304s without stored content).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
+from scrapy import Request
 from scrapy.crawler import Crawler
+from scrapy.exceptions import DropItem
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred
 from twisted.internet.threads import deferToThreadPool
 from twisted.python.threadpool import ThreadPool
 
-from webcrawl.change import compare
+from pipelines.outage import StoreOutage
+from webcrawl.change import NoStoredContent, compare
 from webcrawl.page import Page
+from webcrawl.requeue import Requeue
 from webcrawl.settings_check import non_negative_float, non_negative_int, positive_int
 from webcrawl.store import Row, Store, open_store, store_url_from_settings
 from webcrawl.urlkey import url_to_key
@@ -47,6 +60,8 @@ class ChangePipeline:
         # pages waiting for their stored versions: (key, Deferred fired with the row)
         self._waiting: list[tuple[str, Deferred[Row | None]]] = []
         self._timer: Any = None
+        self.crawler = crawler
+        self.outage = StoreOutage.of(crawler)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ChangePipeline:
@@ -59,6 +74,7 @@ class ChangePipeline:
         self._read()
         await maybe_deferred_to_future(deferToThreadPool(reactor, self._pool, self.store.close))
         self._pool.stop()
+        self.outage.close()
 
     async def process_item(self, item: Any) -> Any:
         if not isinstance(item, Page):
@@ -67,7 +83,13 @@ class ChangePipeline:
         previous = await maybe_deferred_to_future(self._previous(item.url))
         # the fingerprint is CPU work (about 1 ms a page): here, not on the pool, where
         # it would only contend with the reactor for the GIL
-        compare(item, previous, self.threshold, self.keep)
+        try:
+            compare(item, previous, self.threshold, self.keep)
+        except NoStoredContent as exc:
+            self._refetch(item)
+            raise DropItem(
+                f"{exc}: fetching it again without conditions", log_level="INFO"
+            ) from None
         if was_304:
             self.stats.inc_value("change/not_modified")
         if item.kind != "failed":
@@ -82,8 +104,8 @@ class ChangePipeline:
         found: Deferred[Row | None] = Deferred()
         try:
             key = url_to_key(url)
-        except ValueError as exc:
-            self._read_failed(exc, [url])
+        except ValueError as exc:  # no row can exist (the store pipeline reports it)
+            logger.debug("No stored version of %s: %s", url, exc)
             found.callback(None)
             return found
         self._waiting.append((key, found))
@@ -110,12 +132,30 @@ class ChangePipeline:
 
         def failed(failure: Any) -> None:
             self._read_failed(failure.value, keys)
-            for _, found in waiting:
-                found.callback(None)
+            for _, found in waiting:  # each page raises its own exception
+                found.errback(Requeue(f"store read failed: {failure.value}", self.outage.wait))
 
         d.addCallbacks(deliver, failed)
 
     def _read_failed(self, exc: BaseException, keys: list[str]) -> None:
         self.stats.inc_value("change/read_errors", len(keys))
-        logger.error("Could not read the stored versions of %d pages (%s): treated as new: %s",
-                     len(keys), exc, " ".join(keys[:20]))  # fmt: skip
+        logger.warning("Could not read the stored versions of %d pages (%s); their requests go "
+                       "back to the frontier: %s", len(keys), exc, " ".join(keys[:20]))  # fmt: skip
+        self.outage.begin(f"reading {len(keys)} rows", exc)
+
+    def _refetch(self, page: Page) -> None:
+        """Fetch ``page`` again at once, without conditional headers (whichever worker)."""
+        self.stats.inc_value("change/refetched")
+        spider = self.crawler.spider
+        make = getattr(spider, "request_for", None)
+        request = make(page.url) if make else Request(page.url)
+        request.meta["depth"] = page.depth
+        request = request.replace(priority=-page.depth)
+        from webcrawl.scheduler import frontier_of  # late: importing it early installs a reactor
+
+        frontier = frontier_of(self.crawler)
+        if frontier is not None:
+            # the revisit schedule bypasses the dupefilter; replaces a conditional revisit
+            frontier.schedule_revisit(request, time.time())
+        else:
+            self.crawler.engine.crawl(request.replace(dont_filter=True))

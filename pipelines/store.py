@@ -7,9 +7,12 @@ its request in progress, so the frontier acknowledges a request only once its
 page is in the store (a worker killed before that loses nothing: the lease
 expires and another worker fetches the page again).  A failed batch is
 retried ``WEBCRAWL_STORE_RETRY_TIMES`` times with back-off; a batch that
-still fails is logged with its URLs and counted (``store/failed_rows``),
-never dropped silently.  Closing the spider waits for
-every buffered row.
+still fails is not acknowledged: its items raise
+:class:`~webcrawl.requeue.Requeue`, so their requests go back to the
+frontier, and the worker pauses its fetches until the store accepts writes
+again (:mod:`pipelines.outage`).  While it is paused, batches are tried once,
+without the back-off.  Counted: ``store/requeued_rows``; logged once per
+outage.  Closing the spider waits for every buffered row.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from twisted.internet.defer import Deferred, DeferredList
 from twisted.internet.threads import deferToThreadPool
 from twisted.python.threadpool import ThreadPool
 
+from pipelines.outage import StoreOutage
 from webcrawl.page import store_row
+from webcrawl.requeue import Requeue
 from webcrawl.settings_check import non_negative_float, positive_float, positive_int
 from webcrawl.store import Store, StoreError, open_store, store_url_from_settings
 
@@ -47,6 +52,7 @@ class StorePipeline:
         self._pending: set[Deferred[None]] = set()
         self._pool = ThreadPool(minthreads=1, maxthreads=1, name="webcrawl-store")
         self._loop = task.LoopingCall(self._flush)
+        self.outage = StoreOutage.of(crawler)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StorePipeline:
@@ -76,24 +82,29 @@ class StorePipeline:
             await maybe_deferred_to_future(DeferredList(list(self._pending)))
         await maybe_deferred_to_future(deferToThreadPool(reactor, self._pool, self.store.close))
         self._pool.stop()
+        self.outage.close()
 
     def _flush(self) -> None:
         if not self._buffer:
             return
         batch, self._buffer = self._buffer, []
         waiters, self._waiters = self._waiters, []
-        d: Deferred[int] = deferToThreadPool(reactor, self._pool, self._write, batch)
+        retries = 0 if self.outage.down else self.retry_times
+        d: Deferred[int] = deferToThreadPool(reactor, self._pool, self._write, batch, retries)
         d.addCallbacks(self._written, self._failed, callbackArgs=(batch,), errbackArgs=(batch,))
         self._pending.add(d)
 
-        def done(_: object) -> None:
+        def done(outcome: Requeue | None) -> None:
             self._pending.discard(d)
             for waiter in waiters:
-                waiter.callback(None)
+                if outcome is None:
+                    waiter.callback(None)
+                else:  # each item raises its own exception
+                    waiter.errback(Requeue(str(outcome), outcome.wait))
 
         d.addBoth(done)
 
-    def _write(self, batch: list[Any]) -> int:
+    def _write(self, batch: list[Any], retry_times: int) -> int:
         """Runs in the store thread: write, retrying with back-off; return rows written."""
         rows = []
         for item in batch:
@@ -101,19 +112,20 @@ class StorePipeline:
                 rows.append(store_row(item))
             except (KeyError, ValueError) as exc:  # no url, or not an http(s) URL
                 logger.error("Cannot store item (%s): %r", exc, item)
-        for attempt in range(self.retry_times + 1):
+        for attempt in range(retry_times + 1):
             try:
                 self.store.put_pages(rows)
                 return len(rows)
             except StoreError as exc:
-                if attempt == self.retry_times:
+                if attempt == retry_times:
                     raise
                 delay = min(30.0, 0.5 * 2**attempt)
                 logger.warning(
                     "Store write of %d rows failed (%s); retry %d/%d in %.1fs",
-                    len(batch), exc, attempt + 1, self.retry_times, delay,
+                    len(batch), exc, attempt + 1, retry_times, delay,
                 )  # fmt: skip
                 time.sleep(delay)
+        raise AssertionError("unreachable")
 
     def _written(self, written: int, batch: list[Any]) -> None:
         self.stats.inc_value("store/rows", written)
@@ -121,10 +133,11 @@ class StorePipeline:
         if written < len(batch):
             self.stats.inc_value("store/bad_items", len(batch) - written)
 
-    def _failed(self, failure: Any, batch: list[Any]) -> None:
-        self.stats.inc_value("store/failed_rows", len(batch))
+    def _failed(self, failure: Any, batch: list[Any]) -> Requeue:
+        """The batch could not be written: its pages are fetched again, later."""
+        self.stats.inc_value("store/requeued_rows", len(batch))
         urls = [ItemAdapter(item).get("url", "?") for item in batch]
-        logger.error(
-            "Lost %d rows after %d retries (%s): %s",
-            len(batch), self.retry_times, failure.getErrorMessage(), " ".join(urls),
-        )  # fmt: skip
+        logger.warning("Could not write %d rows (%s); their requests go back to the frontier: %s",
+                       len(batch), failure.getErrorMessage(), " ".join(urls[:20]))  # fmt: skip
+        self.outage.begin(f"writing {len(batch)} rows", failure.value)
+        return Requeue(f"store write failed: {failure.getErrorMessage()}", self.outage.wait)

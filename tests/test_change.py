@@ -3,9 +3,10 @@
 import random
 import time
 
+import pytest
 from parsel import Selector
 
-from webcrawl.change import compare, http_time, signature_text
+from webcrawl.change import NoStoredContent, compare, holds_content, http_time, signature_text
 from webcrawl.demoweb import DemoWeb
 from webcrawl.extract import visible_text
 from webcrawl.page import Page
@@ -93,6 +94,33 @@ def test_304_takes_the_stored_content_and_counts_unchanged():
     assert answer.changed is False and answer.simhash == stored.simhash
     assert answer.text == stored.text and answer.outlinks == ["http://h/b"]
     assert answer.content_length == 1234
+
+
+def test_a_304_for_a_page_whose_content_is_not_stored_is_refused():
+    """A 304 with no row, or with an empty row written for an earlier 304 (and kept
+    forever by the stored ETag), or with the row of a fetch that failed before any
+    content was stored, must not write an empty html row: fetch it again."""
+    answer = page(status=304, kind="not_modified", text="", title="", etag='"v1"')
+    blank = {"key": "k", **page(status=304, text="", title="", etag='"v1"').__dict__}
+    failed = {"key": "k", **page(status=0, kind="failed", text="", title="").__dict__}
+    failed["content_type"] = ""
+    for row in (None, {}, blank, failed):
+        assert not holds_content(row)
+        with pytest.raises(NoStoredContent):
+            compare(answer, row, 3, 10)
+    assert answer.text == "" and answer.visits == []  # untouched
+
+
+def test_a_304_after_a_failed_fetch_takes_the_content_the_failure_kept():
+    stored = page(etag='"v1"')
+    compare(stored, None, 3, 10)
+    failed = page(status=0, kind="failed", text="", title="", error="TimeoutError")
+    compare(failed, {"key": "k", **stored.__dict__}, 3, 10)
+    row = {"key": "k", **failed.__dict__}
+    assert holds_content(row)
+    answer = page(status=304, kind="not_modified", text="", title="", etag='"v1"')
+    compare(answer, row, 3, 10)
+    assert answer.kind == "html" and answer.text == stored.text and answer.changed is False
 
 
 def test_a_failed_fetch_keeps_the_stored_version_and_adds_no_visit():

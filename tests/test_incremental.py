@@ -6,6 +6,7 @@ revisits bounded to 1 .. 40 real seconds.  Judged from the server's log
 (which version each answer showed) and its ground truth.
 """
 
+import itertools
 import json
 import signal
 import subprocess
@@ -115,3 +116,81 @@ def test_head_precheck_skips_the_get_of_unchanged_pages(tmp_path, redis_server):
     assert sum(methods.count("HEAD") for methods in html) >= len(html)
     stats = (tmp_path / "w.log").read_text()
     assert "'revisit/head_skipped'" in stats
+
+
+def test_a_304_for_a_page_the_store_lost_fetches_it_again_and_never_blanks_it(
+    tmp_path, redis_server
+):
+    """The store is replaced while Redis still holds the revisit schedule: every revisit
+    is conditional (If-None-Match), the server answers 304, and there is no content to
+    keep.  No empty row may be written (its kept ETag would get a 304 forever): the page
+    is fetched again without conditions."""
+    log = tmp_path / "requests.jsonl"
+    crawl = f"lost-{time.monotonic_ns()}"
+    common = [f"REDIS_URL={redis_server.url}", f"WEBCRAWL_CRAWL={crawl}", "DEPTH_LIMIT=1",
+              "LOG_LEVEL=INFO"]  # fmt: skip
+    with demo_server(2, 20, log) as info:
+        web = DemoWeb(info["hosts"], info["pages_per_host"], info["seed"])
+        first = subprocess.run(
+            crawl_cmd(info["seeds"], tmp_path / "w", *common, "REVISIT_MIN_INTERVAL=1",
+                      "REVISIT_INITIAL_INTERVAL=1"),
+            cwd=ROOT, env=crawl_env(), capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert first.returncode == 0, first.stderr[-2000:]
+        store_file = tmp_path / "w" / "webtable.sqlite3"
+        with open_store(f"sqlite:///{store_file}") as store:
+            before = {r["url"]: r for r in store.scan_pages()}
+        for path in tmp_path.glob("w/webtable.sqlite3*"):
+            path.unlink()  # a new, empty store; the revisit schedule is still in Redis
+        time.sleep(1.5)  # every revisit is due
+        fetched_before = len(log.read_text().splitlines())
+        second = subprocess.run(
+            crawl_cmd(None, tmp_path / "w", *common, "REVISIT_MIN_INTERVAL=3600",
+                      "REVISIT_INITIAL_INTERVAL=3600"),
+            cwd=ROOT, env=crawl_env(), capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert second.returncode == 0, second.stderr[-2000:]
+    html = [u for u, row in before.items() if row["kind"] == "html" and row["status"] == 200]
+    assert len(html) >= 6 and all(before[u]["text"] for u in html)
+    with open_store(f"sqlite:///{store_file}") as store:
+        after = {r["url"]: r for r in store.scan_pages()}
+    # every page is back in the store with its content, none as an empty 304 row
+    assert [u for u in html if u not in after] == []
+    blank = [u for u in html if not after[u]["text"] or not after[u]["simhash"]]
+    assert blank == [], blank
+    assert all(after[u]["text"] == before[u]["text"] for u in html if web.pages.get(u))
+    # the server saw a conditional GET (304) and then an unconditional one (200) for each
+    answers = defaultdict(list)
+    for line in log.read_text().splitlines()[fetched_before:]:
+        r = json.loads(line)
+        if r["method"] == "GET" and r["path"] != "/robots.txt":
+            answers[f"http://{r['host']}{r['path']}"].append(r["status"])
+    assert all(answers[u] == [304, 200] for u in html), {u: answers[u] for u in html}
+    assert "'change/refetched'" in second.stderr
+
+
+def test_a_head_precheck_takes_the_hosts_turn_and_the_get_the_next(tmp_path, redis_server):
+    """With REVISIT_HEAD_PRECHECK the HEAD is a request to the host like any other: it
+    waits for the host's turn, and the GET that follows it waits for the next one."""
+    log = tmp_path / "requests.jsonl"
+    settings = ["WEBCRAWL_CONTINUOUS=True", "REVISIT_MIN_INTERVAL=1", "REVISIT_MAX_INTERVAL=2",
+                "REVISIT_INITIAL_INTERVAL=1", "REVISIT_HEAD_PRECHECK=True",
+                "FRONTIER_HOST_DELAY=0.3", "ADAPTIVE_DELAY_ENABLED=False",
+                f"REDIS_URL={redis_server.url}", "LOG_LEVEL=INFO", "DEPTH_LIMIT=1",
+                f"WEBCRAWL_CRAWL=headturn-{time.monotonic_ns()}"]  # fmt: skip
+    with demo_server(1, 12, log, change_speed=SPEED) as info:
+        cmd = crawl_cmd(info["seeds"], tmp_path / "w", *settings, f"LOG_FILE={tmp_path / 'w.log'}")
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=crawl_env(), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)  # fmt: skip
+        try:
+            time.sleep(12)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(60)
+    sent = [json.loads(line) for line in log.read_text().splitlines()]
+    sent = sorted((r for r in sent if r["path"] != "/robots.txt"), key=lambda r: r["t"])
+    heads = [i for i, r in enumerate(sent[:-1]) if r["method"] == "HEAD"
+             and sent[i + 1]["method"] == "GET" and sent[i + 1]["path"] == r["path"]]  # fmt: skip
+    assert len(heads) >= 3, "some revisits found a change and were fetched after their HEAD"
+    gaps = [(b["t"] - a["t"], a["method"], b["method"]) for a, b in itertools.pairwise(sent)]
+    assert min(gap for gap, _, _ in gaps) >= 0.3, sorted(gaps)[:5]

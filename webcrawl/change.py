@@ -13,7 +13,12 @@ row and calls it.  Rules:
   pages and a new one-line advert on 19 %;
 - other content (PDF, JSON...), which has no text here: a change is a new
   ETag, Last-Modified or length;
-- a 304 (Not Modified) is unchanged and takes the stored content;
+- a 304 (Not Modified) is unchanged and takes the stored content, when we
+  hold that content (:func:`holds_content`); a 304 for a page we hold no
+  content for (no row, a row of a failed fetch, a row emptied by an earlier
+  bug) is no observation: :func:`compare` refuses it, and the page must be
+  fetched again without conditional headers.  A row that could not be *read*
+  is not a missing row: the caller must not call :func:`compare` at all;
 - a fetch that failed is no observation: the stored content, fingerprint
   and history stay as they were.
 
@@ -108,8 +113,43 @@ def http_time(value: str | None) -> float | None:
         return None
 
 
+def content_kind(row: dict[str, Any]) -> str:
+    """The kind ("html" or "other") of the content a stored row holds."""
+    kind = row.get("kind")
+    if kind in ("html", "other"):
+        return kind
+    return "html" if row.get("simhash") else "other"  # a failed fetch's row keeps its content
+
+
+def holds_content(row: dict[str, Any] | None) -> bool:
+    """Whether a stored row holds the content a 304 confirms (title, text, fingerprint).
+
+    Not: no row; the row of a fetch that failed before any content was stored;
+    an HTML row of a successful (or 304) fetch without a fingerprint, which
+    is what an empty row written for a 304 looks like.
+    """
+    if not row:
+        return False
+    if row.get("kind") == "failed":
+        return bool(row.get("simhash") or row.get("content_type") or row.get("etag")
+                    or row.get("last_modified"))  # fmt: skip
+    status = row.get("status") or 0
+    if row.get("kind") == "html" and (200 <= status < 300 or status == 304):
+        return bool(row.get("simhash"))
+    return True
+
+
+class NoStoredContent(ValueError):
+    """A 304 for a page whose content is not stored: fetch it again, unconditionally."""
+
+
 def compare(page: Page, previous: dict[str, Any] | None, threshold: int, keep: int) -> None:
-    """Fill ``page``'s change fields from ``previous`` (its stored row, or None)."""
+    """Fill ``page``'s change fields from ``previous`` (its stored row, or None).
+
+    Raises :class:`NoStoredContent` for a 304 when ``previous`` holds no content.
+    """
+    if page.kind == "not_modified" and not holds_content(previous):
+        raise NoStoredContent(f"{page.url} answered 304 but its content is not stored")
     previous = previous or {}
     history = list(previous.get("visits") or [])
     old = previous.get("simhash")
@@ -128,10 +168,10 @@ def compare(page: Page, previous: dict[str, Any] | None, threshold: int, keep: i
             if name in previous and (name not in ("etag", "last_modified") or not getattr(
                 page, name)):  # fmt: skip
                 setattr(page, name, previous[name])
-        page.kind = previous.get("kind", "html") if previous else "html"
+        page.kind = content_kind(previous)
         page.simhash = old
         page.distance = 0 if old else None
-        page.changed = False if previous else None
+        page.changed = False
     elif page.kind == "html" and 200 <= page.status < 300:
         page.simhash = f"{simhash(signature_text(page.text)):016x}"
         if old:
