@@ -6,6 +6,13 @@ counts from the store's failpaths table (cached per worker, see
 ``IgnoreRequest``, gives every request its elastic ``download_timeout``,
 records outcomes, and runs the periodic sampled re-probe.
 
+- It sits below the retry middleware (540 < 550, and after Scrapy's
+  DownloadTimeoutMiddleware, 350, whose default timeout it replaces), so
+  each link counts once, as the paper counts links: a failure or an answer
+  the retry middleware turns into a retry stops there, and only the outcome
+  of a link's last attempt reaches this middleware.  Retries still pass
+  through ``process_request``: they get a fresh wait, and are dropped under
+  a dead path.
 - A failure is a DNS error, a refused, reset or lost connection, or no
   answer within the wait.  Any HTTP answer (a 404, a 503 too) means the path
   is alive.
@@ -15,14 +22,16 @@ records outcomes, and runs the periodic sampled re-probe.
   into a dead path is exactly what the filter saves);
   ``meta["failpath"] = False`` opts a request out entirely.  A
   ``download_timeout`` set in a request's meta by the spider is kept.
-- Store writes run in a thread and never block the reactor; a store error
-  is logged and counted (``failpath/store_errors``) and the URL is fetched:
-  an outage of the filter list must not lose pages.
+- Store calls run in a thread and never block the reactor; a store error
+  (or any error reading the filter list) is logged and counted
+  (``failpath/store_errors``) and the URL is fetched: the filter list is an
+  aid, and an outage of it must not lose pages.
 - Links that fail or are dropped are remembered in Redis (``fpl:<site>``, at
-  most ``FAILPATH_REMEMBER_LINKS`` per site) as the re-probe's samples; one
-  worker at a time (a Redis lock that expires after
-  ``FAILPATH_PROBE_INTERVAL``) runs the re-probe and puts the links of
-  recovered levels back into the crawl.
+  most ``FAILPATH_REMEMBER_LINKS`` per site) as the re-probe's samples.  A
+  re-probe puts the links of recovered levels back into the crawl; at most
+  one runs at a time in the whole crawl (:class:`ProbeTurns`): one per
+  ``FAILPATH_PROBE_INTERVAL``, and one more when a finite crawl runs out of
+  work, which waits for a re-probe still running on another worker.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -71,6 +81,7 @@ from webcrawl.failpath import (
     probe_rounds,
     site_of,
 )
+from webcrawl.redisconn import RoundTrips
 from webcrawl.settings_check import non_negative_float, positive_float, positive_int
 from webcrawl.store import open_store, store_url_from_settings
 from webcrawl.store.base import StoreError
@@ -85,6 +96,78 @@ FAILURES = (
     DNSLookupError, ConnectError, ConnectionLost, ConnectionDone, TimeoutError,
     ResponseNeverReceived, ResponseFailed,
 )  # fmt: skip
+
+
+#: Seconds a re-probe holds the crawl's re-probe lock unless its worker renews it (every
+#: few seconds while the probe runs): a worker that dies mid-probe frees it that late.
+PROBE_LEASE = 60.0
+
+# Redis scripts: renew or release the lock only while it holds our token.
+_RENEW = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
+return 0
+"""
+_RELEASE = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0
+"""
+
+
+class ProbeTurns:
+    """Who runs a re-probe, across the workers of a crawl (Redis keys under ``key``).
+
+    ``key``: the periodic turn, taken once per ``interval``; ``key:final``: the
+    final re-probe of a finite crawl, taken once; ``key:running``: held while a
+    re-probe runs, whichever, so that two never run together (and send the same
+    links back twice).  It expires after ``lease`` seconds unless renewed, and
+    only its holder (by the token of its acquisition) renews or releases it.
+    """
+
+    STARTED, BUSY, TAKEN = "started", "busy", "taken"
+
+    def __init__(self, server: Any, key: str, owner: str, interval: float,
+                 lease: float = PROBE_LEASE) -> None:  # fmt: skip
+        self.server = server
+        self.key = key
+        self.running = key + ":running"
+        self.owner = owner
+        self.interval_ms = int(interval * 1000)
+        self.lease_ms = int(lease * 1000)
+        self.token: str | None = None
+        self._renew = server.register_script(_RENEW)
+        self._release = server.register_script(_RELEASE)
+
+    def take(self, final: bool = False) -> str:
+        """STARTED: the lock and the turn are ours (run, then :meth:`release`); BUSY:
+        another re-probe is running; TAKEN: this turn was used by another."""
+        turn = self.key + ":final" if final else self.key
+        if self.server.exists(turn):  # (most calls: one read, no lock taken and let go)
+            return self.TAKEN
+        token = f"{self.owner}:{uuid.uuid4().hex}"
+        if not self.server.set(self.running, token, nx=True, px=self.lease_ms):
+            return self.BUSY
+        self.token = token
+        try:
+            took = self.server.set(turn, self.owner, nx=True, px=self.interval_ms)
+        except RedisError:
+            self.release()
+            raise
+        if not took:
+            self.release()
+            return self.TAKEN
+        return self.STARTED
+
+    def renew(self) -> bool:
+        """Extend the lease of the lock we hold; False if it is not ours (any more)."""
+        if self.token is None:
+            return False
+        return bool(self._renew(keys=[self.running], args=[self.token, self.lease_ms]))
+
+    def release(self) -> None:
+        """Let the lock go, if it is still ours."""
+        token, self.token = self.token, None
+        if token is not None:
+            self._release(keys=[self.running], args=[token])
 
 
 def params_from_settings(settings: Any) -> FailPathParams:
@@ -120,8 +203,10 @@ class FailPathMiddleware:
         self._logged: set[tuple[str, str]] = set()
         self._pending_ok: dict[str, int] = {}  # successes not yet added to the site's #ok
         self._loops: list[task.LoopingCall] = []
+        self._turns: ProbeTurns | None = None
         self._probing = False
-        self._final_probe = False
+        self._final_probe = False  # done, or taken by another worker
+        self._final_waiting = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FailPathMiddleware:
@@ -187,7 +272,7 @@ class FailPathMiddleware:
                 counts = await maybe_deferred_to_future(
                     threads.deferToThread(self.store.failpath_row, site)
                 )
-            except StoreError as exc:
+            except Exception as exc:  # StoreError, or anything: never fail the request
                 self._store_error("read", site, exc)
                 return {}
             self.cache.put(site, counts)
@@ -219,6 +304,7 @@ class FailPathMiddleware:
         if current in (None, self.default_timeout, request.meta.get("failpath_wait")):
             request.meta["download_timeout"] = wait
         request.meta["failpath_wait"] = wait
+        request.meta["failpath_sent"] = time.monotonic()
 
     def _drop(self, request: Request, site: str, level: str, count: int) -> None:
         self.stats.inc_value("failpath/filtered")
@@ -240,13 +326,19 @@ class FailPathMiddleware:
             levels = path_levels(request.url)
             if counts.get(levels[-1], 0) > 0:
                 self._write(site, lambda: self.policy.record_success(
-                    levels, counts, self._adder(site), self._deleter(site)))  # fmt: skip
+                    levels, counts, self._adder(site)))  # fmt: skip
         return response
 
     def process_exception(self, request: Request, exception: Exception) -> None:
         if request.meta.get("failpath") is False or request.meta.get("failpath_probe"):
             return
         if not isinstance(exception, FAILURES):
+            return
+        if RoundTrips.last_error >= request.meta.get("failpath_sent", float("inf")):
+            # Redis stopped answering while this request was out: every Redis call then
+            # blocked the reactor (and the download) for up to FRONTIER_REDIS_TIMEOUT,
+            # so the failure may be ours; the frontier's outage is not the site's
+            self.stats.inc_value("failpath/excused")
             return
         self.stats.inc_value("failpath/failures")
         site = self._site(request.url)
@@ -268,9 +360,6 @@ class FailPathMiddleware:
 
     def _adder(self, site: str) -> Any:
         return lambda column, delta: self.store.failpath_add(site, column, delta)
-
-    def _deleter(self, site: str) -> Any:
-        return lambda column: self.store.failpath_delete(site, [column])
 
     def _write(self, site: str, func: Any, given_up_check: bool = False) -> None:
         d = threads.deferToThread(func)
@@ -296,7 +385,8 @@ class FailPathMiddleware:
 
     def _store_error(self, what: str, site: str, exc: BaseException) -> None:
         self.stats.inc_value("failpath/store_errors")
-        logger.warning("Could not %s the failpaths of %s: %s", what, site, exc)
+        message = str(exc) if isinstance(exc, StoreError) else f"{type(exc).__name__}: {exc}"
+        logger.warning("Could not %s the failpaths of %s: %s", what, site, message)
 
     def _remember_link(self, site: str, request: Request) -> None:
         frontier = self._frontier()
@@ -316,38 +406,54 @@ class FailPathMiddleware:
     # -- the re-probe -----------------------------------------------------------
 
     def _idle(self, spider: Spider) -> None:
-        """Before a finite crawl ends, one last re-probe (one worker per interval):
-        paths that recovered since their last probe come back instead of being lost."""
+        """Before a finite crawl ends, one last re-probe (one worker per interval, after
+        any re-probe still running): paths that recovered since their last probe come
+        back instead of being lost."""
         if self._probing:
             raise DontCloseSpider("failed-path re-probe running")
         frontier = self._frontier()
         if self._final_probe or frontier is None or frontier.continuous:
             return
-        self._final_probe = True
         try:
-            key = frontier.keys.failpath_probe + ":final"
-            took = frontier.server.set(key, frontier.worker_id, nx=True,
-                                       px=int(self.params.probe_interval * 1000))  # fmt: skip
+            turn = self._probe_turns(frontier).take(final=True)
         except RedisError as exc:
+            self._final_probe = True
             logger.warning("Could not take the final failed-path re-probe turn: %s", exc)
             return
-        if took:
+        if turn == ProbeTurns.BUSY:
+            if not self._final_waiting:
+                self._final_waiting = True
+                logger.info("The crawl is out of work: waiting for the failed-path re-probe "
+                            "running on another worker, then re-probing once more")  # fmt: skip
+            from twisted.internet import reactor  # the running one (installed by now)
+
+            reactor.callLater(1.0, frontier._wake_engine)  # look again soon, not in 5 s
+            raise DontCloseSpider("waiting for the failed-path re-probe of another worker")
+        self._final_probe = True
+        if turn == ProbeTurns.STARTED:
             logger.info("The crawl is out of work: re-probing its dead paths once more")
             self._start_probe(frontier)
             raise DontCloseSpider("failed-path re-probe running")
 
+    def _probe_turns(self, frontier: Any) -> ProbeTurns:
+        if self._turns is None:
+            self._turns = ProbeTurns(frontier.server, frontier.keys.failpath_probe,
+                                     frontier.worker_id, self.params.probe_interval)  # fmt: skip
+        return self._turns
+
     def _maybe_probe(self) -> None:
         frontier = self._frontier()
-        if frontier is None or self._probing:
+        if frontier is None:
             return
         try:
-            took = frontier.server.set(frontier.keys.failpath_probe, frontier.worker_id, nx=True,
-                                       px=int(self.params.probe_interval * 1000))  # fmt: skip
+            turns = self._probe_turns(frontier)
+            if self._probing:  # ours runs: keep the lock
+                if not turns.renew():
+                    logger.warning("The failed-path re-probe lock expired while it ran")
+            elif turns.take() == ProbeTurns.STARTED:
+                self._start_probe(frontier)
         except RedisError as exc:
             logger.warning("Could not take the failed-path re-probe turn: %s", exc)
-            return
-        if took:
-            self._start_probe(frontier)
 
     def _start_probe(self, frontier: Any) -> None:
         self._probing = True
@@ -357,13 +463,21 @@ class FailPathMiddleware:
 
     def _probe_done(self, frontier: Any) -> None:
         self._probing = False
+        try:
+            self._probe_turns(frontier).release()
+        except RedisError as exc:  # it expires on its own
+            logger.warning("Could not release the failed-path re-probe lock: %s", exc)
         frontier._wake_engine()  # links may be back; an idle engine looks again now
 
     async def probe(self, frontier: Any) -> None:
         """One re-probe round over every site with levels over the threshold."""
-        rows = await maybe_deferred_to_future(
-            threads.deferToThread(lambda: list(self.store.failpath_rows()))
-        )
+        try:
+            rows = await maybe_deferred_to_future(
+                threads.deferToThread(lambda: list(self.store.failpath_rows()))
+            )
+        except StoreError as exc:
+            self._store_error("read", "any site", exc)
+            return
         rounds = probe_rounds(self.policy, rows)
         if rounds:
             logger.info("Failed-path re-probe: %d sites with dead paths", len(rounds))

@@ -25,20 +25,21 @@ policy = FailPathPolicy(P)
 
 
 class Table:
-    """A failpaths row with atomic add (what the store does), recording every write."""
+    """A failpaths row with the store's atomic add (a count at or below 0 is removed in
+    the same step), recording every write."""
 
     def __init__(self, counts=None):
         self.counts = dict(counts or {})
         self.writes = []
 
     def add(self, column, delta):
-        self.counts[column] = self.counts.get(column, 0) + delta
+        value = self.counts.get(column, 0) + delta
         self.writes.append((column, delta))
-        return self.counts[column]
-
-    def delete(self, column):
-        self.counts.pop(column, None)
-        self.writes.append((column, None))
+        if value <= 0:
+            self.counts.pop(column, None)
+            return 0
+        self.counts[column] = value
+        return value
 
 
 # -- path levels ---------------------------------------------------------------
@@ -168,20 +169,38 @@ def test_a_threshold_of_one_climbs_on_the_first_failure():
 def test_success_subtracts_the_scale_and_deletes_at_zero():
     levels = path_levels("http://h/a/b.html")  # *, /a/
     table = Table({"/a/": 7})
-    assert policy.record_success(levels, table.counts, table.add, table.delete) == {"/a/": 4}
-    assert policy.record_success(levels, table.counts, table.add, table.delete) == {"/a/": 1}
-    assert policy.record_success(levels, table.counts, table.add, table.delete) == {"/a/": 0}
+    assert policy.record_success(levels, table.counts, table.add) == {"/a/": 4}
+    assert policy.record_success(levels, table.counts, table.add) == {"/a/": 1}
+    assert policy.record_success(levels, table.counts, table.add) == {"/a/": 0}
     assert "/a/" not in table.counts  # below zero: deleted
     table = Table({"/a/": 3})
-    policy.record_success(levels, table.counts, table.add, table.delete)
+    policy.record_success(levels, table.counts, table.add)
     assert table.counts == {}  # exactly zero: deleted too
+    assert table.writes == [("/a/", -3)]  # one atomic write: subtract and delete
 
 
 def test_success_on_a_clean_path_writes_nothing():
     table = Table({SITE: 2, "/b/": 3})
-    assert policy.record_success(path_levels("http://h/a/b.html"), table.counts, table.add,
-                                 table.delete) == {}  # fmt: skip
+    assert policy.record_success(path_levels("http://h/a/b.html"), table.counts, table.add) == {}
     assert table.writes == []  # only the lowest level is decremented, and it has no record
+
+
+def test_success_lowers_only_the_urls_own_lowest_level_as_the_paper_says():
+    """Seed 000: "if the link is fetched within the set time and the failure count of its
+    lowest path level is not 0, subtract fetch.success.scale from that count; at or below
+    0, delete the column".  Higher levels are left to the failures that raise them and to
+    the re-probe that clears them; a success under a level with a record of its own but
+    none on the URL's directory changes nothing (though that level sets its wait)."""
+    levels = path_levels("http://h/a/b/c.html")  # *, /a, /a/b/
+    table = Table({SITE: 5, "/a": 4, "/a/b/": 4})
+    assert policy.record_success(levels, table.counts, table.add) == {"/a/b/": 1}
+    assert policy.record_success(levels, table.counts, table.add) == {"/a/b/": 0}
+    assert table.counts == {SITE: 5, "/a": 4}
+    assert policy.record_success(levels, table.counts, table.add) == {}
+    assert policy.wait(levels, table.counts) == 80.0  # the wait follows /a
+    assert table.writes == [("/a/b/", -3), ("/a/b/", -3)]
+    # a failure after successes climbs again from the directory, as before
+    assert policy.record_failure(levels, table.add) == {"/a/b/": 1}
 
 
 def test_site_given_up_below_the_share_of_working_links():
@@ -202,7 +221,7 @@ def test_the_share_rule_matches_the_counter_drift():
         table, levels = Table(), path_levels("http://h/a/x.html")
         for _ in range(400):
             if rng.random() < share:
-                policy.record_success(levels, table.counts, table.add, table.delete)
+                policy.record_success(levels, table.counts, table.add)
             else:
                 policy.record_failure(levels, table.add)
         assert (table.counts.get("/a/", 0) > P.heighten) is climbs

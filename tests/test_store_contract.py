@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from webcrawl.failpath import SITE, FailPathParams, FailPathPolicy
 from webcrawl.hbase_emulator import EmulatorServer
 from webcrawl.store import StoreError, open_store
 from webcrawl.urlkey import url_to_key
@@ -178,18 +179,118 @@ def test_failpaths_rows_add_and_delete(backend):
     with backend.open() as store:
         assert store.failpath_add("com.a:http", "/x/", 1) == 1
         assert store.failpath_add("com.a:http", "/x/", 1) == 2
-        assert store.failpath_add("com.a:http", "/x/", -3) == -1
+        assert store.failpath_add("com.a:http", "/x/", 2) == 4
         store.failpath_add("com.a:http", "*", 5)
         store.failpath_add("com.b:http", "/", 1)
         store.failpath_add("org.c:https", "/", 1)
-        assert store.failpath_row("com.a:http") == {"/x/": -1, "*": 5}
+        assert store.failpath_row("com.a:http") == {"/x/": 4, "*": 5}
         assert [s for s, _ in store.failpath_rows()] == ["com.a:http", "com.b:http", "org.c:https"]
-        assert dict(store.failpath_rows("com.")) == {"com.a:http": {"*": 5, "/x/": -1},
+        assert dict(store.failpath_rows("com.")) == {"com.a:http": {"*": 5, "/x/": 4},
                                                      "com.b:http": {"/": 1}}  # fmt: skip
         store.failpath_delete("com.a:http", ["/x/", "/nothing/"])
         assert store.failpath_row("com.a:http") == {"*": 5}
         store.failpath_delete("com.b:http")
         assert dict(store.failpath_rows()) == {"com.a:http": {"*": 5}, "org.c:https": {"/": 1}}
+        assert store.failpath_add("com.a:http", "/x/", 1) == 1  # counted afresh
+
+
+def test_a_count_falling_to_zero_or_below_is_removed_at_once(backend):
+    """A success subtracts and removes in one atomic step (seed 000: "at or below 0,
+    delete the column"); a later failure counts from 0 again."""
+    with backend.open() as store:
+        store.failpath_add("com.a:http", "/x/", 3)
+        assert store.failpath_add("com.a:http", "/x/", -3) == 0  # exactly 0
+        assert store.failpath_row("com.a:http") == {}
+        store.failpath_add("com.a:http", "/x/", 2)
+        assert store.failpath_add("com.a:http", "/x/", -3) == 0  # below 0
+        assert store.failpath_add("com.a:http", "/y/", -3) == 0  # never counted
+        assert store.failpath_row("com.a:http") == {}
+        assert list(store.failpath_rows()) == []
+        assert store.failpath_add("com.a:http", "/x/", 1) == 1
+        assert store.failpath_add("com.a:http", "/y/", 1) == 1
+        assert store.failpath_add("com.a:http", "/x/", -1) == 0
+        assert store.failpath_row("com.a:http") == {"/y/": 1}
+
+
+SCALE = 3  # FAILPATH_SUCCESS_SCALE
+
+
+def _race(url: str, role: str, rounds: int, barrier: Any) -> None:
+    """One side of each round on the round's column: a success recorded as the failed-path
+    middleware records it, or two failures."""
+    policy = FailPathPolicy(FailPathParams(success_scale=SCALE))
+    with open_store(url) as store:
+
+        def add(column: str, delta: int) -> int:
+            return store.failpath_add("com.race:http", column, delta)
+
+        for i in range(rounds):
+            column = f"/r{i}/"
+            barrier.wait(60)
+            if role == "success":
+                policy.record_success([SITE, column], {column: SCALE}, add)
+            else:
+                add(column, 1)
+                add(column, 1)
+
+
+def test_successes_and_failures_racing_lose_no_failure(backend):
+    """Each round a column counts SCALE; one worker records a success while two others
+    record two failures each.  In any order the success never takes the count below 0,
+    so exactly the 4 failures must remain; a failure landing between the subtraction
+    and a separate delete (the old success) was lost."""
+    rounds = 300
+    with backend.open() as store:
+        for i in range(rounds):
+            store.failpath_add("com.race:http", f"/r{i}/", SCALE)
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(3)
+    procs = [ctx.Process(target=_race, args=(backend.url, role, rounds, barrier))
+             for role in ("success", "failures", "failures")]  # fmt: skip
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(120)
+        assert proc.exitcode == 0
+    with backend.open() as store:
+        counts = store.failpath_row("com.race:http")
+    lost = {f"/r{i}/": counts.get(f"/r{i}/", 0) for i in range(rounds)
+            if counts.get(f"/r{i}/", 0) != 4}  # fmt: skip
+    assert not lost and len(counts) == rounds, lost
+
+
+def test_concurrent_successes_on_a_low_count_leave_nothing_behind(backend):
+    """Successes together on a count of 1 (HBase: counters that go below 0 and are put
+    back by their own writers) end at no record, and the next failure counts 1."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(3)
+    with backend.open() as store:
+        for i in range(20):
+            store.failpath_add("com.race:http", f"/s{i}/", 1)
+    procs = [ctx.Process(target=_successes_all, args=(backend.url, 20, barrier))
+             for _ in range(3)]  # fmt: skip
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(120)
+        assert proc.exitcode == 0
+    with backend.open() as store:
+        assert store.failpath_row("com.race:http") == {}
+        assert [store.failpath_add("com.race:http", f"/s{i}/", 1) for i in range(20)] == [1] * 20
+
+
+def _successes_all(url: str, columns: int, barrier: Any) -> None:
+    with open_store(url) as store:
+        for i in range(columns):
+            barrier.wait(60)
+            store.failpath_add("com.race:http", f"/s{i}/", -SCALE)
+
+
+def test_check_writable_on_a_healthy_store(backend):
+    with backend.open() as store:
+        store.check_writable()
+        store.put_pages([row("http://a.example/")])
+        store.check_writable()
 
 
 def _add_many(url: str, n: int) -> list[int]:

@@ -188,3 +188,35 @@ def test_writes_are_split_under_the_framed_transports_frame_limit(tmp_path):
                 store.put_pages([page(text="x" * 3_000_000)])
         with open_store(url + "&batch_bytes=100000000") as store, pytest.raises(StoreError):
             store.put_pages([page(f"http://h/{i}", text="x" * 1_000_000) for i in range(3)])
+
+
+def test_a_counter_put_to_zero_counts_from_zero(server):
+    """As on HBase: after a Put of an 8-byte 0 (happybase's counter_set) an increment
+    returns 1; a count the store took below 0 and reset reads and counts the same way."""
+    with open_store(store_url(server)) as store:
+        store.failpath_row("warm-up")
+        table = happybase.Connection(*server.address, table_prefix="crawl").table("failpaths")
+        table.counter_set(b"com.a:http", b"c:/x/", 0)
+        table.counter_set(b"com.a:http", b"c:/z/", 0)
+        assert store.failpath_row("com.a:http") == {}  # a zero counter reads as absent
+        assert table.counter_inc(b"com.a:http", b"c:/x/", 1) == 1
+        assert store.failpath_row("com.a:http") == {"/x/": 1}
+        assert store.failpath_add("com.a:http", "/y/", -3) == 0  # a success on no record
+        assert table.row(b"com.a:http")[b"c:/y/"] == struct.pack(">q", 0)  # put back to 0
+        assert store.failpath_add("com.a:http", "/y/", 1) == 1
+        table.connection.close()
+
+
+def test_check_writable_needs_a_server_and_enabled_tables(server):
+    with open_store(store_url(server, retries=0, timeout=2)) as store:
+        store.check_writable()
+        conn = happybase.Connection(*server.address, table_prefix="crawl")
+        conn.disable_table("failpaths")
+        with pytest.raises(StoreError, match="failpaths"):
+            store.check_writable()
+        conn.enable_table("failpaths")
+        store.check_writable()
+        conn.close()
+        server.stop()
+        with pytest.raises(StoreError):
+            store.check_writable()

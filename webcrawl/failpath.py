@@ -14,14 +14,30 @@ Rules (parameters under their setting names, see ``settings/base.py``):
   ``HEIGHTEN``;
 - elastic wait: ``MIN_DELAY + (MAX_DELAY - MIN_DELAY) * c / HEIGHTEN`` where
   ``c`` is the count of the URL's lowest level that has a record (0: none);
-- failure: +1 on the URL's lowest level (its directory); when a count
-  *reaches* ``HEIGHTEN`` by that increment, +1 on the parent level, and so on
-  up (our choice: the paper says "the parent"; cascading is the same rule
-  applied to the parent's own increment, and it is what lets a site-wide
-  outage reach the site level).  "Reaches" is decided on the value the
-  atomic increment returns, so concurrent workers propagate exactly once;
-- success: ``-SUCCESS_SCALE`` on the URL's lowest level when it has a
-  record; at or below 0 the column is deleted;
+- failure: +1 on the URL's lowest level (its directory), once per link (the
+  paper counts links: a link counts when its last attempt fails, not once
+  per retry); when a count *reaches* ``HEIGHTEN`` by that increment, +1 on
+  the parent level, and so on up (our choice: the paper says "the parent";
+  cascading is the same rule applied to the parent's own increment, and it
+  is what lets a site-wide outage reach the site level).  "Reaches" is
+  decided on the value the atomic increment returns, so concurrent workers
+  propagate exactly once;
+- success: the paper (section 4 (5)): "if the link is fetched within the
+  set time and the failure count of its lowest path level is not 0,
+  subtract fetch.success.scale from that count; if the result is at or
+  below 0, delete that column of the filter list" (so that a site's row does
+  not collect columns).  We follow it as written: ``-SUCCESS_SCALE`` on the
+  URL's own lowest level (its directory) only, and only when that count is
+  not 0 (as this worker last read it: reads need no strict consistency).
+  Subtracting and deleting at or below 0 are one atomic store operation
+  (``Store.failpath_add``), so a failure another worker counts meanwhile is
+  never deleted with it.  No other level is lowered by a success: in the
+  paper a higher level rises only when a level under it reaches the
+  threshold and is cleared only by the re-probe, so a subtree's or a site's
+  count stays until the level is over the threshold and a re-probe finds it
+  alive (below the threshold it only lengthens the wait of directories
+  under it that have no record of their own, the wait following the lowest
+  *recorded* level);
 - the site is given up (its ``*`` level is set over the threshold) when
   more than ``HEIGHTEN`` of its fetches failed and the share of successes is
   below ``1 / (1 + SUCCESS_SCALE)``.  The paper states the share but not
@@ -37,7 +53,8 @@ Rules (parameters under their setting names, see ``settings/base.py``):
   the dupefilter has already seen them and nothing else would bring them
   back), and the next level is sampled at the same size; if none succeeds
   the next level's sample is one smaller.  The round stops when the sample
-  size reaches 0.
+  size reaches 0.  One re-probe runs at a time in the whole crawl (see
+  ``middlewares/failpath.py``).
 """
 
 from __future__ import annotations
@@ -147,8 +164,9 @@ class FailPathPolicy:
     def record_failure(
         self, levels: Sequence[str], add: Callable[[str, int], int]
     ) -> dict[str, int]:
-        """Apply a failure; ``add(column, delta)`` increments atomically and returns the
-        new value.  Returns the new values written."""
+        """Apply a failure; ``add(column, delta)`` is the store's atomic add
+        (:meth:`~webcrawl.store.base.Store.failpath_add`), which returns the new value.
+        Returns the new values written."""
         written: dict[str, int] = {}
         level: str | None = levels[-1]
         while level is not None:
@@ -159,21 +177,15 @@ class FailPathPolicy:
         return written
 
     def record_success(
-        self,
-        levels: Sequence[str],
-        counts: Counts,
-        add: Callable[[str, int], int],
-        delete: Callable[[str], None],
+        self, levels: Sequence[str], counts: Counts, add: Callable[[str, int], int]
     ) -> dict[str, int]:
-        """Apply a success; only writes when the lowest level has a record."""
+        """Apply a success: one write, on the lowest level, when ``counts`` has a record of
+        it.  ``add`` removes a count that falls to 0 or below in the same atomic step
+        (0 is written then)."""
         lowest = levels[-1]
         if counts.get(lowest, 0) <= 0:
             return {}
-        value = add(lowest, -self.params.success_scale)
-        if value <= 0:
-            delete(lowest)
-            return {lowest: 0}
-        return {lowest: value}
+        return {lowest: max(add(lowest, -self.params.success_scale), 0)}
 
     def site_given_up(self, counts: Counts) -> bool:
         """Whether the site's share of working links fell below 1 / (1 + scale)."""

@@ -21,16 +21,14 @@ def store_url_from_settings(settings: BaseSettings) -> str:
 
 
 def open_store(url: str) -> Store:
-    """The store for ``url``: ``sqlite:///relative.db``, ``sqlite:////abs/path.db``,
+    """The store for ``url``: ``sqlite:///relative.db``, ``sqlite:////abs/path.db``
+    (``?timeout=SECONDS``: how long to wait for another writer's lock),
     ``hbase://host:port?table_prefix=...`` (see :mod:`webcrawl.store.hbase`)."""
     scheme = urlsplit(url).scheme
     if scheme == "sqlite":
         from webcrawl.store.sqlite import SQLiteStore
 
-        path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
-        if not path:
-            raise ValueError(f"WEBCRAWL_STORE_URL: expected sqlite:///PATH, got {url!r}")
-        return SQLiteStore(path)
+        return SQLiteStore.from_url(url)
     if scheme == "hbase":
         from webcrawl.store.hbase import HBaseStore
 

@@ -3,7 +3,9 @@
 Backends implement these few methods and pass ``tests/test_store_contract.py``.
 Rows are JSON-compatible dicts with at least ``key`` and ``url``; a backend
 may keep some fields in columns of their own, but returns the row as written.
-Methods block: callers on the reactor thread run them in a thread.
+Every failure of a backend (its driver's errors, a bad file, a lost server)
+ends as :class:`StoreError`.  Methods block: callers on the reactor thread
+run them in a thread.
 """
 
 from __future__ import annotations
@@ -59,11 +61,18 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def failpath_add(self, site: str, column: str, delta: int) -> int:
-        """Add ``delta`` to a count (0 if absent), atomically across processes; the new value."""
+        """Add ``delta`` to a count (0 if absent) and return the new value, atomically
+        across processes; a count that falls to 0 or below is removed in the same atomic
+        step (0 is returned) and reads as absent, so a success (``-scale``) never deletes
+        a failure another worker adds meanwhile, and the next failure counts 1."""
 
     @abc.abstractmethod
     def failpath_delete(self, site: str, columns: Sequence[str] | None = None) -> None:
         """Delete ``columns`` of ``site`` (None: the whole row)."""
+
+    @abc.abstractmethod
+    def check_writable(self) -> None:
+        """Raise :class:`StoreError` unless the store accepts a write right now."""
 
     def close(self) -> None:  # noqa: B027 - optional for backends without resources
         """Release connections; the store may not be used afterwards."""

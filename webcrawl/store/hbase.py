@@ -24,8 +24,10 @@ version, as Nutch's mapping does):
   other types are JSON in ``f:x``.  A field that is None is deleted, so it
   reads back absent.
 - ``failpaths``, one row per site, one 8-byte counter per path level in
-  family ``c`` (HBase's atomic ``atomicIncrement``); a level is cleared by
-  resetting its counter to 0, not by a delete (see ``failpath_delete``).
+  family ``c`` (HBase's atomic ``atomicIncrement``).  A count at 0 or below
+  reads as absent; a level is cleared by taking its counter back to 0 with
+  an increment, never by a delete (see ``failpath_add`` and
+  ``failpath_delete``).
 
 happybase's pool refreshes a connection that failed but re-raises
 (``TSocket read 0 bytes`` after the server closed an idle socket, a
@@ -431,18 +433,43 @@ class HBaseStore(Store):
                 yield key.decode(), counts
 
     def failpath_add(self, site: str, column: str, delta: int) -> int:
-        col = b"c:" + column.encode()
+        """An increment; one that takes the count to 0 or below is followed by a second
+        increment that puts back what of ``delta`` went below 0 (see ``_subtract``).
+        Increments commute, so a failure another worker counts meanwhile is kept."""
+        row, col = site.encode(), b"c:" + column.encode()
+        if delta < 0:
+            return self._subtract(site, row, col, -int(delta))
+        what = f"counting a failure of {site} {column}"
+        return max(self._increment(what, row, col, int(delta)), 0)
+
+    def _increment(self, what: str, row: bytes, col: bytes, delta: int) -> int:
         return int(self._call(
-            f"counting a failure of {site} {column}",
-            lambda conn: conn.table(FAILPATHS).counter_inc(site.encode(), col, int(delta)),
+            what,
+            lambda conn: conn.table(FAILPATHS).counter_inc(row, col, delta),
             idempotent=False,  # a lost reply may hide a done increment: never retried
         ))  # fmt: skip
 
+    def _subtract(self, site: str, row: bytes, col: bytes, amount: int) -> int:
+        """Subtract ``amount`` (> 0) from a count, which ends at 0 when it would go below.
+
+        The counter may pass below 0 for a moment; the worker whose subtraction took it
+        there adds back ``min(-value, amount)``: what of its own subtraction went below
+        0.  Whatever the interleaving of increments, subtractions and their corrections,
+        the counter ends as some order of them, each clamped at 0, would leave it (a
+        correction bounded by its own amount never undoes another worker's; with
+        ``-value`` alone, two subtractions that both see the other's would add back
+        twice).  Meanwhile a count below 0 reads as absent."""
+        what = f"subtracting {amount} from the failpath {site} {col[2:].decode()}"
+        value = self._increment(what, row, col, -amount)
+        if value < 0:
+            self._increment(what, row, col, min(-value, amount))
+        return max(value, 0)
+
     def failpath_delete(self, site: str, columns: Sequence[str] | None = None) -> None:
-        """Columns are reset to 0 by an increment, not deleted: a delete marker would
-        hide an increment made by another worker in the same millisecond (HBASE-2256);
-        a zero count reads as absent.  ``columns=None`` (an operator's clear) deletes
-        the row."""
+        """Columns are taken back to 0 by increments (a subtraction of the count read),
+        not deleted: a delete marker would hide an increment made by another worker in
+        the same millisecond (HBASE-2256); a count at 0 or below reads as absent.
+        ``columns=None`` (an operator's clear) deletes the row."""
         row = site.encode()
         if columns is None:
             self._call(f"deleting failpaths of {site}",
@@ -453,14 +480,19 @@ class HBaseStore(Store):
             return
         current = self._call(f"reading failpaths of {site}",
                              lambda conn: conn.table(FAILPATHS).row(row, columns=cols))  # fmt: skip
-        for col, value in _counts(current).items():
-            column = b"c:" + col.encode()
-            self._call(
-                f"resetting failpath {site} {col}",
-                lambda conn, column=column, value=value: conn.table(FAILPATHS).counter_inc(
-                    row, column, -value),
-                idempotent=False,
-            )  # fmt: skip
+        for level, value in _counts(current).items():
+            self._subtract(site, row, b"c:" + level.encode(), value)
+
+    def check_writable(self) -> None:
+        """Both tables exist and are enabled (one cheap call each on the server)."""
+
+        def check(conn: Any) -> list[str]:
+            return [name for name in (WEBTABLE, FAILPATHS) if not conn.is_table_enabled(name)]
+
+        disabled = self._call("checking the tables", check)
+        if disabled:
+            raise StoreError(f"{self.url}: table(s) {', '.join(disabled)} disabled: "
+                             "no writes possible")  # fmt: skip
 
     def close(self) -> None:
         with self._lock:
@@ -476,10 +508,10 @@ class HBaseStore(Store):
 
 
 def _counts(cells: dict[bytes, bytes]) -> dict[str, int]:
-    """Level -> count of a failpaths row; a zero counter is a reset one (absent)."""
+    """Level -> count of a failpaths row; a counter at 0 or below is a cleared one (absent)."""
     counts = {col[2:].decode(): _LONG.unpack(v)[0] for col, v in cells.items()
               if col.startswith(b"c:") and len(v) == 8}  # fmt: skip
-    return {level: n for level, n in counts.items() if n}
+    return {level: n for level, n in counts.items() if n > 0}
 
 
 def _prefix_stop(prefix: bytes) -> bytes | None:

@@ -1,18 +1,25 @@
 """SQLite webtable: the embedded default (stdlib, WAL mode, one file).
 
-Several processes may write one file: WAL lets readers run beside the
-writer, and writers wait for each other up to ``busy_timeout``.  Each thread
-gets its own connection (sqlite3 connections are not shared across threads).
+``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db``, with an
+optional ``?timeout=SECONDS``: how long a writer waits for another one (the
+busy timeout, 60 s).  Several processes may write one file: WAL lets readers
+run beside the writer, and writers wait for each other up to that timeout.
+Each thread gets its own connection (sqlite3 connections are not shared
+across threads).  Every sqlite3 error (a locked database, a file that is not
+a database, a table that is not ours) ends as :class:`StoreError`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import parse_qs
 
 from webcrawl.store.base import Row, Store, StoreError
 
@@ -37,22 +44,63 @@ _MAX_PARAMS = 500
 
 
 class SQLiteStore(Store):
-    def __init__(self, path: str | Path, busy_timeout: float = 60.0) -> None:
+    DEFAULT_TIMEOUT = 60.0
+
+    def __init__(self, path: str | Path, busy_timeout: float = DEFAULT_TIMEOUT) -> None:
         self.path = Path(path)
-        self.url = f"sqlite:///{self.path}"
         self.busy_timeout = busy_timeout
+        self.url = f"sqlite:///{self.path}"
+        if busy_timeout != self.DEFAULT_TIMEOUT:
+            self.url += f"?timeout={busy_timeout:g}"
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+
+    @classmethod
+    def from_url(cls, url: str) -> SQLiteStore:
+        """The store of ``sqlite:///PATH[?timeout=SECONDS]`` (ValueError names what is wrong)."""
+        prefix = "sqlite:///"
+        rest = url[len(prefix) :] if url.startswith(prefix) else ""
+        path, _, query = rest.partition("?")
+        if not path:
+            raise ValueError(f"WEBCRAWL_STORE_URL: expected sqlite:///PATH[?timeout=SECONDS], "
+                             f"got {url!r}")  # fmt: skip
+        options = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
+        unknown = sorted(set(options) - {"timeout"})
+        if unknown:
+            raise ValueError(f"WEBCRAWL_STORE_URL: unknown sqlite option(s) {', '.join(unknown)} "
+                             "(known: timeout)")  # fmt: skip
+        timeout = cls.DEFAULT_TIMEOUT
+        if "timeout" in options:
+            try:
+                timeout = float(options["timeout"])
+            except ValueError:
+                timeout = math.nan
+            if not (math.isfinite(timeout) and timeout >= 0):
+                raise ValueError(f"WEBCRAWL_STORE_URL: timeout must be a number of seconds "
+                                 f">= 0, got {options['timeout']!r}")  # fmt: skip
+        return cls(path, busy_timeout=timeout)
+
+    @contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        """Any sqlite3 (or file) error inside ends as a StoreError naming the store."""
+        try:
+            yield
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(f"{self.url}: {what} failed: {exc}") from exc
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, timeout=self.busy_timeout, check_same_thread=False)
-            self._retry_locked(lambda: conn.execute("PRAGMA journal_mode=WAL"))
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self._retry_locked(lambda: conn.executescript(_SCHEMA))
+            try:
+                self._retry_locked(lambda: conn.execute("PRAGMA journal_mode=WAL"))
+                conn.execute("PRAGMA synchronous=NORMAL")
+                self._retry_locked(lambda: conn.executescript(_SCHEMA))
+            except sqlite3.Error:
+                conn.close()
+                raise
             self._local.conn = conn
             with self._lock:
                 self._connections.append(conn)
@@ -80,25 +128,24 @@ class SQLiteStore(Store):
         values = [
             (r["key"], r["url"], r.get("status"), r.get("fetched_at"), json.dumps(r)) for r in rows
         ]
-        try:
-            with self._conn() as conn:
-                conn.executemany(
-                    "INSERT INTO webtable (key, url, status, fetched_at, row) VALUES (?,?,?,?,?)"
-                    " ON CONFLICT(key) DO UPDATE SET url=excluded.url, status=excluded.status,"
-                    " fetched_at=excluded.fetched_at, row=excluded.row",
-                    values,
-                )
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.url}: writing {len(rows)} rows failed: {exc}") from exc
+        with self._errors(f"writing {len(rows)} rows"), self._conn() as conn:
+            conn.executemany(
+                "INSERT INTO webtable (key, url, status, fetched_at, row) VALUES (?,?,?,?,?)"
+                " ON CONFLICT(key) DO UPDATE SET url=excluded.url, status=excluded.status,"
+                " fetched_at=excluded.fetched_at, row=excluded.row",
+                values,
+            )
 
     def get_page(self, key: str) -> Row | None:
-        found = self._conn().execute("SELECT row FROM webtable WHERE key = ?", (key,)).fetchone()
-        return json.loads(found[0]) if found else None
+        with self._errors(f"reading {key}"):
+            found = self._conn().execute("SELECT row FROM webtable WHERE key = ?", (key,))
+            row = found.fetchone()
+        return json.loads(row[0]) if row else None
 
     def get_pages(self, keys: Sequence[str]) -> dict[str, Row]:
         found: dict[str, Row] = {}
         unique = list(dict.fromkeys(keys))
-        try:
+        with self._errors(f"reading {len(unique)} rows"):
             conn = self._conn()
             for start in range(0, len(unique), _MAX_PARAMS):
                 chunk = unique[start : start + _MAX_PARAMS]
@@ -106,8 +153,6 @@ class SQLiteStore(Store):
                 sql = f"SELECT key, row FROM webtable WHERE key IN ({marks})"
                 for key, row in conn.execute(sql, chunk):
                     found[key] = json.loads(row)
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.url}: reading {len(unique)} rows failed: {exc}") from exc
         return found
 
     def scan_pages(self, prefix: str = "", limit: int | None = None) -> Iterator[Row]:
@@ -116,26 +161,38 @@ class SQLiteStore(Store):
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        for (row,) in self._conn().execute(sql, params):
-            yield json.loads(row)
+        with self._errors("scanning rows"):
+            cursor = self._conn().execute(sql, params)
+        while True:
+            with self._errors("scanning rows"):
+                batch = cursor.fetchmany(500)
+            if not batch:
+                return
+            for (row,) in batch:
+                yield json.loads(row)
 
     def count_pages(self) -> int:
-        return int(self._conn().execute("SELECT COUNT(*) FROM webtable").fetchone()[0])
+        with self._errors("counting rows"):
+            return int(self._conn().execute("SELECT COUNT(*) FROM webtable").fetchone()[0])
 
     def failpath_row(self, site: str) -> dict[str, int]:
-        found = self._conn().execute("SELECT level, count FROM failpaths WHERE site = ?", (site,))
-        return dict(found.fetchall())
+        with self._errors(f"reading the failpaths of {site}"):
+            found = self._conn().execute(
+                "SELECT level, count FROM failpaths WHERE site = ? AND count > 0", (site,)
+            )
+            return dict(found.fetchall())
 
     def failpath_rows(self, prefix: str = "") -> Iterator[tuple[str, dict[str, int]]]:
-        found = (
-            self._conn()
-            .execute(
-                "SELECT site, level, count FROM failpaths WHERE site >= ? AND site < ?"
-                " ORDER BY site, level",
-                (prefix, prefix + "\U0010ffff"),
+        with self._errors("scanning the failpaths"):
+            found = (
+                self._conn()
+                .execute(
+                    "SELECT site, level, count FROM failpaths WHERE site >= ? AND site < ?"
+                    " AND count > 0 ORDER BY site, level",
+                    (prefix, prefix + "\U0010ffff"),
+                )
+                .fetchall()
             )
-            .fetchall()
-        )
         row: dict[str, int] = {}
         current = None
         for site, level, count in found:
@@ -148,28 +205,38 @@ class SQLiteStore(Store):
             yield current, row
 
     def failpath_add(self, site: str, column: str, delta: int) -> int:
-        try:
-            with self._conn() as conn:  # one statement: atomic across processes
-                found = conn.execute(
-                    "INSERT INTO failpaths (site, level, count) VALUES (?, ?, ?)"
-                    " ON CONFLICT(site, level) DO UPDATE SET count = count + excluded.count"
-                    " RETURNING count",
-                    (site, column, int(delta)),
-                ).fetchone()
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.url}: counting a failure of {site} {column}: {exc}") from exc
-        return int(found[0])
+        """One transaction: the add, and the delete of a count at or below 0 (no other
+        writer can come between them)."""
+        what = f"counting {int(delta):+d} on the failpath {site} {column}"
+        # the connection's context commits (or rolls back) both statements at once
+        with self._errors(what), self._conn() as conn:
+            ((value,),) = conn.execute(
+                "INSERT INTO failpaths (site, level, count) VALUES (?, ?, ?)"
+                " ON CONFLICT(site, level) DO UPDATE SET count = count + excluded.count"
+                " RETURNING count",
+                (site, column, int(delta)),
+            ).fetchall()
+            if value <= 0:
+                conn.execute("DELETE FROM failpaths WHERE site = ? AND level = ?", (site, column))
+        return max(int(value), 0)
 
     def failpath_delete(self, site: str, columns: Sequence[str] | None = None) -> None:
-        try:
-            with self._conn() as conn:
-                if columns is None:
-                    conn.execute("DELETE FROM failpaths WHERE site = ?", (site,))
-                else:
-                    conn.executemany("DELETE FROM failpaths WHERE site = ? AND level = ?",
-                                     [(site, c) for c in columns])  # fmt: skip
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.url}: deleting failpaths of {site}: {exc}") from exc
+        with self._errors(f"deleting the failpaths of {site}"), self._conn() as conn:
+            if columns is None:
+                conn.execute("DELETE FROM failpaths WHERE site = ?", (site,))
+            else:
+                conn.executemany("DELETE FROM failpaths WHERE site = ? AND level = ?",
+                                 [(site, c) for c in columns])  # fmt: skip
+
+    def check_writable(self) -> None:
+        """Takes the write lock and lets it go (``BEGIN IMMEDIATE``; ``ROLLBACK``): waits up
+        to the busy timeout for another writer, as a write would."""
+        with self._errors("taking the write lock"):
+            conn = self._conn()
+            if conn.in_transaction:  # (never left open by this store)
+                conn.rollback()
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
 
     def close(self) -> None:
         with self._lock:
