@@ -89,6 +89,17 @@ def test_continuous_crawl_revisits_changed_pages_and_leaves_unchanged_ones_alone
     assert row["revisit_interval"] and row["next_visit"] and row["revisit_method"]
 
 
+def crawl_for(seconds, seeds, data_dir, *settings):
+    """Run a (continuous) crawl for ``seconds``, then stop it as Ctrl-C does."""
+    proc = subprocess.Popen(crawl_cmd(seeds, data_dir, *settings), cwd=ROOT, env=crawl_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        time.sleep(seconds)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(60)
+
+
 def test_head_precheck_skips_the_get_of_unchanged_pages(tmp_path, redis_server):
     log = tmp_path / "requests.jsonl"
     settings = ["WEBCRAWL_CONTINUOUS=True", "REVISIT_MIN_INTERVAL=1", "REVISIT_MAX_INTERVAL=2",
@@ -96,14 +107,7 @@ def test_head_precheck_skips_the_get_of_unchanged_pages(tmp_path, redis_server):
                 f"REDIS_URL={redis_server.url}", "LOG_LEVEL=INFO", "DEPTH_LIMIT=1",
                 f"WEBCRAWL_CRAWL=head-{time.monotonic_ns()}"]  # fmt: skip
     with demo_server(2, 20, log) as info:
-        cmd = crawl_cmd(info["seeds"], tmp_path / "w", *settings, f"LOG_FILE={tmp_path / 'w.log'}")
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=crawl_env(), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)  # fmt: skip
-        try:
-            time.sleep(10)
-        finally:
-            proc.send_signal(signal.SIGINT)
-            proc.wait(60)
+        crawl_for(10, info["seeds"], tmp_path / "w", *settings, f"LOG_FILE={tmp_path / 'w.log'}")
     by_url = defaultdict(list)
     for line in log.read_text().splitlines():
         r = json.loads(line)
@@ -179,14 +183,7 @@ def test_a_head_precheck_takes_the_hosts_turn_and_the_get_the_next(tmp_path, red
                 f"REDIS_URL={redis_server.url}", "LOG_LEVEL=INFO", "DEPTH_LIMIT=1",
                 f"WEBCRAWL_CRAWL=headturn-{time.monotonic_ns()}"]  # fmt: skip
     with demo_server(1, 12, log, change_speed=SPEED) as info:
-        cmd = crawl_cmd(info["seeds"], tmp_path / "w", *settings, f"LOG_FILE={tmp_path / 'w.log'}")
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=crawl_env(), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)  # fmt: skip
-        try:
-            time.sleep(12)
-        finally:
-            proc.send_signal(signal.SIGINT)
-            proc.wait(60)
+        crawl_for(12, info["seeds"], tmp_path / "w", *settings, f"LOG_FILE={tmp_path / 'w.log'}")
     sent = [json.loads(line) for line in log.read_text().splitlines()]
     sent = sorted((r for r in sent if r["path"] != "/robots.txt"), key=lambda r: r["t"])
     heads = [i for i, r in enumerate(sent[:-1]) if r["method"] == "HEAD"

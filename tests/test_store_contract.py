@@ -234,6 +234,18 @@ def _race(url: str, role: str, rounds: int, barrier: Any) -> None:
                 add(column, 1)
 
 
+def together(target, args_list):
+    """Run ``target(*args, barrier)`` in one process per args, started at one moment."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(len(args_list))
+    procs = [ctx.Process(target=target, args=(*args, barrier)) for args in args_list]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(120)
+        assert proc.exitcode == 0
+
+
 def test_successes_and_failures_racing_lose_no_failure(backend):
     """Each round a column counts SCALE; one worker records a success while two others
     record two failures each.  In any order the success never takes the count below 0,
@@ -243,15 +255,7 @@ def test_successes_and_failures_racing_lose_no_failure(backend):
     with backend.open() as store:
         for i in range(rounds):
             store.failpath_add("com.race:http", f"/r{i}/", SCALE)
-    ctx = multiprocessing.get_context("spawn")
-    barrier = ctx.Barrier(3)
-    procs = [ctx.Process(target=_race, args=(backend.url, role, rounds, barrier))
-             for role in ("success", "failures", "failures")]  # fmt: skip
-    for proc in procs:
-        proc.start()
-    for proc in procs:
-        proc.join(120)
-        assert proc.exitcode == 0
+    together(_race, [(backend.url, role, rounds) for role in ("success", "failures", "failures")])
     with backend.open() as store:
         counts = store.failpath_row("com.race:http")
     lost = {f"/r{i}/": counts.get(f"/r{i}/", 0) for i in range(rounds)
@@ -262,18 +266,10 @@ def test_successes_and_failures_racing_lose_no_failure(backend):
 def test_concurrent_successes_on_a_low_count_leave_nothing_behind(backend):
     """Successes together on a count of 1 (HBase: counters that go below 0 and are put
     back by their own writers) end at no record, and the next failure counts 1."""
-    ctx = multiprocessing.get_context("spawn")
-    barrier = ctx.Barrier(3)
     with backend.open() as store:
         for i in range(20):
             store.failpath_add("com.race:http", f"/s{i}/", 1)
-    procs = [ctx.Process(target=_successes_all, args=(backend.url, 20, barrier))
-             for _ in range(3)]  # fmt: skip
-    for proc in procs:
-        proc.start()
-    for proc in procs:
-        proc.join(120)
-        assert proc.exitcode == 0
+    together(_successes_all, [(backend.url, 20)] * 3)
     with backend.open() as store:
         assert store.failpath_row("com.race:http") == {}
         assert [store.failpath_add("com.race:http", f"/s{i}/", 1) for i in range(20)] == [1] * 20
