@@ -2,7 +2,7 @@
 
 Reads robots.txt's Crawl-delay (as the floor), 429/503 with Retry-After
 (back off) and latency (slow hosts get fewer requests); the policy is
-:class:`webcrawl.adaptive_delay.DelayPolicy`.  The delay is written to the
+:class:`webcrawl.frontier.adaptive_delay.DelayPolicy`.  The delay is written to the
 frontier in Redis, which paces the host for every worker; writes happen only
 when the delay moves by more than 10 %.  A back-off holds for its window
 whoever writes next (the frontier takes the maximum until it ends), and each
@@ -24,9 +24,9 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 
-from webcrawl.adaptive_delay import BACKOFF_STATUSES, DelayPolicy, parse_retry_after
-from webcrawl.scope import scope_key
+from webcrawl.frontier.adaptive_delay import BACKOFF_STATUSES, DelayPolicy, parse_retry_after
 from webcrawl.settings_check import non_negative_float, positive_float
+from webcrawl.urls.scope import scope_key
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,9 @@ class AdaptiveDelayMiddleware:
         return middleware
 
     def _frontier(self) -> Any:
-        from webcrawl.scheduler import frontier_of  # late: importing it early installs a reactor
+        from webcrawl.frontier.scheduler import (
+            frontier_of,  # late: importing it early installs a reactor
+        )
 
         return frontier_of(self.crawler)
 

@@ -81,7 +81,7 @@ from webcrawl.failpath import (
     probe_rounds,
     site_of,
 )
-from webcrawl.redisconn import RoundTrips
+from webcrawl.frontier.redisconn import RoundTrips
 from webcrawl.settings_check import non_negative_float, positive_float, positive_int
 from webcrawl.store import open_store, store_url_from_settings
 from webcrawl.store.base import StoreError
@@ -251,7 +251,9 @@ class FailPathMiddleware:
                 self._write(site, lambda site=site, n=n: {OK: self.store.failpath_add(site, OK, n)})
 
     def _frontier(self) -> Any:
-        from webcrawl.scheduler import frontier_of  # late: importing it early installs a reactor
+        from webcrawl.frontier.scheduler import (
+            frontier_of,  # late: importing it early installs a reactor
+        )
 
         return frontier_of(self.crawler)
 

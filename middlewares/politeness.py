@@ -35,8 +35,8 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import reactor
 from twisted.internet.task import deferLater
 
-from webcrawl.scope import scope_key
 from webcrawl.settings_check import non_negative_float
+from webcrawl.urls.scope import scope_key
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,9 @@ class PolitenessMiddleware:
         """The frontier, if ``request`` is one it paces: a leased request, a failed-path
         re-probe or a revisit's HEAD pre-check (robots.txt requests and other schedulers'
         are not)."""
-        from webcrawl.scheduler import frontier_of  # late: importing it early installs a reactor
+        from webcrawl.frontier.scheduler import (
+            frontier_of,  # late: importing it early installs a reactor
+        )
 
         frontier = frontier_of(self.crawler)
         if frontier is None:

@@ -4,15 +4,15 @@ Pages are gathered for ``SIMHASH_READ_INTERVAL`` seconds (or 64 of them)
 and their previous rows read from the store in one call on a thread of its
 own, off the reactor: one thread hop and one query (one Thrift round trip
 with HBase) per batch, not per page.  Then, on the reactor thread,
-:func:`webcrawl.change.compare` fills in ``simhash``, ``previous_simhash``,
+:func:`webcrawl.incremental.change.compare` fills in ``simhash``, ``previous_simhash``,
 ``distance``, ``changed`` and the visit history.  A 304 takes the stored
 content.
 
 A row that could not be read is not a missing row: the pages of a failed
-read raise :class:`~webcrawl.requeue.Requeue` (nothing is written for them,
+read raise :class:`~webcrawl.frontier.requeue.Requeue` (nothing is written for them,
 their requests go back to the frontier) and the worker pauses until the
 store answers (:mod:`pipelines.outage`).  A 304 for a page whose content is
-not stored (:func:`webcrawl.change.holds_content`) writes nothing either:
+not stored (:func:`webcrawl.incremental.change.holds_content`) writes nothing either:
 the page is fetched again at once, without conditional headers.
 
 Stats: ``change/new``, ``change/changed``, ``change/unchanged``,
@@ -36,12 +36,12 @@ from twisted.internet.threads import deferToThreadPool
 from twisted.python.threadpool import ThreadPool
 
 from pipelines.outage import StoreOutage
-from webcrawl.change import NoStoredContent, compare
+from webcrawl.frontier.requeue import Requeue
+from webcrawl.incremental.change import NoStoredContent, compare
 from webcrawl.page import Page
-from webcrawl.requeue import Requeue
 from webcrawl.settings_check import non_negative_float, non_negative_int, positive_int
 from webcrawl.store import Row, Store, open_store, store_url_from_settings
-from webcrawl.urlkey import url_to_key
+from webcrawl.urls.urlkey import url_to_key
 
 logger = logging.getLogger(__name__)
 
@@ -151,7 +151,9 @@ class ChangePipeline:
         request = make(page.url) if make else Request(page.url)
         request.meta["depth"] = page.depth
         request = request.replace(priority=-page.depth)
-        from webcrawl.scheduler import frontier_of  # late: importing it early installs a reactor
+        from webcrawl.frontier.scheduler import (
+            frontier_of,  # late: importing it early installs a reactor
+        )
 
         frontier = frontier_of(self.crawler)
         if frontier is not None:

@@ -3,7 +3,7 @@
 Pages fetched while the store cannot be read or written could only be
 dropped or re-fetched; so on the first failure (after the backend's and the
 pipeline's own retries) the store pipelines raise
-:class:`~webcrawl.requeue.Requeue` for the pages concerned (their requests go
+:class:`~webcrawl.frontier.requeue.Requeue` for the pages concerned (their requests go
 back to the frontier, ``WEBCRAWL_STORE_OUTAGE_WAIT`` seconds later) and
 begin an outage: the engine stops taking new requests, requests already
 downloading finish, and every ``WEBCRAWL_STORE_OUTAGE_WAIT`` seconds the

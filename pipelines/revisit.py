@@ -1,6 +1,6 @@
 """Revisits: when should each page be fetched again, and put it in the crawl's schedule.
 
-For each page, :func:`webcrawl.revisit.plan` reads its visit history (filled
+For each page, :func:`webcrawl.incremental.revisit.plan` reads its visit history (filled
 in by the change pipeline, which must run first) and gives the change
 period, interval and next visit; they go into the page's row
 (``revisit_interval``, ``next_visit``, ``revisit_method``).  Once the row
@@ -24,9 +24,9 @@ from typing import Any
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
 
+from webcrawl.frontier.scheduler import frontier_of
+from webcrawl.incremental.revisit import RevisitParams, plan, visits_from_history
 from webcrawl.page import Page
-from webcrawl.revisit import RevisitParams, plan, visits_from_history
-from webcrawl.scheduler import frontier_of
 from webcrawl.settings_check import positive_float, positive_int
 
 logger = logging.getLogger(__name__)
@@ -93,8 +93,8 @@ class RevisitPipeline:
         frontier = frontier_of(self.crawler)
         if frontier is None:
             if not self._warned:
-                logger.warning("Revisits are planned in the rows but not scheduled: the "
-                               "scheduler is not webcrawl.scheduler.Scheduler")  # fmt: skip
+                logger.warning("Revisits are planned in the rows but not scheduled: the scheduler"
+                               " is not webcrawl.frontier.scheduler.Scheduler")  # fmt: skip
                 self._warned = True
             return
         frontier.schedule_revisit(revisit_request(item, self.crawler.spider), item.next_visit)

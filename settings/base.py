@@ -32,7 +32,7 @@ DOWNLOADER_MIDDLEWARES = {
     "middlewares.failpath.FailPathMiddleware": 540,
     "middlewares.politeness.PolitenessMiddleware": 950,
 }
-# Failed-path filtering and elastic waiting (seed 000; webcrawl/failpath.py).
+# Failed-path filtering and elastic waiting (seed 000; webcrawl/failpath/rules.py).
 # Defaults are the paper's first parameter set.  Each request waits
 # MIN_DELAY + (MAX_DELAY - MIN_DELAY) * c / HEIGHTEN seconds for an answer (its
 # download_timeout), c being the failures recorded on its lowest path level.
@@ -93,11 +93,11 @@ TELNETCONSOLE_ENABLED = False
 REMOTE_CONTROL_ENABLED = False
 
 # --- Shared frontier (scrapy-redis) -------------------------------------------
-SCHEDULER = "webcrawl.scheduler.Scheduler"
-SCHEDULER_QUEUE_CLASS = "webcrawl.queue.HostQueue"
+SCHEDULER = "webcrawl.frontier.scheduler.Scheduler"
+SCHEDULER_QUEUE_CLASS = "webcrawl.frontier.queue.HostQueue"
 # The crawl's dupefilter: RedisDupeFilter (exact, ~67 bytes per URL) or
 # RedisBloomDupeFilter (~1.8 bytes per URL at 0.1 %; false positives are skipped).
-DUPEFILTER_CLASS = "webcrawl.dupefilter.RedisDupeFilter"
+DUPEFILTER_CLASS = "webcrawl.frontier.dupefilter.RedisDupeFilter"
 # RedisBloomDupeFilter: URLs it is sized for, and its false-positive rate there
 # (10 million at 0.1 %: an 18 MB string in Redis).
 BLOOM_CAPACITY = 10_000_000

@@ -29,10 +29,10 @@ from twisted.python.failure import Failure
 
 from webcrawl import extract
 from webcrawl.page import Page
-from webcrawl.scope import MODES, Scope
-from webcrawl.seeds import parse_seed_lines, read_seeds
 from webcrawl.settings_check import check_choice, choice, positive_float
-from webcrawl.urlkey import BadURLError, canonical_url
+from webcrawl.urls.scope import MODES, Scope
+from webcrawl.urls.seeds import parse_seed_lines, read_seeds
+from webcrawl.urls.urlkey import BadURLError, canonical_url
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +76,9 @@ class WebSpider(Spider):
 
     @property
     def _frontier(self) -> Any:
-        from webcrawl.scheduler import frontier_of  # late: importing it early installs a reactor
+        from webcrawl.frontier.scheduler import (
+            frontier_of,  # late: importing it early installs a reactor
+        )
 
         return frontier_of(self.crawler)  # None: Scrapy's own scheduler, local scope only
 

@@ -21,8 +21,8 @@ import pytest
 import redis
 
 from webcrawl.demo import demo_server
-from webcrawl.demoweb import DemoWeb
-from webcrawl.embedded_redis import redis_server_binary
+from webcrawl.demo.web import DemoWeb
+from webcrawl.frontier.embedded_redis import redis_server_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -94,7 +94,9 @@ class Demo:
         return self.info["seeds"]
 
     def requests(self) -> list[dict]:
-        return [json.loads(line) for line in self.log.read_text().splitlines()]
+        """The server's log so far (a line it is still writing is left for next time)."""
+        lines = self.log.read_text().split("\n")[:-1]  # only lines ended by a newline
+        return [json.loads(line) for line in lines]
 
     def page_fetches(self) -> Counter[str]:
         """URL -> number of GETs, robots.txt excluded."""

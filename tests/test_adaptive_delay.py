@@ -7,8 +7,8 @@ from collections import defaultdict
 import pytest
 from conftest import Demo, demo_server, run_crawl
 
-from webcrawl.adaptive_delay import DelayPolicy, parse_retry_after
-from webcrawl.demoweb import DemoWeb
+from webcrawl.demo.web import DemoWeb
+from webcrawl.frontier.adaptive_delay import DelayPolicy, parse_retry_after
 
 POLICY = DelayPolicy(base=0.5, max_delay=30.0, target_concurrency=1.0)
 

@@ -5,7 +5,7 @@ import hashlib
 import pytest
 from conftest import read_items, run_crawl
 
-from webcrawl.bloom import BloomParams
+from webcrawl.frontier.bloom import BloomParams
 
 
 def test_sizing_matches_the_formulas():
@@ -60,7 +60,8 @@ def test_false_positive_rate_and_count_estimate(redis_client):
 
 def test_a_crawl_with_the_bloom_dupefilter(demo, tmp_path):
     result = run_crawl(
-        demo.seeds, tmp_path / "data", "DUPEFILTER_CLASS=webcrawl.dupefilter.RedisBloomDupeFilter",
+        demo.seeds, tmp_path / "data",
+        "DUPEFILTER_CLASS=webcrawl.frontier.dupefilter.RedisBloomDupeFilter",
         "BLOOM_CAPACITY=100000", items=tmp_path / "items.jsonl",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]

@@ -6,11 +6,17 @@ import time
 import pytest
 from parsel import Selector
 
-from webcrawl.change import NoStoredContent, compare, holds_content, http_time, signature_text
-from webcrawl.demoweb import DemoWeb
+from webcrawl.demo.web import DemoWeb
 from webcrawl.extract import visible_text
+from webcrawl.incremental.change import (
+    NoStoredContent,
+    compare,
+    holds_content,
+    http_time,
+    signature_text,
+)
+from webcrawl.incremental.simhash import distance, simhash
 from webcrawl.page import Page
-from webcrawl.simhash import distance, simhash
 
 WEB = DemoWeb(["127.0.0.2:1", "127.0.0.3:1", "127.0.0.4:1"], 60, seed=3)
 HTML = [p for p in WEB.pages.values() if p.kind == "html"]
@@ -46,7 +52,7 @@ def test_timestamps_and_marked_up_adverts_are_not_fingerprinted():
 
 
 def test_signature_text_scans_only_around_digits_with_the_same_result():
-    from webcrawl.change import _VOLATILE
+    from webcrawl.incremental.change import _VOLATILE
 
     rng = random.Random(5)
     words = ("Updated 2026-11-22 08:01:23 UTC 5 minutes ago Nov 23, 2026 at 5:45 pm "

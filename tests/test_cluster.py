@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 from conftest import ROOT, crawl_cmd, crawl_env, read_items, run_crawl
 
-from webcrawl.keys import CrawlKeys
+from webcrawl.frontier.keys import CrawlKeys
 
 # About 40 pages/s over all workers on the 4 seed hosts: a crawl of the slow demo web
 # lasts ~7 s, long enough for a second worker to start and take its share.
@@ -208,7 +208,7 @@ def test_a_call_to_a_hung_redis_fails_well_within_a_second(tmp_path):
     from conftest import RedisServer, free_port
     from scrapy.settings import Settings
 
-    from webcrawl.redisconn import CrawlRedis
+    from webcrawl.frontier.redisconn import CrawlRedis
 
     port = free_port()
     server = RedisServer(f"redis://127.0.0.1:{port}/0", port, tmp_path)

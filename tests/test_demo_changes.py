@@ -8,7 +8,7 @@ import urllib.request
 import pytest
 
 from webcrawl.demo import demo_server
-from webcrawl.demo_changes import DAY, HOUR, ChangeModel
+from webcrawl.demo.changes import DAY, HOUR, ChangeModel
 
 
 def test_change_model_versions_follow_the_processes_on_the_fast_clock():

@@ -3,7 +3,7 @@
 import urllib.request
 from urllib.error import HTTPError
 
-from webcrawl.demoweb import DemoWeb
+from webcrawl.demo.web import DemoWeb
 
 
 def get(url, headers=None):

@@ -4,7 +4,7 @@ import subprocess
 import sys
 import textwrap
 
-from webcrawl.embedded_redis import EmbeddedRedis
+from webcrawl.frontier.embedded_redis import EmbeddedRedis
 
 
 def test_start_join_leave_keeps_data(tmp_path):
@@ -30,7 +30,7 @@ def test_another_process_joins(tmp_path):
     client = server.client()
     server.join(client)
     script = textwrap.dedent(f"""
-        from webcrawl.embedded_redis import EmbeddedRedis
+        from webcrawl.frontier.embedded_redis import EmbeddedRedis
         e = EmbeddedRedis({str(tmp_path)!r}); c = e.client(); e.join(c)
         c.incr("n"); print(e.leave(c))
     """)

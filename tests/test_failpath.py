@@ -144,7 +144,7 @@ def test_reaching_the_threshold_increments_the_parent_once():
 
 
 def test_the_parent_cascades_when_it_reaches_the_threshold_too():
-    """Our choice, documented in webcrawl/failpath.py: the rule applies to the parent's own
+    """Our choice, documented in webcrawl/failpath/rules.py: the rule applies to the parent's own
     increment, so a site-wide outage climbs to the site level."""
     table = Table({"/a/b/": 3, "/a": 3, SITE: 3})
     written = policy.record_failure(path_levels("http://h/a/b/c.html"), table.add)

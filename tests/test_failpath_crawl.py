@@ -19,9 +19,9 @@ from scrapy.utils.test import get_crawler
 
 from middlewares.failpath import FailPathMiddleware, ProbeTurns
 from webcrawl.demo import demo_server
-from webcrawl.demoweb import DemoWeb
+from webcrawl.demo.web import DemoWeb
 from webcrawl.failpath import FAIL, SITE, site_of
-from webcrawl.keys import CrawlKeys
+from webcrawl.frontier.keys import CrawlKeys
 from webcrawl.store import open_store
 
 FAST = ("FAILPATH_MIN_DELAY=0.5", "FAILPATH_MAX_DELAY=1", "FRONTIER_RETRY_BACKOFF=0.2")
@@ -129,7 +129,7 @@ def test_a_failure_while_redis_was_not_answering_is_not_the_sites(middleware, mo
     download that failed while the frontier was out is not counted against its path."""
     from scrapy.exceptions import DownloadTimeoutError
 
-    from webcrawl.redisconn import RoundTrips
+    from webcrawl.frontier.redisconn import RoundTrips
 
     mw = middleware
     writes = []  # what would go to the store's failpaths table (its own thread: not here)

@@ -55,7 +55,7 @@ STOCK = (  # the control: stock scrapy-redis, one global queue, Scrapy's per-pro
     "SCHEDULER=scrapy_redis.scheduler.Scheduler",
     "DUPEFILTER_CLASS=scrapy_redis.dupefilter.RFPDupeFilter",
     "SCHEDULER_QUEUE_CLASS=scrapy_redis.queue.FifoQueue",
-    "SCHEDULER_SERIALIZER=webcrawl.serialize",
+    "SCHEDULER_SERIALIZER=webcrawl.frontier.serialize",
     "DOWNLOAD_DELAY=0.02", "RANDOMIZE_DOWNLOAD_DELAY=False", "CONCURRENT_REQUESTS_PER_DOMAIN=1",
 )  # fmt: skip
 
@@ -125,7 +125,7 @@ def test_failures_are_requeued_with_backoff_then_recorded(tmp_path):
     """Host 1 resets each URL twice (transient); host 2's /s1/ always (dead)."""
     from conftest import Demo, demo_server
 
-    from webcrawl.demoweb import DemoWeb
+    from webcrawl.demo.web import DemoWeb
 
     log = tmp_path / "requests.jsonl"
     faults = ["1:/:reset:2", "2:/s1/:reset"]

@@ -6,11 +6,11 @@ import urllib.request
 import happybase
 import pytest
 from conftest import read_items
+from support.hbase_emulator import hbase_emulator
 from test_cluster import finish, start_worker, wait_for_fetches, workers  # noqa: F401
 
-from webcrawl.hbase_emulator import hbase_emulator
 from webcrawl.store import open_store
-from webcrawl.urlkey import url_to_key
+from webcrawl.urls.urlkey import url_to_key
 
 PACED = ("FRONTIER_HOST_DELAY=0.1",)
 

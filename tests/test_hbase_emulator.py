@@ -1,6 +1,6 @@
 """The HBase Thrift1 emulator, driven through the real happybase client over 127.0.0.1.
 
-Each test checks one HBase semantic the emulator copies (see webcrawl/hbase_emulator.py and
+Each test checks one HBase semantic the emulator copies (see tests/support/hbase_emulator.py and
 /work/shared/HBASE_NOTES.md section 2.3).
 """
 
@@ -16,14 +16,13 @@ from contextlib import closing, contextmanager
 
 import happybase
 import pytest
-from thriftpy2.thrift import TApplicationException
-from thriftpy2.transport import TTransportException
-
-from webcrawl.hbase_emulator import (
+from support.hbase_emulator import (
     EmulatorServer,
     Hbase_thrift,
     hbase_emulator,
 )
+from thriftpy2.thrift import TApplicationException
+from thriftpy2.transport import TTransportException
 
 IOError_ = Hbase_thrift.IOError
 IllegalArgument = Hbase_thrift.IllegalArgument

@@ -16,11 +16,11 @@ from collections import defaultdict
 
 from conftest import ROOT, crawl_cmd, crawl_env
 
-from webcrawl.bench_incremental import judged_visits
+from webcrawl.bench.incremental import judged_visits
 from webcrawl.demo import demo_server
-from webcrawl.demoweb import DemoWeb
+from webcrawl.demo.web import DemoWeb
 from webcrawl.store import open_store
-from webcrawl.urlkey import url_to_key
+from webcrawl.urls.urlkey import url_to_key
 
 SPEED = 7200.0
 

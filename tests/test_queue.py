@@ -5,9 +5,9 @@ import time
 import pytest
 from scrapy import FormRequest, Request, Spider
 
-from webcrawl.keys import CrawlKeys
-from webcrawl.queue import DEFAULT_REQUEST_CLASSES, HostQueue
-from webcrawl.workers import WorkerRegistry
+from webcrawl.frontier.keys import CrawlKeys
+from webcrawl.frontier.queue import DEFAULT_REQUEST_CLASSES, HostQueue
+from webcrawl.frontier.workers import WorkerRegistry
 
 
 class S(Spider):
@@ -198,7 +198,7 @@ def test_fast_encode_matches_scrapy_to_dict(redis_client):
     from scrapy import FormRequest
     from scrapy.utils.request import request_from_dict
 
-    from webcrawl import serialize
+    from webcrawl.frontier import serialize
 
     spider = WithCallbacks()
     queue = HostQueue(redis_client, spider, CrawlKeys("t"))

@@ -7,7 +7,7 @@ from itertools import pairwise
 
 import pytest
 
-from webcrawl.revisit import (
+from webcrawl.incremental.revisit import (
     RevisitParams,
     Visit,
     estimate_rate,
@@ -15,7 +15,7 @@ from webcrawl.revisit import (
     plan,
     visits_from_history,
 )
-from webcrawl.revisit_sim import DAY, ChangeProcess, NutchAdaptive, simulate
+from webcrawl.incremental.revisit_sim import DAY, ChangeProcess, NutchAdaptive, simulate
 
 HOUR = 3600.0
 WEAK = RevisitParams(min_interval=1, max_interval=1e9, initial_interval=HOUR, prior_weight=1e-6)

@@ -1,6 +1,6 @@
 import pytest
 
-from webcrawl.scope import Scope, scope_key
+from webcrawl.urls.scope import Scope, scope_key
 
 
 def test_host_scope_includes_port():

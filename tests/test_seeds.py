@@ -1,6 +1,6 @@
 import pytest
 
-from webcrawl.seeds import parse_seed_lines, read_seeds
+from webcrawl.urls.seeds import parse_seed_lines, read_seeds
 
 
 def test_file_with_bad_lines(tmp_path):

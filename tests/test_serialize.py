@@ -2,7 +2,7 @@ import pytest
 from scrapy import Request, Spider
 from scrapy.utils.request import request_from_dict
 
-from webcrawl import serialize
+from webcrawl.frontier import serialize
 
 
 class S(Spider):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import simhash as package
 
-from webcrawl.simhash import distance, from_signed, shingles, simhash, to_signed
+from webcrawl.incremental.simhash import distance, from_signed, shingles, simhash, to_signed
 
 ENGLISH = (
     "The quick brown fox jumps over the lazy dog. Scrapy is a fast high-level web crawling "
@@ -56,7 +56,7 @@ def reference(text):
 
 
 def test_cached_feature_hashes_stay_right_across_pages_and_cache_resets(monkeypatch):
-    import webcrawl.simhash as module
+    import webcrawl.incremental.simhash as module
 
     rng = random.Random(11)
     words = (ENGLISH + " " + MIXED).split()

@@ -1,6 +1,6 @@
 """One contract for every store backend: SQLite, and HBase over the wire.
 
-HBase runs as the Thrift1 emulator (``webcrawl.hbase_emulator``, real happybase
+HBase runs as the Thrift1 emulator (``support.hbase_emulator``, real happybase
 client, buffered+binary and framed+compact), and against a real HBase Thrift
 server when ``HBASE_THRIFT_HOST`` (and optionally ``HBASE_THRIFT_PORT``,
 ``HBASE_THRIFT_TRANSPORT``, ``HBASE_THRIFT_PROTOCOL``) is set; each test uses
@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from support.hbase_emulator import EmulatorServer
 
 from webcrawl.failpath import SITE, FailPathParams, FailPathPolicy
-from webcrawl.hbase_emulator import EmulatorServer
 from webcrawl.store import StoreError, open_store
-from webcrawl.urlkey import url_to_key
+from webcrawl.urls.urlkey import url_to_key
 
 
 @dataclass

@@ -13,11 +13,11 @@ import time
 
 import happybase
 import pytest
+from support.hbase_emulator import EmulatorServer
 
-from webcrawl.hbase_emulator import EmulatorServer
 from webcrawl.store import StoreError, open_store
 from webcrawl.store.hbase import decode_row, encode_row
-from webcrawl.urlkey import url_to_key
+from webcrawl.urls.urlkey import url_to_key
 
 URL = "http://www.example.com/about/"
 

@@ -6,8 +6,8 @@ import pytest
 from scrapy.utils.test import get_crawler
 
 from pipelines.store import StorePipeline
+from webcrawl.frontier.requeue import Requeue
 from webcrawl.page import Page
-from webcrawl.requeue import Requeue
 from webcrawl.store import StoreError, open_store
 
 

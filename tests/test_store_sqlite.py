@@ -9,7 +9,7 @@ import pytest
 
 from webcrawl.store import StoreError, open_store
 from webcrawl.store.sqlite import SQLiteStore
-from webcrawl.urlkey import url_to_key
+from webcrawl.urls.urlkey import url_to_key
 
 
 def row(url, **fields):

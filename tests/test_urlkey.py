@@ -1,6 +1,6 @@
 import pytest
 
-from webcrawl.urlkey import BadURLError, canonical_url, key_to_url, site_prefix, url_to_key
+from webcrawl.urls.urlkey import BadURLError, canonical_url, key_to_url, site_prefix, url_to_key
 
 
 @pytest.mark.parametrize(

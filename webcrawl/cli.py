@@ -24,11 +24,11 @@ from typing import Any
 
 from scrapy.settings import Settings
 
-from webcrawl.keys import CrawlKeys
-from webcrawl.redisconn import CrawlRedis
+from webcrawl.frontier.keys import CrawlKeys
+from webcrawl.frontier.redisconn import CrawlRedis
+from webcrawl.frontier.workers import WorkerRegistry
 from webcrawl.store import open_store, store_url_from_settings
-from webcrawl.urlkey import BadURLError, url_to_key
-from webcrawl.workers import WorkerRegistry
+from webcrawl.urls.urlkey import BadURLError, url_to_key
 
 
 def load_settings(overrides: list[str] | None = None) -> Settings:
@@ -82,7 +82,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         (queued, delayed, leased, seen, submitted, scope, hosts, failed, bloom_bits, due,
          revisits, first) = pipe.execute()  # fmt: skip
         if bloom_bits:  # a Bloom dupefilter: estimate its count
-            from webcrawl.bloom import BloomParams
+            from webcrawl.frontier.bloom import BloomParams
 
             params = BloomParams(
                 settings.getint("BLOOM_CAPACITY"), settings.getfloat("BLOOM_ERROR_RATE")
@@ -156,7 +156,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 def _failpath_entries(store: Any, settings: Settings) -> list[dict[str, Any]]:
     """Every recorded path level: site, level, URL prefix, failures, dead or not."""
     from webcrawl.failpath import FAIL, OK, SITE, TALLIES
-    from webcrawl.urlkey import key_to_url
+    from webcrawl.urls.urlkey import key_to_url
 
     heighten = settings.getint("FAILPATH_HEIGHTEN")
     entries = []
@@ -235,7 +235,7 @@ def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
-    from webcrawl.seeds import parse_seed_lines, read_seeds
+    from webcrawl.urls.seeds import parse_seed_lines, read_seeds
 
     urls: list[str] = []
     bad = []
@@ -283,7 +283,7 @@ def cmd_reset(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_serve_demo(args: argparse.Namespace, settings: Settings) -> int:
-    from webcrawl import demoweb
+    from webcrawl.demo import web as demoweb
 
     demoweb.run(args)
     return 0
@@ -311,7 +311,7 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from webcrawl import demoweb
+    from webcrawl.demo import web as demoweb
 
     parser = argparse.ArgumentParser(prog="webcrawl", description=__doc__.split("\n")[0])
     common = argparse.ArgumentParser(add_help=False)

@@ -7,7 +7,7 @@ from typing import Any
 
 from itemadapter import ItemAdapter
 
-from webcrawl.urlkey import url_to_key
+from webcrawl.urls.urlkey import url_to_key
 
 
 @dataclass

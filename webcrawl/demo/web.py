@@ -18,10 +18,10 @@ conditional requests (If-None-Match, If-Modified-Since) with 304.  Every
 request is logged as a JSON line (``--log``), which is how tests check
 politeness and fetch-once from the server's side.  Faults (hangs, resets,
 slow hosts) come from ``--fault``; with ``--change-speed`` the HTML pages
-change over time (:mod:`webcrawl.demo_changes`) and ``/__truth__`` tells
+change over time (:mod:`webcrawl.demo.changes`) and ``/__truth__`` tells
 how.
 
-    python -m webcrawl.demoweb --hosts 4 --pages 100 --log requests.jsonl
+    python -m webcrawl.demo.web --hosts 4 --pages 100 --log requests.jsonl
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 from urllib.parse import urlsplit
 
-from webcrawl.demo_changes import ChangeModel, latest_block, noise_block, prose
+from webcrawl.demo.changes import ChangeModel, latest_block, noise_block, prose
 
 WORDS = {
     "adj": (

@@ -10,7 +10,7 @@ from typing import Any
 
 import redis
 
-from webcrawl.keys import CrawlKeys
+from webcrawl.frontier.keys import CrawlKeys
 
 
 def new_worker_id() -> str:

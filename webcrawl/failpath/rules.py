@@ -64,7 +64,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from webcrawl.urlkey import canonical_url, site_prefix
+from webcrawl.urls.urlkey import canonical_url, site_prefix
 
 SITE = "*"  # the site level's column
 OK = "#ok"  # the site's successful fetches

@@ -32,11 +32,11 @@ import time
 import urllib.request
 from pathlib import Path
 
-from webcrawl.bench import tcp_redis
+from webcrawl.bench.common import tcp_redis
 from webcrawl.demo import crawl_command, demo_server, scrapy_env
-from webcrawl.revisit_sim import quantiles
+from webcrawl.incremental.revisit_sim import quantiles
 from webcrawl.store import open_store
-from webcrawl.urlkey import url_to_key
+from webcrawl.urls.urlkey import url_to_key
 
 HOUR, DAY = 3600.0, 86400.0
 

@@ -22,7 +22,7 @@ from typing import IO, Any
 from scrapy.settings import Settings
 from scrapy.utils.conf import closest_scrapy_cfg
 
-from webcrawl.demoweb import DemoWeb
+from webcrawl.demo.web import DemoWeb
 from webcrawl.store import open_store
 
 
@@ -43,7 +43,7 @@ def demo_server(
 ) -> Any:
     """Run the demo web in a subprocess; yield its address info (hosts, seeds, pages_per_host)."""
     sizes = ",".join(map(str, pages)) if isinstance(pages, list) else str(pages)
-    cmd = [sys.executable, "-m", "webcrawl.demoweb", "--hosts", str(hosts), "--pages", sizes]
+    cmd = [sys.executable, "-m", "webcrawl.demo.web", "--hosts", str(hosts), "--pages", sizes]
     if log is not None:
         cmd += ["--log", str(log)]
     if latency:

@@ -68,7 +68,7 @@ Running it
               conn = happybase.Connection(*server.address, transport="framed",
                                           protocol="compact")
 
-    * As a subprocess: ``python -m webcrawl.hbase_emulator [--host 127.0.0.1] [--port 0]
+    * As a subprocess: ``python tests/support/hbase_emulator.py [--host 127.0.0.1] [--port 0]
       [--transport buffered|framed] [--protocol binary|compact] [--idle-timeout S]
       [--data FILE] [--control-port N] [--fail METHOD[:COUNT]] ...`` prints one JSON line
       (``{"host": ..., "port": ..., "control_port": ..., ...}``) to stdout and serves until
@@ -183,7 +183,7 @@ class JavaException(Exception):
         return (
             f"{self.java_class}: {self.message}\n"
             "\tat org.apache.hadoop.hbase.thrift.ThriftHBaseServiceHandler"
-            "(ThriftHBaseServiceHandler.java) [emulated by webcrawl.hbase_emulator]\n"
+            "(ThriftHBaseServiceHandler.java) [emulated by hbase_emulator]\n"
         )
 
 
@@ -2579,7 +2579,7 @@ def control_request(host: str, port: int, cmd: str, **kwargs: Any) -> Any:
 
 
 class EmulatorProcess:
-    """The emulator in a subprocess (``python -m webcrawl.hbase_emulator``).
+    """The emulator in a subprocess (``python tests/support/hbase_emulator.py``).
 
     Unpacks as ``host, port``.  ``restart()`` keeps the port and the data file.
     """
@@ -2624,7 +2624,7 @@ class EmulatorProcess:
 
     def command(self) -> list[str]:
         args = [
-            sys.executable, "-m", "webcrawl.hbase_emulator", "--host", self.host,
+            sys.executable, __file__, "--host", self.host,  # run as a script: no package needed
             "--port", str(self.port), "--transport", self.transport, "--protocol", self.protocol,
             "--idle-timeout", str(self.idle_timeout or 0),
             "--scanner-timeout", str(self.scanner_timeout or 0),
@@ -2750,9 +2750,9 @@ def hbase_emulator(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m webcrawl.hbase_emulator``: serve until SIGTERM/SIGINT."""
+    """``python tests/support/hbase_emulator.py``: serve until SIGTERM/SIGINT."""
     parser = argparse.ArgumentParser(
-        prog="python -m webcrawl.hbase_emulator", description=__doc__.splitlines()[0]
+        prog="python tests/support/hbase_emulator.py", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0: any free port")

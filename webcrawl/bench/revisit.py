@@ -9,7 +9,7 @@ daily, weekly), each visited from time 0 for 200 of its periods (at least
   change, x1.4 otherwise, sync_delta 0.3, 60 s .. 365 days), starting at our
   prior's interval (1 day) instead of Nutch's 30-day default, which would only
   make it look worse on fast pages;
-- **ours**: :func:`webcrawl.revisit.plan`, with and without Last-Modified from
+- **ours**: :func:`webcrawl.incremental.revisit.plan`, with and without Last-Modified from
   the server;
 - **ours, equal budget**: our intervals (with and without Last-Modified)
   scaled so that we fetch as often as Nutch did in total, for freshness at
@@ -30,8 +30,15 @@ import statistics
 import sys
 import time
 
-from webcrawl.revisit import RevisitParams
-from webcrawl.revisit_sim import DAY, ChangeProcess, Run, population, quantiles, simulate
+from webcrawl.incremental.revisit import RevisitParams
+from webcrawl.incremental.revisit_sim import (
+    DAY,
+    ChangeProcess,
+    Run,
+    population,
+    quantiles,
+    simulate,
+)
 
 PARAMS = RevisitParams(min_interval=60.0, max_interval=365 * DAY, initial_interval=DAY)
 

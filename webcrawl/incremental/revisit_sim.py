@@ -15,7 +15,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from webcrawl.revisit import RevisitParams, Visit, plan
+from webcrawl.incremental.revisit import RevisitParams, Visit, plan
 
 DAY = 86400.0
 

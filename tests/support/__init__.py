@@ -1,0 +1,1 @@
+"""Test equipment the suite starts: not part of the installed product."""

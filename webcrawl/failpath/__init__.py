@@ -1,0 +1,29 @@
+"""Failed-path filtering and elastic waiting (seed 000): the paper's rules, pure.
+
+The rules are in :mod:`webcrawl.failpath.rules`; the Scrapy adapter is
+``middlewares/failpath.py``.  Imports no Scrapy.
+"""
+
+from webcrawl.failpath.rules import (
+    FAIL,
+    OK,
+    SITE,
+    TALLIES,
+    Counts,
+    CountsCache,
+    FailPathParams,
+    FailPathPolicy,
+    ProbeRound,
+    level_contains,
+    level_depth,
+    parent_level,
+    path_levels,
+    probe_rounds,
+    site_of,
+)
+
+__all__ = [
+    "FAIL", "OK", "SITE", "TALLIES", "Counts", "CountsCache", "FailPathParams", "FailPathPolicy",
+    "ProbeRound", "level_contains", "level_depth", "parent_level", "path_levels", "probe_rounds",
+    "site_of",
+]  # fmt: skip

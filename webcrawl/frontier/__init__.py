@@ -1,0 +1,29 @@
+"""The shared crawl frontier in Redis: scheduler, per-host queues, dupefilters, leases.
+
+:mod:`~webcrawl.frontier.scheduler` (``SCHEDULER``) drives
+:mod:`~webcrawl.frontier.queue` (``SCHEDULER_QUEUE_CLASS``: host queues, politeness
+turns and leases, one Lua step per round trip) and
+:mod:`~webcrawl.frontier.dupefilter` (``DUPEFILTER_CLASS``, exact or
+:mod:`~webcrawl.frontier.bloom`).  Beside them: Redis key names
+(:mod:`~webcrawl.frontier.keys`), the worker registry, the Redis connection and the
+embedded Redis, the queue's JSON serialisation, the adaptive politeness policy
+(:mod:`~webcrawl.frontier.adaptive_delay`, pure) and the ``Requeue`` exception.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# exported lazily: the scheduler module pulls in scrapy-redis and Twisted
+_EXPORTS = {"Scheduler": "scheduler", "HostQueue": "queue", "RedisDupeFilter": "dupefilter",
+            "RedisBloomDupeFilter": "dupefilter", "CrawlKeys": "keys", "CrawlRedis": "redisconn",
+            "Requeue": "requeue"}  # fmt: skip
+__all__ = ["CrawlKeys", "CrawlRedis", "HostQueue", "RedisBloomDupeFilter", "RedisDupeFilter",
+           "Requeue", "Scheduler"]  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)

@@ -1,0 +1,463 @@
+"""The crawl's scheduler: scrapy-redis's Scheduler, made safe to share.
+
+What it changes from ``scrapy_redis.scheduler.Scheduler``:
+
+- **No wipe on close.** A worker closing never deletes the shared queue or
+  dupefilter, whatever ``SCHEDULER_PERSIST`` says; ``webcrawl reset`` does.
+- **No I/O in the factory.** ``from_crawler`` only reads settings; the Redis
+  connection (and the embedded server, with no ``REDIS_URL``) is opened in
+  :meth:`open`, off the reactor thread.
+- **Batched enqueue.** Requests are buffered and pushed, dupefilter check
+  included, in one round trip per batch; the buffer is flushed before every
+  pop, so nothing waits in it while the worker looks for work.
+- **Crawl-wide idle.** A worker closes when the crawl has no work left
+  anywhere (nothing queued, no submitted seeds, no live worker busy), not
+  when its own queue looks empty, and not on a timer started at import time.
+  ``WEBCRAWL_CONTINUOUS`` keeps workers waiting for work instead.
+- **Heartbeats** for ``webcrawl status``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections import deque
+from typing import Any
+
+from redis.exceptions import RedisError
+from scrapy import Request, Spider, signals
+from scrapy.crawler import Crawler
+from scrapy.exceptions import DontCloseSpider
+from scrapy.utils.misc import build_from_crawler, load_object
+from scrapy_redis.scheduler import Scheduler as RedisScheduler
+from twisted.internet import task, threads
+from twisted.internet.defer import Deferred
+
+from webcrawl.frontier.dupefilter import RedisDupeFilter
+from webcrawl.frontier.keys import CrawlKeys
+from webcrawl.frontier.queue import DEFAULT_REQUEST_CLASSES, HostQueue, StepResult
+from webcrawl.frontier.redisconn import CrawlRedis, RoundTrips
+from webcrawl.frontier.requeue import Requeue
+from webcrawl.frontier.workers import WorkerRegistry, new_worker_id, worker_info
+from webcrawl.settings_check import non_negative_float, positive_float, positive_int
+from webcrawl.urls.scope import scope_key
+
+logger = logging.getLogger(__name__)
+
+
+def frontier_of(crawler: Crawler) -> Scheduler | None:
+    """The crawl's open webcrawl scheduler, or None (Scrapy's own scheduler, or closing)."""
+    try:
+        engine = crawler.engine
+    except RuntimeError:  # Scrapy 2.19: not set before the crawl starts
+        return None
+    scheduler = engine.scheduler if engine else None
+    if not isinstance(scheduler, Scheduler) or scheduler.keys is None or scheduler.closed:
+        return None
+    return scheduler
+
+
+def request_classes(settings: Any) -> list[str]:
+    """The request classes queue entries may name: scrapy's own and FRONTIER_REQUEST_CLASSES
+    (dotted paths, e.g. ``myproject.requests.SignedRequest``: each must be importable and a
+    subclass of scrapy.Request, checked at start)."""
+    names = list(DEFAULT_REQUEST_CLASSES)
+    for name in settings.getlist("FRONTIER_REQUEST_CLASSES"):
+        try:
+            cls = load_object(name)
+        except (ImportError, AttributeError, ValueError, NameError) as exc:
+            raise ValueError(f"FRONTIER_REQUEST_CLASSES: cannot import {name!r}: {exc}") from None
+        if not (isinstance(cls, type) and issubclass(cls, Request)):
+            raise ValueError(f"FRONTIER_REQUEST_CLASSES: {name!r} is not a scrapy.Request class")
+        names.append(f"{cls.__module__}.{cls.__name__}")  # the name entries carry
+    return names
+
+
+def crawl_name(settings: Any, spider_name: str) -> str:
+    """The crawl's namespace in Redis: ``WEBCRAWL_CRAWL``, else the spider's name."""
+    return settings.get("WEBCRAWL_CRAWL") or spider_name
+
+
+class Scheduler(RedisScheduler):
+    def __init__(self, crawler: Crawler, redis: CrawlRedis) -> None:
+        settings = crawler.settings
+        dupefilter_cls = load_object(settings.get("DUPEFILTER_CLASS"))
+        if not issubclass(dupefilter_cls, RedisDupeFilter):
+            raise ValueError(
+                "DUPEFILTER_CLASS must be webcrawl.frontier.dupefilter.RedisDupeFilter (or a "
+                "subclass) with SCHEDULER = webcrawl.frontier.scheduler.Scheduler, got "
+                f"{dupefilter_cls!r}"
+            )
+        queue_cls = load_object(settings.get("SCHEDULER_QUEUE_CLASS"))
+        if not (isinstance(queue_cls, type) and issubclass(queue_cls, HostQueue)):
+            raise ValueError(
+                "SCHEDULER_QUEUE_CLASS must be webcrawl.frontier.queue.HostQueue (or a subclass) "
+                f"with SCHEDULER = webcrawl.frontier.scheduler.Scheduler, got {queue_cls!r}"
+            )
+        super().__init__(
+            server=redis.client,
+            persist=True,
+            flush_on_start=settings.getbool("SCHEDULER_FLUSH_ON_START"),
+            queue_cls=queue_cls,
+            dupefilter=build_from_crawler(dupefilter_cls, crawler),
+        )
+        if not settings.getbool("SCHEDULER_PERSIST"):
+            logger.warning(
+                "SCHEDULER_PERSIST=False is ignored: a closing worker never wipes the "
+                "crawl's shared queue and dupefilter (use `webcrawl reset` to start over)"
+            )
+        self.crawler = crawler
+        self.redis = redis
+        self.stats = crawler.stats
+        self.continuous = settings.getbool("WEBCRAWL_CONTINUOUS")
+        self.batch_size = positive_int(settings, "FRONTIER_BATCH_SIZE")
+        self.prefetch = min(positive_int(settings, "FRONTIER_PREFETCH"), 20)
+        self.seen_cache_size = positive_int(settings, "FRONTIER_SEEN_CACHE_SIZE")
+        self._seen: set[bytes] = set()  # fingerprints known to be in the crawl's seen set
+        self.idle_poll = positive_float(settings, "FRONTIER_IDLE_POLL_INTERVAL")
+        self.start_grace = non_negative_float(settings, "FRONTIER_START_GRACE")
+        self.host_delay = non_negative_float(settings, "FRONTIER_HOST_DELAY")
+        self.delay_slack = non_negative_float(settings, "FRONTIER_DELAY_SLACK")
+        self.max_per_host = int(non_negative_float(settings, "FRONTIER_MAX_PER_HOST"))
+        self.request_classes = request_classes(settings)
+        self.lease_timeout = positive_float(settings, "FRONTIER_LEASE_TIMEOUT")
+        self.heartbeat_interval = positive_float(settings, "STATUS_HEARTBEAT_INTERVAL")
+        self.heartbeat_ttl = positive_float(settings, "STATUS_HEARTBEAT_TTL")
+        if self.heartbeat_ttl <= self.heartbeat_interval:
+            raise ValueError(
+                f"STATUS_HEARTBEAT_TTL ({self.heartbeat_ttl}) must be longer than "
+                f"STATUS_HEARTBEAT_INTERVAL ({self.heartbeat_interval})"
+            )
+        if self.lease_timeout <= self.heartbeat_interval:
+            raise ValueError(
+                f"FRONTIER_LEASE_TIMEOUT ({self.lease_timeout}) must be longer than "
+                f"STATUS_HEARTBEAT_INTERVAL ({self.heartbeat_interval}): leases are renewed "
+                "with each heartbeat"
+            )
+        self.worker_id = new_worker_id()
+        self.keys: CrawlKeys | None = None
+        self.closed = False
+        self._buffer: list[tuple[bytes, str, int, float, bytes]] = []
+        self._revisits: list[tuple[str, str, int, float, bytes]] = []
+        self._leases: dict[Request, str] = {}  # handed to the engine, not yet acknowledged
+        self._nacks: list[tuple[str, float]] = []  # (lease, seconds): requeue, not acknowledge
+        self._refused: list[str] = []  # leases of entries this worker refused: dropped
+        self._prefetched: deque[tuple[Request, str]] = deque()  # popped, not yet handed out
+        self._wake_call: Any = None
+        self._idle = False
+        self._waiting_logged = False
+        self._outage_logged = False
+        self._started = time.time()
+        self._last_beat = (self._started, 0)
+        self._loops: list[task.LoopingCall] = []
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Scheduler:
+        scheduler = cls(crawler, CrawlRedis.from_settings(crawler.settings))
+        crawler.signals.connect(scheduler._on_idle, signal=signals.spider_idle)
+        crawler.signals.connect(scheduler._on_dropped, signal=signals.item_dropped)
+        return scheduler
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def open(self, spider: Spider) -> Deferred[None]:
+        self.spider = spider
+        self.keys = CrawlKeys(crawl_name(self.crawler.settings, spider.name))
+        self.queue = self.queue_cls(self.server, spider, self.keys, self.request_classes)
+        self.df.attach(self.server, self.keys.prefix + self.df.key_suffix)
+        self.registry = WorkerRegistry(self.server, self.keys)
+        d = threads.deferToThread(self.redis.open)
+        d.addCallback(self._opened)
+        return d
+
+    def _opened(self, _: object) -> None:
+        if self.flush_on_start:
+            logger.warning("SCHEDULER_FLUSH_ON_START: clearing crawl %r", self.keys.crawl)
+            self.flush()
+        self.df.prepare()
+        self._beat()
+        queued = len(self.queue)
+        logger.info(
+            "Worker %s joined crawl %r on %s (%d requests queued, %d seen)",
+            self.worker_id, self.keys.crawl, self.redis.description, queued, len(self.df),
+        )  # fmt: skip
+        for interval, func in ((self.heartbeat_interval, self._beat), (self.idle_poll, self._poll)):
+            loop = task.LoopingCall(self._guarded, func)
+            loop.start(interval, now=False)
+            self._loops.append(loop)
+
+    def close(self, reason: str) -> Deferred[None]:
+        self.closed = True
+        for loop in self._loops:
+            if loop.running:
+                loop.stop()
+        if self._wake_call is not None and self._wake_call.active():
+            self._wake_call.cancel()
+        try:
+            if self._prefetched:  # popped but never handed out: their leases end now
+                self.queue.renew([lease for _, lease in self._prefetched], 0.0)
+                self._prefetched.clear()
+            self._step(pop=False)
+            self.registry.remove(self.worker_id)
+        except Exception:
+            logger.exception("Could not hand %d buffered requests back to Redis", len(self._buffer))
+        self.stats.set_value("frontier/redis_round_trips", RoundTrips.count)
+        return threads.deferToThread(self.redis.close)
+
+    # -- scheduler interface -------------------------------------------------
+
+    def enqueue_request(self, request: Request) -> bool:
+        fingerprint = b"" if request.dont_filter else self.df.member(request)
+        if fingerprint in self._seen:  # known duplicate: no need to serialise or ask Redis
+            self.stats.inc_value("dupefilter/filtered")
+            self.df.log(request, self.spider)
+            return False
+        try:
+            data = self.queue.encode(request)
+        except (TypeError, ValueError) as exc:
+            logger.error("Dropped %s: %s", request, exc)
+            self.stats.inc_value("scheduler/unserializable")
+            return False
+        host = scope_key(request.url, "host")
+        # a retry's back-off: this worker's clock set it, so it leaves as a duration
+        wait = float(request.meta.get("frontier_not_before", 0)) - time.time()
+        self._buffer.append((fingerprint, host, request.priority, max(0.0, wait), data))
+        if len(self._buffer) >= self.batch_size:
+            self._step(pop=False)
+        return True
+
+    def schedule_revisit(self, request: Request, due: float) -> None:
+        """Fetch ``request`` again at ``due`` (Unix time), whichever worker is free then.
+
+        One entry per URL in the crawl's revisit schedule (a new schedule
+        replaces the old); it goes to Redis with this worker's next round
+        trip, and into its host queue, past the dupefilter, when due.
+        """
+        data = self.queue.encode(request)
+        key = hashlib.sha1(request.url.encode()).hexdigest()[:20]
+        host = scope_key(request.url, "host")
+        # ``due`` is this worker's clock: it goes to Redis as seconds from now
+        self._revisits.append((key, host, request.priority, max(0.0, due - time.time()), data))
+        if len(self._revisits) >= self.batch_size:
+            self._step(pop=False)
+
+    def next_request(self) -> Request | None:
+        if not self._prefetched:
+            result = self._step(pop=self.prefetch)
+            if result is None:
+                return None  # Redis unreachable: the engine asks again on its next loop
+            if not result.popped:
+                if result.next_ready is not None:
+                    self._wake_in(result.next_ready)
+                return None
+            self._prefetched.extend(result.popped)
+        request, lease = self._prefetched.popleft()
+        self._idle = False
+        self._waiting_logged = False
+        self._leases[request] = lease
+        self.stats.inc_value("scheduler/dequeued/redis")
+        return request
+
+    def has_pending_requests(self) -> bool:
+        if self._prefetched:
+            return True
+        if self._buffer:
+            self._step(pop=False)
+            if self._buffer:
+                return True  # Redis is unreachable and we hold requests
+        try:
+            return len(self.queue) > 0
+        except RedisError as exc:
+            self._outage("read the queue length", exc)
+            return True  # do not let an outage look like the end of the crawl
+
+    def __len__(self) -> int:
+        return len(self.queue) + len(self._buffer) + len(self._prefetched)
+
+    # -- internals -----------------------------------------------------------
+
+    def _finished(self) -> list[Request]:
+        """Leased requests whose outcome is final: the engine is done with them.
+
+        A request stays in the engine's in-progress set until its download
+        and the handling of the spider's output (the links it found) are
+        complete, whatever the outcome, so a lease is acknowledged only after
+        its outlinks are in our buffer, and they go to Redis in the same call.
+        """
+        slot = getattr(self.crawler.engine, "_slot", None)
+        inprogress = getattr(slot, "inprogress", None)
+        if inprogress is None:  # no engine slot (closing): nothing is in progress
+            return list(self._leases)
+        return [r for r in self._leases if r not in inprogress]
+
+    def _step(self, pop: bool) -> StepResult | None:
+        """One round trip: ack finished leases, push the buffer, maybe pop."""
+        finished = self._finished()
+        batch, revisits, nacks, refused = self._buffer, self._revisits, self._nacks, self._refused
+        try:
+            result = self.queue.step(
+                worker_id=self.worker_id,
+                acks=[*(self._leases[r] for r in finished), *refused], nacks=nacks,
+                pushes=batch, pop=pop, revisits=revisits,
+                default_delay=self.host_delay, lease_timeout=self.lease_timeout,
+                slack=self.delay_slack, seen_key=self.df.key, seen_mode=self.df.mode,
+                max_per_host=self.max_per_host,
+            )  # fmt: skip
+        except RedisError as exc:
+            self._outage("reach the frontier (requests kept, will retry)", exc)
+            return None
+        self._outage_logged = False
+        self._buffer = []
+        self._revisits = []
+        self._nacks = []
+        self._refused = []
+        for request in finished:
+            del self._leases[request]
+        for lease, why in result.refused:
+            # garbage, or a class nobody allowed: never imported, dropped with the next step
+            self._refused.append(lease)
+            self.stats.inc_value("scheduler/refused")
+            logger.error("Refused a queue entry of crawl %r (dropped): %s", self.keys.crawl, why)
+        if nacks:
+            self.stats.inc_value("frontier/requeued", len(nacks))
+        # Every fingerprint of the batch is in the crawl's seen set now (ours or
+        # another worker's), and fingerprints are never removed while it runs.
+        if len(self._seen) > self.seen_cache_size:
+            self._seen.clear()
+        self._seen.update(fp for fp, *_ in batch if fp)
+        if result.added:
+            self.stats.inc_value("scheduler/enqueued/redis", result.added)
+        if len(batch) > result.added:
+            self.stats.inc_value("dupefilter/filtered", len(batch) - result.added)
+        if revisits:
+            self.stats.inc_value("revisit/scheduled", len(revisits))
+        if result.revisited:
+            self.stats.inc_value("revisit/due", result.revisited)
+        if result.requeued:
+            self.stats.inc_value("frontier/lease_expired", result.requeued)
+            logger.info("Requeued %d requests whose lease expired", result.requeued)
+        return result
+
+    def is_leased(self, request: Request) -> bool:
+        """Whether ``request`` came from the frontier (and is still in progress)."""
+        return request in self._leases
+
+    def requeue(self, request: Request, wait: float, reason: str) -> bool:
+        """Hand ``request``'s lease back instead of acknowledging it: the request goes
+        back to its host queue in ``wait`` seconds (for this worker or another).
+        False if it is not a request of the frontier."""
+        lease = self._leases.pop(request, None)
+        if lease is None:
+            return False
+        self._nacks.append((lease, wait))
+        logger.debug("Requeued %s in %.1f s: %s", request, wait, reason)
+        return True
+
+    def _on_dropped(
+        self, item: Any, response: Any, exception: BaseException, spider: Spider
+    ) -> None:
+        """item_dropped: a :class:`~webcrawl.frontier.requeue.Requeue` puts the item's request
+        back."""
+        if not isinstance(exception, Requeue):
+            return
+        request = getattr(response, "request", None)  # a Response, or an errback's Failure
+        if request is None or not self.requeue(request, exception.wait, str(exception)):
+            self.stats.inc_value("frontier/requeue_lost")
+            logger.error("Could not requeue the request of %s (not from the frontier): %s",
+                         getattr(item, "url", item), exception)  # fmt: skip
+
+    def _wake_in(self, delay: float) -> None:
+        """Wake the engine when the next host becomes ready (not on its 5 s heartbeat)."""
+        from twisted.internet import reactor  # the one Scrapy installed
+
+        delay = max(0.0, delay)
+        call = self._wake_call
+        if call is not None and call.active():
+            if call.getTime() <= reactor.seconds() + delay:
+                return
+            call.cancel()
+        self._wake_call = reactor.callLater(delay, self._wake_engine)
+
+    def _on_idle(self, spider: Spider) -> None:
+        """spider_idle: close only when the whole crawl has no work left."""
+        if self._step(pop=False) is None:
+            raise DontCloseSpider("Redis unreachable")
+        try:
+            queued, submitted, busy, leased = self.queue.idle_check(self.worker_id)
+        except RedisError as exc:
+            self._outage("check whether the crawl is done", exc)
+            raise DontCloseSpider("Redis unreachable") from None
+        self._idle = True
+        if self.continuous:
+            raise DontCloseSpider("WEBCRAWL_CONTINUOUS: waiting for work")
+        if queued or submitted or busy or leased:
+            if not self._waiting_logged:
+                logger.info(
+                    "Nothing to do here for now; crawl %r has %d queued, %d submitted seeds, "
+                    "%d leased, %d other busy workers: waiting",
+                    self.keys.crawl, queued, submitted, leased, busy,
+                )  # fmt: skip
+                self._waiting_logged = True
+            raise DontCloseSpider("other workers are busy")
+        unseeded = getattr(self.crawler.spider, "seeds", None) is None  # no -a seeds=
+        if unseeded and time.time() - self._started < self.start_grace and self._crawl_is_new():
+            # workers started together (scrapyd, a deploy): the one with the seeds
+            # may still be starting; closing now would leave it alone
+            raise DontCloseSpider("the crawl has no URL yet: waiting for its seeds")
+        logger.info("Crawl %r has no work left anywhere: closing this worker", self.keys.crawl)
+
+    def _crawl_is_new(self) -> bool:
+        """Whether no URL has entered the crawl yet (its dupefilter is empty)."""
+        try:
+            return len(self.df) == 0
+        except RedisError as exc:
+            self._outage("check whether the crawl has begun", exc)
+            return True
+
+    def _outage(self, what: str, exc: Exception) -> None:
+        """Redis is unreachable: log once per outage, count every failure."""
+        self.stats.inc_value("scheduler/redis_errors")
+        if not self._outage_logged:
+            logger.warning("Could not %s: %s: retrying until %s is back", what, exc,
+                           self.redis.description)  # fmt: skip
+            self._outage_logged = True
+
+    def _poll(self) -> None:
+        """While idle, wake the engine as soon as there is work, or when the crawl is done
+        (so the spider_idle check closes this worker), not on Scrapy's 5 s heartbeat."""
+        if not self._idle:
+            return
+        if self.queue.has_work():
+            self._wake_engine()
+        elif not self.continuous and not any(self.queue.idle_check(self.worker_id)):
+            # the last busy worker just finished: close now, not on the next heartbeat
+            self._wake_engine()
+
+    def _wake_engine(self) -> None:
+        # Scrapy has no public "work is available" call; nextcall is what its
+        # own heartbeat schedules.  Without it we only lose latency.
+        slot = getattr(self.crawler.engine, "_slot", None)
+        if slot is not None:
+            slot.nextcall.schedule()
+
+    def _beat(self) -> None:
+        now = time.time()
+        stats = self.stats.get_stats()
+        last_time, last_pages = self._last_beat
+        pages = int(stats.get("response_received_count", 0))
+        rate = (pages - last_pages) / max(now - last_time, 1e-9)
+        self._last_beat = (now, pages)
+        info = worker_info(self._started, stats, now, rate, idle=self._idle)
+        self.registry.beat(self.worker_id, info, self.heartbeat_ttl)
+        leases = [*self._leases.values(), *(lease for _, lease in self._prefetched)]
+        self.queue.renew(leases, self.lease_timeout)
+
+    def _guarded(self, func: Any) -> None:
+        """Run a periodic task; a Redis outage is logged once and the loop goes on."""
+        try:
+            func()
+        except RedisError as exc:
+            self._outage(f"run {func.__name__.strip('_')}", exc)
+        except Exception:
+            logger.exception("Scheduler task %s failed (will run again)", func.__name__)
