@@ -6,10 +6,7 @@ nginx, and :mod:`~webcrawl.demo.command` is ``webcrawl demo``.  A tool beside th
 product: nothing in the crawler imports it.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import Any
+from webcrawl._moved import lazy
 
 # exported lazily: ``python -m webcrawl.demo.web`` must not find the module
 # already imported by its package
@@ -17,8 +14,4 @@ _EXPORTS = {"DemoWeb": "web", "crawl_command": "command", "demo_server": "comman
             "run": "command", "scrapy_env": "command"}  # fmt: skip
 __all__ = ["DemoWeb", "crawl_command", "demo_server", "run", "scrapy_env"]
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+__getattr__ = lazy(__name__, _EXPORTS)

@@ -10,10 +10,7 @@ embedded Redis, the queue's JSON serialisation, the adaptive politeness policy
 (:mod:`~webcrawl.frontier.adaptive_delay`, pure) and the ``Requeue`` exception.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import Any
+from webcrawl._moved import lazy
 
 # exported lazily: the scheduler module pulls in scrapy-redis and Twisted
 _EXPORTS = {"Scheduler": "scheduler", "HostQueue": "queue", "RedisDupeFilter": "dupefilter",
@@ -22,8 +19,4 @@ _EXPORTS = {"Scheduler": "scheduler", "HostQueue": "queue", "RedisDupeFilter": "
 __all__ = ["CrawlKeys", "CrawlRedis", "HostQueue", "RedisBloomDupeFilter", "RedisDupeFilter",
            "Requeue", "Scheduler"]  # fmt: skip
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+__getattr__ = lazy(__name__, _EXPORTS)
