@@ -46,6 +46,7 @@ class StorePipeline:
         self.batch_size = positive_int(settings, "WEBCRAWL_STORE_BATCH_SIZE")
         self.flush_interval = positive_float(settings, "WEBCRAWL_STORE_FLUSH_INTERVAL")
         self.retry_times = int(non_negative_float(settings, "WEBCRAWL_STORE_RETRY_TIMES"))
+        self.connect_wait = non_negative_float(settings, "WEBCRAWL_STORE_CONNECT_WAIT")
         self.store: Store = open_store(self.store_url)  # validates the URL; connects lazily
         self._buffer: list[Any] = []
         self._waiters: list[Deferred[None]] = []  # one per buffered item, fired when written
@@ -58,8 +59,18 @@ class StorePipeline:
     def from_crawler(cls, crawler: Crawler) -> StorePipeline:
         return cls(crawler)
 
-    def open_spider(self) -> None:
+    async def open_spider(self) -> None:
+        """Reach the store before the first page (waiting for a server that does not
+        answer yet, ``WEBCRAWL_STORE_CONNECT_WAIT``); a wrong URL stops the crawl here."""
         self._pool.start()
+        try:
+            await maybe_deferred_to_future(
+                deferToThreadPool(reactor, self._pool, self.store.connect, self.connect_wait)
+            )
+        except StoreError as exc:
+            logger.error("Cannot start: %s", exc)
+            self._pool.stop()  # (close_spider still runs: it finds the pool stopped)
+            raise
         self._loop.start(self.flush_interval, now=False)
         logger.info("Storing pages in %s", self.store_url)
 
@@ -80,8 +91,11 @@ class StorePipeline:
         self._flush()
         if self._pending:
             await maybe_deferred_to_future(DeferredList(list(self._pending)))
-        await maybe_deferred_to_future(deferToThreadPool(reactor, self._pool, self.store.close))
-        self._pool.stop()
+        if self._pool.started:
+            await maybe_deferred_to_future(deferToThreadPool(reactor, self._pool, self.store.close))
+            self._pool.stop()
+        else:  # open_spider failed: no thread, nothing written
+            self.store.close()
         self.outage.close()
 
     def _flush(self) -> None:

@@ -190,6 +190,10 @@ WEBCRAWL_STORE_CONTENT = False
 # Rows per write batch, and seconds at most a row waits in the buffer.
 WEBCRAWL_STORE_BATCH_SIZE = 200
 WEBCRAWL_STORE_FLUSH_INTERVAL = 0.2
+# Seconds a worker waits at start for a store server that does not answer yet
+# (HBase starting, restarting): logged when the wait begins and every 30 s; the
+# crawl stops with an error after that.  A wrong URL fails at once.
+WEBCRAWL_STORE_CONNECT_WAIT = 120.0
 # Times a failed batch write is retried (back-off 0.5 s doubling, at most 30 s).
 WEBCRAWL_STORE_RETRY_TIMES = 5
 # Seconds: while the store cannot be read or written, the worker pauses its

@@ -75,6 +75,45 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server.stop()
 
 
+class HBaseServer:
+    """The session's real HBase: one master (local mode) and Thrift1 gateways on it,
+    ``thrift`` (buffered+binary) and ``framed`` (framed+compact); more on demand."""
+
+    def __init__(self, home: Path) -> None:
+        from webcrawl.localhbase import LocalHBase
+
+        self.local = LocalHBase(home)
+
+    def gateway(self, name: str = "thrift", **options: object):
+        """The gateway ``name``, started (and waited for) on first use."""
+        state = self.local.state().gateways.get(name)
+        if state is None or not self.local._ours(state.pid):
+            self.local.start_gateway(name, **options)
+            self.local.wait_ready(name, timeout=300)
+        return self.local.gateway(name)
+
+    def url(self, name: str = "thrift", table_prefix: str | None = None) -> str:
+        """A store URL through gateway ``name``, in tables of a fresh prefix by default."""
+        import uuid
+
+        return self.gateway(name).store_url(table_prefix or f"t{uuid.uuid4().hex[:10]}")
+
+
+@pytest.fixture(scope="session")
+def hbase(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HBaseServer]:
+    """A real standalone HBase 2.6 (``webcrawl hbase``), started once per session."""
+    server = HBaseServer(tmp_path_factory.mktemp("hbase"))
+    server.local.start_master()
+    server.local.start_gateway("thrift")
+    server.local.start_gateway("framed", transport="framed", protocol="compact")
+    try:
+        server.local.wait_ready("thrift", timeout=300)
+        server.local.wait_ready("framed", timeout=300)
+        yield server
+    finally:
+        server.local.stop()
+
+
 @pytest.fixture
 def redis_client(redis_server: RedisServer) -> Iterator[redis.Redis]:
     client = redis_server.client()

@@ -1,19 +1,17 @@
 """One contract for every store backend: SQLite, and HBase over the wire.
 
-HBase runs as the Thrift1 emulator (``support.hbase_emulator``, real happybase
-client, buffered+binary and framed+compact), and against a real HBase Thrift
-server when ``HBASE_THRIFT_HOST`` (and optionally ``HBASE_THRIFT_PORT``,
-``HBASE_THRIFT_TRANSPORT``, ``HBASE_THRIFT_PROTOCOL``) is set; each test uses
-tables of its own there (a fresh ``table_prefix``) and drops them after.
+HBase is the real thing: the session's standalone HBase 2.6 (conftest's ``hbase``),
+through its buffered+binary and its framed+compact Thrift1 gateways, each test in
+tables of its own (a fresh ``table_prefix``), dropped after.  The emulator
+(``support.hbase_emulator``), which the fault tests still use, meets the same
+contract.
 """
 
 from __future__ import annotations
 
 import multiprocessing
-import os
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,14 +28,14 @@ class Backend:
     """A store URL, and how to restart the server behind it (None: reopen suffices)."""
 
     url: str
-    server: Any = None
+    restart_server: Any = None
 
     def open(self):
         return open_store(self.url)
 
     def restart(self) -> None:
-        if self.server is not None:
-            self.server.restart()
+        if self.restart_server is not None:
+            self.restart_server()
 
 
 def _hbase_url(host: str, port: int, transport: str, protocol: str, **extra: Any) -> str:
@@ -47,41 +45,41 @@ def _hbase_url(host: str, port: int, transport: str, protocol: str, **extra: Any
     return f"hbase://{host}:{port}?{query}"
 
 
-@contextmanager
-def _real_hbase():
-    host = os.environ["HBASE_THRIFT_HOST"]
-    port = int(os.environ.get("HBASE_THRIFT_PORT", "9090"))
-    transport = os.environ.get("HBASE_THRIFT_TRANSPORT", "buffered")
-    protocol = os.environ.get("HBASE_THRIFT_PROTOCOL", "binary")
-    url = _hbase_url(host, port, transport, protocol)
-    yield Backend(url)
+def drop_tables(url: str) -> None:
+    """Drop the tables of ``url``'s prefix (a test's own) from the real HBase."""
     import happybase
 
     from webcrawl.store.hbase import parse_hbase_url
 
     o = parse_hbase_url(url)
-    conn = happybase.Connection(host, port, table_prefix=o["table_prefix"],
-                                transport=transport, protocol=protocol)  # fmt: skip
-    for name in conn.tables():
-        conn.delete_table(name, disable=True)
-    conn.close()
+    conn = happybase.Connection(o["host"], o["port"], table_prefix=o["table_prefix"],
+                                transport=o["transport"], protocol=o["protocol"])  # fmt: skip
+    try:
+        for name in conn.tables():
+            conn.delete_table(name, disable=True)
+    finally:
+        conn.close()
 
 
-@pytest.fixture(params=["sqlite", "hbase", "hbase-framed-compact", "hbase-real"])
+@pytest.fixture(params=["sqlite", "hbase", "hbase-framed-compact", "emulator"])
 def backend(request, tmp_path):
     kind = request.param
     if kind == "sqlite":
         yield Backend(f"sqlite:///{tmp_path}/w.db")
-    elif kind == "hbase-real":
-        if not os.environ.get("HBASE_THRIFT_HOST"):
-            pytest.skip("HBASE_THRIFT_HOST is not set: no real HBase Thrift server to test")
-        with _real_hbase() as b:
-            yield b
+    elif kind == "emulator":
+        with EmulatorServer(idle_timeout=None, data=tmp_path / "hbase.data") as server:
+            yield Backend(_hbase_url(*server.address, "buffered", "binary"), server.restart)
     else:
-        transport, protocol = ("framed", "compact") if "framed" in kind else ("buffered", "binary")
-        with EmulatorServer(transport=transport, protocol=protocol, idle_timeout=None,
-                            data=tmp_path / "hbase.data") as server:  # fmt: skip
-            yield Backend(_hbase_url(*server.address, transport, protocol), server)
+        hbase = request.getfixturevalue("hbase")
+        name = "framed" if "framed" in kind else "thrift"
+        url = hbase.url(name)
+
+        def restart() -> None:  # the Thrift gateway, a JVM of its own, stops and starts
+            hbase.local.stop_gateway(name)
+            hbase.gateway(name)
+
+        yield Backend(url, restart)
+        drop_tables(url)
 
 
 def row(url: str, **fields: Any) -> dict[str, Any]:

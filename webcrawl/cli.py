@@ -9,6 +9,8 @@
     webcrawl serve-demo           serve the demo web (for your own crawls)
     webcrawl deploy [TARGET...]   build the egg, deploy to scrapyd, start N workers
     webcrawl bench                pages/s of the full stack vs plain Scrapy
+    webcrawl hbase start|stop|status   a standalone HBase in the data dir, for the
+                                  HBase store on one machine
 
 Settings come from the Scrapy project (``scrapy.cfg``, or
 ``SCRAPY_SETTINGS_MODULE``, e.g. ``settings.cluster``), with ``-s NAME=VALUE``
@@ -301,6 +303,12 @@ def cmd_deploy(args: argparse.Namespace, settings: Settings) -> int:
     return deploy.run(args)
 
 
+def cmd_hbase(args: argparse.Namespace, settings: Settings) -> int:
+    from webcrawl.localhbase import command
+
+    return command.run(args, settings)
+
+
 def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     from webcrawl import bench
 
@@ -371,6 +379,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     deploy.add_arguments(p)
     p.set_defaults(func=cmd_deploy)
+
+    from webcrawl.localhbase.command import add_arguments as hbase_arguments
+
+    p = sub.add_parser(
+        "hbase", parents=[common], help="start, stop or check a standalone HBase (Thrift1)"
+    )
+    hbase_arguments(p)
+    p.set_defaults(func=cmd_hbase)
 
     _add_bench_parser(sub)
     return parser

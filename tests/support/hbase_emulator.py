@@ -1,9 +1,13 @@
 """An HBase Thrift1 server emulator, for testing HBase code over the wire with happybase.
 
-No real HBase runs on our machines, so the HBase store is tested against this server: it
-speaks the Thrift1 ``Hbase`` service (the IDL happybase ships, loaded as ``Hbase_thrift``)
-and copies the semantics of HBase 2.x's ``ThriftHBaseServiceHandler`` on top of an in-memory
-model.  See the project notes ``shared/HBASE_NOTES.md``, section 2.3, for the list it follows.
+The HBase code is tested against a real standalone HBase 2.6 (``webcrawl.localhbase``); this
+server stays for what a real one cannot be made to do on demand: fault injection, a fake
+clock, fast restarts.  It speaks the Thrift1 ``Hbase`` service (the IDL happybase ships,
+loaded as ``Hbase_thrift``) and copies the semantics of HBase 2.x's
+``ThriftHBaseServiceHandler`` on top of an in-memory model (see the project notes
+``shared/HBASE_NOTES.md``, section 2.3).  ``tests/test_hbase_emulator.py`` runs the same
+semantic tests against it and against the real server; where they differed, the real
+server was right and this one was changed to follow it.
 
 Emulated
     * Tables with column families and their descriptors (maxVersions, default 3; TTL stored
@@ -12,24 +16,35 @@ Emulated
       (``AlreadyExists("table name already in use")``, ``IOError("table does not exist")``,
       ``TableNotDisabledException``, ``TableNotFoundException``, ``TableNotEnabledException``,
       ``IllegalArgument`` for bad descriptors, ``getTableRegions`` on a missing table ``[]``).
-    * Cells with millisecond timestamps and versions, newest first; per-family maxVersions
-      (excess versions are dropped at write time, as after a flush); a put at an existing
-      (row, column, ts) overwrites; TTL hides expired cells.
+    * Cells with millisecond timestamps and versions, newest first; per-family maxVersions,
+      counted after the time range: excess versions stay (as in the memstore) until a
+      "flush" (``disableTable``, a clean stop or restart, or every ``MEMSTORE_FLUSH_CELLS``
+      written versions), so a read bounded by ``timestamp`` can still see them; a put at an
+      existing (row, column, ts) overwrites; TTL hides expired cells.
+    * Server timestamps: with the wall clock, every write call gets a millisecond of its own
+      (the emulator waits for the clock to tick), since a real server's write calls take
+      milliseconds: a ``delete`` then a ``put``, or a ``counter_set`` after a burst of
+      ``counter_inc``, are not masked.  A ``clock`` given by the caller is used as it is.
     * Column names: ``cf`` is the whole family, ``cf:`` the empty qualifier, ``cf:a:b`` splits on
       the first colon; ``Get``/``Scan`` ``addFamily``/``addColumn`` order effects
       (``[b"cf", b"cf:a"]`` narrows to ``cf:a``).
     * Writes: puts before deletes in ``mutateRows(Ts)`` (a delete and a put of one row in one
-      happybase ``Batch`` lose the put), deletes before puts in ``mutateRow(Ts)``; deletes
-      remove versions <= ts (LATEST = server now) and leave delete markers that mask later
-      puts with ts <= marker until ``majorCompact`` (so a put in the same millisecond as a
-      delete is lost, as in HBase, HBASE-2256); unknown families give an ``IOError`` naming
-      ``NoSuchColumnFamilyException`` (other rows of the batch are still written).
+      happybase ``Batch`` lose the put), deletes before puts in ``mutateRow(Ts)`` (two calls
+      to the RegionServer, each with its own "now"); deletes remove versions <= ts (LATEST =
+      server now) and leave delete markers that mask later puts with ts <= marker (so a put
+      in the same millisecond as a delete is lost, HBASE-2256); ``compact``/``majorCompact``
+      do not lift them (a real compaction is asynchronous and never touches the memstore);
+      unknown families give an ``IOError`` naming ``NoSuchColumnFamilyException`` (other rows
+      of the batch are still written); ``mutateRows`` on a missing or disabled table fails
+      like ``HTable.batch`` (``RetriesExhaustedWithDetailsException`` naming the table, or
+      ``NotServingRegionException``: at once, where a real server retries for ~150 s).
     * Reads: exclusive timestamp upper bounds, ``getRows`` omits missing rows, ``getVer``
       versions, ``atomicIncrement`` (missing = 0, 8-byte big-endian signed cells only, wraps
       like a Java long, atomic), ``append``, ``checkAndPut``, ``increment``.
     * Scanners: i32 ids from 0 per server, ``[]`` when exhausted, ``IllegalArgument("scanner ID
       is invalid")``, start inclusive / stop exclusive, reversed scans, ``caching``, ``batchSize``
-      (partial rows), ``sortColumns``, columns, timestamp, a consistent snapshot taken at open,
+      (partial rows), ``sortColumns``, columns, timestamp, filters that skip a version see the
+      next one among the newest maxVersions, a consistent snapshot taken at open,
       and the client scanner timeout (``ScannerTimeoutException`` when more rows are needed
       after ``scanner_timeout`` seconds without a server round trip; 60 s, as in HBase).
     * Filter strings (HBase ``ParseFilter`` syntax, with ``AND``/``OR``/``SKIP``/``WHILE`` and
@@ -42,19 +57,21 @@ Emulated
       trace as message; a Java ``RuntimeException`` escaping the handler (a malformed filter, a
       family-only put in ``mutateRows``, an empty row key, an illegal table name...) becomes a
       ``TApplicationException(INTERNAL_ERROR, "Internal error processing <call>")``, as Thrift
-      0.14's ``ProcessFunction`` does.  NB: HBASE_NOTES.md says a family-only put in
-      ``mutateRows`` raises ``IllegalArgument("Invalid famAndQf provided.")``; the handler
-      throws that ``IllegalArgumentException`` *outside* its try block, so a real server
-      answers with the ``TApplicationException`` above, and so does this one.
+      0.14's ``ProcessFunction`` does (both verified on HBase 2.6.1: a family-only put in
+      ``mutateRows`` and a filter syntax error answer ``TApplicationException``).
     * Server: buffered transport + binary protocol by default, framed and/or compact on
       request (framed frames above ``max_frame_size``, 2 MiB as in HBase, drop the
-      connection); one thread per connection; idle sockets closed after ``idle_timeout``
+      connection); the binary protocol does not require a version header (Java's
+      ``TBinaryProtocol`` default), so a framed client of a buffered server hangs, as with
+      HBase; one thread per connection; idle sockets closed after ``idle_timeout``
       seconds (60 s, as ``hbase.thrift.server.socket.read.timeout``) so the client's next
       call fails with ``TSocket read 0 bytes``.
 
 Not emulated
     Regions, splits and region servers (one region per table, ``getRegionInfo`` and
-    ``getRowOrBefore`` are not implemented); namespaces other than ``default``; table
+    ``getRowOrBefore`` are not implemented); the filters ColumnCountGetFilter,
+    DependentColumnFilter, FirstKeyValueMatchingQualifiersFilter, MultiRowRangeFilter and
+    ColumnValueFilter; namespaces other than ``default``; table
     alteration; ``minVersions``/``KEEP_DELETED_CELLS``; single-version deletes
     (``Delete.addColumn``: Thrift1 never sends them); scanner leases on the server side; WAL
     durability options; security; attributes (accepted and ignored); the increment coalescer;
@@ -140,6 +157,9 @@ MAX_KEYVALUE_SIZE = 10 * 1024 * 1024  # hbase.client.keyvalue.maxsize
 DEFAULT_MAX_FRAME_SIZE = 2 * 1024 * 1024  # hbase.regionserver.thrift.framed.max_frame_size_in_mb
 DEFAULT_IDLE_TIMEOUT = 60.0  # hbase.thrift.server.socket.read.timeout (s)
 DEFAULT_SCANNER_TIMEOUT = 60.0  # hbase.client.scanner.timeout.period (s)
+# A table's "memstore" is flushed after this many written versions (a stand-in for
+# hbase.hregion.memstore.flush.size, 128 MB): it bounds the excess versions kept.
+MEMSTORE_FLUSH_CELLS = 100_000
 REGION_SERVER_PORT = 16020
 
 MUTATING_CALLS = frozenset(
@@ -383,6 +403,7 @@ class _Table:
         self.keys: list[bytes] = []
         # Delete markers: row -> {(family, None) or (family, qualifier): max timestamp}
         self.markers: dict[bytes, dict[tuple[bytes, bytes | None], int]] = {}
+        self.unflushed = 0  # versions written since the last flush (not persisted)
 
     @property
     def region_name(self) -> bytes:
@@ -442,6 +463,9 @@ class HBaseModel:
     ) -> None:
         self.lock = threading.RLock()
         self.clock = clock or _now_ms
+        # With the wall clock, every write call gets a millisecond of its own (see write_now)
+        self._ticking = clock is None
+        self._last_write = 0
         self.tables: dict[bytes, _Table] = {}
         self.data = Path(data) if data else None
         self._wal: Any = None
@@ -482,6 +506,8 @@ class HBaseModel:
                         break
                     self._apply(op, log=False)
                     replayed += 1
+        for table in self.tables.values():  # HBase flushes the edits replayed from the WAL
+            self._flush(table)
         logger.info(
             "hbase_emulator: loaded %d tables from %s (%d logged mutations replayed)",
             len(self.tables), self.data, replayed,
@@ -505,8 +531,11 @@ class HBaseModel:
             self._wal = self._wal_path.open("wb")
 
     def close(self) -> None:
-        """Checkpoint and close the log (if persistent)."""
+        """Flush every table (a clean HBase shutdown closes, so flushes, its regions), then
+        checkpoint and close the log (if persistent)."""
         with self.lock:
+            for table in self.tables.values():
+                self._flush(table)
             if self._wal is not None:
                 self.checkpoint()
                 self._wal.close()
@@ -526,7 +555,9 @@ class HBaseModel:
             del self.tables[op[1]]
         elif kind == "enable":
             self.tables[op[1]].enabled = op[2]
-        elif kind == "purge":
+        elif kind == "flush":
+            self._flush(self.tables[op[1]])
+        elif kind == "purge":  # written by older versions of the emulator (majorCompact)
             self.tables[op[1]].markers.clear()
         else:  # pragma: no cover - a bug
             raise ValueError(f"unknown operation {kind!r}")
@@ -557,6 +588,8 @@ class HBaseModel:
 
     @staticmethod
     def _put_cell(table: _Table, row: bytes, cols: dict, cell: tuple) -> None:
+        """Add a version.  Versions beyond the family's maxVersions stay, as in the memstore,
+        until the next flush (``_flush``); reads never return more than maxVersions."""
         fam, qual, ts, value = cell
         markers = table.markers.get(row)
         if markers and max(markers.get((fam, None), -1), markers.get((fam, qual), -1)) >= ts:
@@ -564,7 +597,8 @@ class HBaseModel:
         versions = [v for v in cols.get((fam, qual), ()) if v[0] != ts]
         versions.append((ts, value))
         versions.sort(key=lambda v: -v[0])
-        cols[(fam, qual)] = tuple(versions[: table.families[fam].max_versions])
+        cols[(fam, qual)] = tuple(versions)
+        table.unflushed += 1
 
     @staticmethod
     def _delete_cells(
@@ -581,6 +615,41 @@ class HBaseModel:
                 cols[target] = kept
             else:
                 del cols[target]
+
+    def _flush(self, table: _Table) -> None:
+        """A memstore flush: the versions beyond each family's maxVersions are dropped
+        (delete markers stay: only a major compaction of flushed files drops them)."""
+        for row, cols in list(table.rows.items()):
+            trimmed = {}
+            for (fam, qual), versions in cols.items():
+                trimmed[(fam, qual)] = versions[: table.families[fam].max_versions]
+            table.rows[row] = trimmed
+        table.unflushed = 0
+
+    def flush(self, table: _Table) -> None:
+        """Flush ``table`` (logged), as HBase does when its region closes (disable)."""
+        self._apply(("flush", table.name))
+
+    def write_now(self, table: _Table | None = None) -> int:
+        """The server's "now" (ms) for one write call (``LATEST_TIMESTAMP`` cells, delete
+        markers, increments), flushing ``table`` first if its memstore is "full".
+
+        A real server's write call takes milliseconds (RPC from the gateway to the
+        RegionServer, WAL sync), so two write calls never share a millisecond: a
+        ``delete`` then a ``put`` of the same cell, or a ``counter_set`` after a burst of
+        ``counter_inc``, are not masked.  With the wall clock, the emulator waits for the
+        clock to tick instead; a ``clock`` given by the caller is used as it is (tests of
+        same-millisecond masking, HBASE-2256).
+        """
+        if table is not None and table.unflushed >= MEMSTORE_FLUSH_CELLS:
+            self.flush(table)
+        now = self.clock()
+        if self._ticking:
+            while now <= self._last_write:
+                time.sleep(0.0002)
+                now = self.clock()
+            self._last_write = now
+        return now
 
     # -- queries used by the handler
 
@@ -599,7 +668,8 @@ class HBaseModel:
     def read_row(
         self, table: _Table, row: bytes, spec: ColumnSpec | None, tmax: int, versions: int
     ) -> list[Cell]:
-        """The cells a ``Get`` returns, sorted by family, qualifier, newest first."""
+        """The cells a ``Get`` returns, sorted by family, qualifier, newest first: at most
+        ``versions`` and the family's maxVersions, counted after the time range."""
         cols = table.rows.get(row)
         if not cols:
             return []
@@ -609,13 +679,14 @@ class HBaseModel:
             if not _selected(spec, fam, qual):
                 continue
             oldest = table.oldest_visible(fam, now)
+            limit = min(versions, table.families[fam].max_versions)
             n = 0
             for ts, value in cols[(fam, qual)]:
                 if ts >= tmax or ts < oldest:
                     continue
                 out.append((fam, qual, ts, value))
                 n += 1
-                if n >= versions:
+                if n >= limit:
                     break
         return out
 
@@ -1398,9 +1469,9 @@ class _RegionScan:
             if fam == skip_family or not _selected(self.spec, fam, qual):
                 continue
             oldest = self.table.oldest_visible(fam, self.now)
-            for ts, value in cols[(fam, qual)]:
-                if ts >= self.tmax or ts < oldest:
-                    continue
+            # a filter's SKIP moves on to the next version, among maxVersions at most
+            versions = [v for v in cols[(fam, qual)] if oldest <= v[0] < self.tmax]
+            for ts, value in versions[: self.table.families[fam].max_versions]:
                 cell = (fam, qual, ts, value)
                 if filt is None:
                     cells.append(cell)
@@ -1579,28 +1650,29 @@ class HbaseHandler:
                 raise JavaIOException(
                     _show(table.name), "org.apache.hadoop.hbase.TableNotEnabledException"
                 )
+            self.model.flush(table)  # its region closes
             self.model._apply(("enable", table.name, False))
 
     def isTableEnabled(self, tableName: bytes) -> bool:
         with self.model.lock:
             return self.model.table(tableName, enabled=False).enabled
 
-    def _compact(self, name: bytes | None, major: bool) -> None:
+    def _compact(self, name: bytes | None) -> None:
+        """Only checks the table: a compaction is asynchronous and rewrites store files, never
+        the memstore, where the emulator keeps everything (Thrift1 cannot flush).  So delete
+        markers stay after ``majorCompact``, as a real server shows them (verified on HBase
+        2.6.1, even after a flush by disable/enable and a minute of waiting)."""
         with self.model.lock:
             for table in self.model.tables.values():
                 if name == table.region_name:
-                    break
-            else:
-                table = self.model.table(name, enabled=False)
-            if major and table.enabled:  # HBase skips the offline regions of disabled tables
-                self.model._apply(("purge", table.name))
+                    return
+            self.model.table(name, enabled=False)
 
     def compact(self, tableNameOrRegionName: bytes) -> None:
-        self._compact(tableNameOrRegionName, major=False)
+        self._compact(tableNameOrRegionName)
 
     def majorCompact(self, tableNameOrRegionName: bytes) -> None:
-        """Drops the delete markers, so older puts become possible again."""
-        self._compact(tableNameOrRegionName, major=True)
+        self._compact(tableNameOrRegionName)
 
     def getColumnDescriptors(self, tableName: bytes) -> dict[bytes, Any]:
         with self.model.lock:
@@ -1730,7 +1802,7 @@ class HbaseHandler:
             for cell in cells:
                 if len(cell[4]) > MAX_KEYVALUE_SIZE:
                     raise JavaIllegalArgumentException("KeyValue size too large")
-        now = self.model.clock()
+        now = self.model.write_now(table)
         failed: list[bytes] = []
         for row, cells in puts:
             bad = [c[1] for c in cells if c[1] not in table.families]
@@ -1744,7 +1816,7 @@ class HbaseHandler:
 
     def _delete(self, table: _Table, deletes: list[tuple[bytes, list[tuple]]]) -> None:
         """``table.delete(deletes)``; LATEST becomes the server's now."""
-        now = self.model.clock()
+        now = self.model.write_now(table)
         failed: list[bytes] = []
         for row, ops in deletes:
             bad = [op[1] for op in ops if op[1] not in table.families]
@@ -1799,10 +1871,28 @@ class HbaseHandler:
                 puts.append((row, put_cells))
         with _catching_illegal_argument(), self.model.lock:
             name = _table_name(tableName)
-            if puts:
-                self._put(self.model.table(name), puts)
+            if puts:  # table.put(puts), then table.delete(deletes): two HTable.batch calls
+                self._put(self._batch_table(name, len(puts)), puts)
             if deletes:
-                self._delete(self.model.table(name), deletes)
+                self._delete(self._batch_table(name, len(deletes)), deletes)
+
+    def _batch_table(self, name: bytes, actions: int) -> _Table:
+        """The table of an ``HTable.batch`` call (``Table.put``/``delete`` of a list), which
+        reports a missing or disabled table per action, in a RetriesExhaustedWithDetails.
+
+        A real server gives up on a disabled table only after the client's retries (about
+        150 s with HBase's defaults); the emulator answers at once.
+        """
+        table = self.model.tables.get(name)
+        if table is not None and table.enabled:
+            return table
+        n, s = actions, "s" if actions > 1 else ""
+        cause = _show(name) if table is None else "NotServingRegionException"
+        servers = "null" if table is None else f"localhost,{REGION_SERVER_PORT},{table.region_id}"
+        raise JavaIOException(
+            f"Failed {n} action{s}: {cause}: {n} time{s}, servers with issues: {servers}",
+            "org.apache.hadoop.hbase.client.RetriesExhaustedWithDetailsException",
+        )
 
     def mutateRows(self, tableName: bytes, rowBatches: list[Any], attributes: Any) -> None:
         self.mutateRowsTs(tableName, rowBatches, LATEST_TIMESTAMP, attributes)
@@ -1883,7 +1973,7 @@ class HbaseHandler:
             row = _check_row(row)
             if fam not in table.families:
                 raise table.no_such_family(fam)
-            now = self.model.clock()
+            now = self.model.write_now(table)
             current = self.model.latest(table, row, fam, qual)
             old, ts = 0, now
             if current is not None:
@@ -1944,7 +2034,7 @@ class HbaseHandler:
             for fam, _, _ in deltas:
                 if fam not in table.families:
                     raise table.no_such_family(fam)
-            now = self.model.clock()
+            now = self.model.write_now(table)
             ops, cells = [], []
             for fam, qual, delta in deltas:
                 current = self.model.latest(table, row, fam, qual)
@@ -2457,7 +2547,10 @@ class EmulatorServer:
         trans = TCyBufferedTransport(inner)
         if self.protocol == "compact":
             return TCompactProtocol(trans, decode_response=True)
-        return TCyBinaryProtocol(trans, decode_response=True)
+        # Java's TBinaryProtocol.Factory() does not require a version header (strictRead
+        # false): a framed client's frame size is taken as a method name length, and the
+        # server waits for the rest, so the client hangs, as with HBase.
+        return TCyBinaryProtocol(trans, strict_read=False, decode_response=True)
 
     def _accept_loop(self) -> None:
         listener = self._listener

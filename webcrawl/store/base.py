@@ -70,6 +70,11 @@ class Store(abc.ABC):
     def failpath_delete(self, site: str, columns: Sequence[str] | None = None) -> None:
         """Delete ``columns`` of ``site`` (None: the whole row)."""
 
+    def connect(self, wait: float = 0.0) -> None:  # noqa: B027 - SQLite opens on first use
+        """Reach the store before the first page: a server that does not answer is
+        waited for up to ``wait`` seconds; what waiting cannot fix (a wrong URL, a
+        refused table) raises :class:`StoreError` at once, naming the setting."""
+
     @abc.abstractmethod
     def check_writable(self) -> None:
         """Raise :class:`StoreError` unless the store accepts a write right now."""

@@ -23,6 +23,14 @@ version, as Nutch's mapping does):
   ``ETag``, ``Last-Modified``, ``Content-Length``).  Lists and fields of
   other types are JSON in ``f:x``.  A field that is None is deleted, so it
   reads back absent.
+- ``counters``, family ``c``: row ``webpage``, column ``c:rows``, the number of
+  rows in the webtable (``count_pages``), so that ``webcrawl status`` never
+  scans the webtable.  A row is counted the first time it is written: after a
+  batch is written, every row without the 8-byte marker ``f:n`` gets it by an
+  ``atomicIncrement``, and those whose increment returned 1 (the first, of
+  every writer) are added to the count.  A reply lost on the way back costs
+  one row of the count (logged), never a double count; rows written before
+  the counter existed are counted on their next write.
 - ``failpaths``, one row per site, one 8-byte counter per path level in
   family ``c`` (HBase's atomic ``atomicIncrement``).  A count at 0 or below
   reads as absent; a level is cleared by taking its counter back to 0 with
@@ -43,6 +51,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
 import select
 import socket
 import struct
@@ -64,6 +73,15 @@ FAILPATHS = "failpaths"
 WEBTABLE_FAMILIES = {"f": {"max_versions": 1}, "p": {"max_versions": 1},
                      "h": {"max_versions": 1}}  # fmt: skip
 FAILPATH_FAMILIES = {"c": {"max_versions": 1}}
+COUNTERS = "counters"
+COUNTER_FAMILIES = {"c": {"max_versions": 1}}
+ROWS_COUNTER = (b"webpage", b"c:rows")  # row, column in COUNTERS
+MARKER = b"f:n"  # 8-byte counter in every webtable row: 1 once the row is counted
+TABLES = ((WEBTABLE, WEBTABLE_FAMILIES), (FAILPATHS, FAILPATH_FAMILIES),
+          (COUNTERS, COUNTER_FAMILIES))  # fmt: skip
+# HBase's table names: [namespace:]qualifier, qualifier of letters, digits, _ - .
+# (TableName.isLegalTableQualifierName); happybase adds "<prefix>_" before ours
+_PREFIX = re.compile(r"(?:[A-Za-z0-9_]+:)?[A-Za-z0-9_][A-Za-z0-9_.-]*")
 EXTRA = b"f:x"  # JSON object of the fields without a typed column
 FIELDS = b"f:fields"  # the typed fields of the current version, comma-separated
 
@@ -205,10 +223,20 @@ def parse_hbase_url(url: str) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"WEBCRAWL_STORE_URL: unknown hbase option(s) {', '.join(unknown)} "
                          f"(known: {', '.join(sorted(known))})")  # fmt: skip
+    try:
+        port = parts.port or 9090
+    except ValueError:
+        raise ValueError(f"WEBCRAWL_STORE_URL: the port of {url!r} is not a port number "
+                         "(1-65535)") from None  # fmt: skip
+    prefix = query.get("table_prefix") or None
+    if prefix is not None and (not _PREFIX.fullmatch(prefix) or len(prefix) > 200):
+        raise ValueError(f"WEBCRAWL_STORE_URL: table_prefix {prefix!r} is not a legal HBase "
+                         "table name ([namespace:]name of letters, digits, '_', '-', '.', "
+                         "not starting with '-' or '.', at most 200 characters)")  # fmt: skip
     opts: dict[str, Any] = {
         "host": parts.hostname,
-        "port": parts.port or 9090,
-        "table_prefix": query.get("table_prefix") or None,
+        "port": port,
+        "table_prefix": prefix,
         "transport": query.get("transport", "buffered"),
         "protocol": query.get("protocol", "binary"),
     }
@@ -238,9 +266,21 @@ def _retryable() -> tuple[type[BaseException], ...]:
     TApplicationException (a bad filter, a bad row) would fail again."""
     from happybase.pool import NoConnectionsAvailable
     from Hbase_thrift import IOError as HBaseIOError
+    from thriftpy2.protocol.exc import TProtocolException
     from thriftpy2.transport import TTransportException
 
-    return (TTransportException, HBaseIOError, OSError, NoConnectionsAvailable)
+    return (TTransportException, HBaseIOError, OSError, NoConnectionsAvailable,
+            TProtocolException, _cybin_error())  # fmt: skip
+
+
+def _cybin_error() -> type[BaseException]:
+    """thriftpy2's Cython binary protocol raises its own ProtocolError (not a TException)
+    on bytes that are not a Thrift reply: a connection out of step, or not Thrift."""
+    try:
+        from thriftpy2.protocol.cybin import ProtocolError
+    except ImportError:  # thriftpy2 without its compiled protocol
+        from thriftpy2.protocol.exc import TProtocolException as ProtocolError
+    return ProtocolError
 
 
 def _failures() -> tuple[type[BaseException], ...]:
@@ -337,7 +377,7 @@ class HBaseStore(Store):
         from Hbase_thrift import AlreadyExists  # loaded by happybase from its Hbase.thrift
 
         existing = set(conn.tables())
-        for name, families in ((WEBTABLE, WEBTABLE_FAMILIES), (FAILPATHS, FAILPATH_FAMILIES)):
+        for name, families in TABLES:
             if name.encode() in existing:
                 continue
             try:
@@ -345,6 +385,113 @@ class HBaseStore(Store):
                 logger.info("Created HBase table %s", name)
             except AlreadyExists:  # another worker made it first
                 pass
+
+    def connect(self, wait: float = 0.0) -> None:
+        """Reach the server and make the tables, before the first page.
+
+        A server that does not answer (refused, starting, a master not yet up) is
+        waited for up to ``wait`` seconds, with a log line when the wait begins and
+        every 30 s.  What waiting cannot fix fails at once, naming the setting and
+        what the server said: a transport or protocol the server does not speak
+        (the others are tried, to say which it does), a table the server refuses."""
+        began = time.monotonic()
+        logged = 0.0
+        while True:
+            try:
+                self._probe()  # a short timeout: a transport mismatch can hang a call
+                self._connect()
+                if logged:
+                    logger.info("%s answers, after %.0f s", self._where(),
+                                time.monotonic() - began)  # fmt: skip
+                return
+            except _failures() as exc:
+                self._reset_pool()
+                fatal = self._diagnose(exc)
+                if fatal:
+                    raise StoreError(f"WEBCRAWL_STORE_URL={self.url}: {fatal}") from exc
+                waited = time.monotonic() - began
+                if waited >= wait:
+                    raise StoreError(
+                        f"WEBCRAWL_STORE_URL={self.url}: {self._where()} did not answer "
+                        f"within {wait:.0f} s (WEBCRAWL_STORE_CONNECT_WAIT): {_describe(exc)}"
+                    ) from exc
+                if not logged or waited - logged >= 30:
+                    logger.warning("%s does not answer (%s); waiting for it, at most %.0f s "
+                                   "more", self._where(), _describe(exc),
+                                   wait - waited)  # fmt: skip
+                    logged = max(waited, 1e-9)
+                time.sleep(min(2.0, max(0.0, wait - waited)))
+
+    def _probe(self, transport: str | None = None, protocol: str | None = None) -> None:
+        """One call on a connection of its own, of at most 5 s."""
+        import happybase
+
+        o = self.options
+        conn = happybase.Connection(
+            o["host"],
+            o["port"],
+            timeout=int(min(o["timeout"], 5) * 1000),
+            transport=transport or o["transport"],
+            protocol=protocol or o["protocol"],
+            autoconnect=False,
+        )
+        try:
+            conn.open()
+            conn.client.getTableNames()
+        finally:
+            conn.close()
+
+    def _where(self) -> str:
+        return f"HBase's Thrift server at {self.options['host']}:{self.options['port']}"
+
+    def _reset_pool(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            _close_pool(pool)
+
+    def _diagnose(self, exc: BaseException) -> str | None:
+        """Why waiting would not help (None: it may, the server may be starting)."""
+        from Hbase_thrift import IllegalArgument
+        from Hbase_thrift import IOError as HBaseIOError
+        from thriftpy2.thrift import TApplicationException
+        from thriftpy2.transport import TTransportException
+
+        if isinstance(exc, HBaseIOError | IllegalArgument | TApplicationException):
+            # an IOError may pass (a master initializing, a region in transition),
+            # unless it is one of these; the others are the server's final word
+            message = _describe(exc)
+            final = not isinstance(exc, HBaseIOError) or any(
+                refused in message
+                for refused in ("NamespaceNotFoundException", "IllegalArgumentException",
+                                "Illegal character", "AccessDeniedException")
+            )  # fmt: skip
+            return f"{self._where()} refused: {message}" if final else None
+        refused = isinstance(exc, TTransportException) and exc.type == TTransportException.NOT_OPEN
+        if refused or isinstance(exc, ConnectionRefusedError):
+            return None  # nothing listens (yet)
+        spoken = self._spoken()
+        mine = (self.options["transport"], self.options["protocol"])
+        if spoken and spoken != mine:
+            return (f"{self._where()} speaks {spoken[0]}+{spoken[1]}, not "
+                    f"{mine[0]}+{mine[1]} ({_describe(exc)}): add "
+                    f"transport={spoken[0]}&protocol={spoken[1]} to the URL")  # fmt: skip
+        if spoken is None and not isinstance(exc, TTransportException | OSError):
+            return (f"what listens at {self.options['host']}:{self.options['port']} does not "
+                    f"answer as a Thrift1 server ({_describe(exc)}): is it HBase's Thrift "
+                    "server (hbase thrift start), not its Thrift2 or REST server?")  # fmt: skip
+        return None
+
+    def _spoken(self) -> tuple[str, str] | None:
+        """The transport and protocol the server answers in, if one of the four."""
+        for transport in ("buffered", "framed"):
+            for protocol in ("binary", "compact"):
+                try:
+                    self._probe(transport, protocol)
+                    return transport, protocol
+                except Exception:  # not this one
+                    continue
+        return None
 
     # -- the webtable -----------------------------------------------------------------
 
@@ -367,6 +514,31 @@ class HBaseStore(Store):
                     size += row_bytes
 
         self._call(f"writing {len(rows)} rows", write)
+        self._count_new([key for key, _ in mutations])
+
+    def _count_new(self, keys: list[bytes]) -> None:
+        """Add the rows written for the first time to the page count (see the module's
+        docstring); a failure here costs the count, never the batch (it is written)."""
+        try:
+            marked = self._call("reading row markers", lambda conn: {
+                key for key, _ in conn.table(WEBTABLE).rows(keys, columns=[MARKER])})  # fmt: skip
+        except StoreError as exc:
+            logger.warning("Page count not updated for %d rows: %s", len(keys), exc)
+            return
+        new = 0
+        for key in keys:
+            if key in marked:
+                continue
+            try:
+                if self._increment(f"marking row {key!r}", WEBTABLE, key, MARKER, 1) == 1:
+                    new += 1
+            except StoreError as exc:
+                logger.warning("The page count may be one short: %s", exc)
+        if new:
+            try:
+                self._increment("counting new rows", COUNTERS, *ROWS_COUNTER, new)
+            except StoreError as exc:
+                logger.warning("The page count may be %d short: %s", new, exc)
 
     def get_page(self, key: str) -> Row | None:
         k = key.encode("utf-8")
@@ -405,15 +577,12 @@ class HBaseStore(Store):
             start = rows[-1][0] + b"\x00"
 
     def count_pages(self) -> int:
-        """Counted by a key-only scan of the whole table (costly on a large table)."""
-
-        def count(conn: Any) -> int:
-            scan = conn.table(WEBTABLE).scan(
-                filter=b"FirstKeyOnlyFilter() AND KeyOnlyFilter()", batch_size=10000
-            )
-            return sum(1 for _ in scan)
-
-        return self._call("counting rows", count)
+        """The rows counted as they were first written (one cell read, no scan)."""
+        row, column = ROWS_COUNTER
+        cells = self._call("reading the page count", lambda conn: conn.table(COUNTERS).row(
+            row, columns=[column]))  # fmt: skip
+        value = cells.get(column)
+        return _LONG.unpack(value)[0] if value is not None and len(value) == 8 else 0
 
     # -- the failpaths table ------------------------------------------------------------
 
@@ -440,12 +609,12 @@ class HBaseStore(Store):
         if delta < 0:
             return self._subtract(site, row, col, -int(delta))
         what = f"counting a failure of {site} {column}"
-        return max(self._increment(what, row, col, int(delta)), 0)
+        return max(self._increment(what, FAILPATHS, row, col, int(delta)), 0)
 
-    def _increment(self, what: str, row: bytes, col: bytes, delta: int) -> int:
+    def _increment(self, what: str, table: str, row: bytes, col: bytes, delta: int) -> int:
         return int(self._call(
             what,
-            lambda conn: conn.table(FAILPATHS).counter_inc(row, col, delta),
+            lambda conn: conn.table(table).counter_inc(row, col, delta),
             idempotent=False,  # a lost reply may hide a done increment: never retried
         ))  # fmt: skip
 
@@ -460,9 +629,9 @@ class HBaseStore(Store):
         ``-value`` alone, two subtractions that both see the other's would add back
         twice).  Meanwhile a count below 0 reads as absent."""
         what = f"subtracting {amount} from the failpath {site} {col[2:].decode()}"
-        value = self._increment(what, row, col, -amount)
+        value = self._increment(what, FAILPATHS, row, col, -amount)
         if value < 0:
-            self._increment(what, row, col, min(-value, amount))
+            self._increment(what, FAILPATHS, row, col, min(-value, amount))
         return max(value, 0)
 
     def failpath_delete(self, site: str, columns: Sequence[str] | None = None) -> None:
@@ -487,7 +656,7 @@ class HBaseStore(Store):
         """Both tables exist and are enabled (one cheap call each on the server)."""
 
         def check(conn: Any) -> list[str]:
-            return [name for name in (WEBTABLE, FAILPATHS) if not conn.is_table_enabled(name)]
+            return [name for name, _ in TABLES if not conn.is_table_enabled(name)]
 
         disabled = self._call("checking the tables", check)
         if disabled:
@@ -499,12 +668,17 @@ class HBaseStore(Store):
             pool, self._pool, self._ready = self._pool, None, False
             self._closed = True
         if pool is not None:
-            while True:  # close the pooled connections (none is in use when closing)
-                try:
-                    conn = pool._queue.get_nowait()
-                except Exception:  # queue.Empty
-                    break
-                conn.close()
+            _close_pool(pool)
+
+
+def _close_pool(pool: Any) -> None:
+    """Close the pooled connections (none is in use when closing)."""
+    while True:
+        try:
+            conn = pool._queue.get_nowait()
+        except Exception:  # queue.Empty
+            break
+        conn.close()
 
 
 def _counts(cells: dict[bytes, bytes]) -> dict[str, int]:

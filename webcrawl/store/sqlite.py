@@ -106,6 +106,11 @@ class SQLiteStore(Store):
                 self._connections.append(conn)
         return conn
 
+    def connect(self, wait: float = 0.0) -> None:
+        """Open the file and make the table (a bad path fails here, not at the first page)."""
+        with self._errors("opening"):
+            self._conn()
+
     def _retry_locked(self, operation: Callable[[], object]) -> None:
         """Run ``operation``, waiting out "database is locked" up to ``busy_timeout``.
 
