@@ -404,12 +404,18 @@ def _add_bench_parser(sub: Any) -> None:
         "simhash: ours vs the simhash package on real page texts (--site); revisit: our "
         "revisit policy vs Nutch's on a simulated clock; incremental: a continuous crawl of "
         "the changing demo web at accelerated time, judged from the server's side; store: rows/s "
-        "written and read by SQLite and by HBase (happybase against the Thrift1 emulator)",
+        "written and read by SQLite and by a real HBase 2.6 (webcrawl hbase, started for the run, "
+        "or --hbase URL)",
     )  # fmt: skip
     p.add_argument("--urls", type=int, default=200_000, help="memory: URLs to insert")
     p.add_argument("--rows", type=int, default=20_000, help="store: rows written and read")
     p.add_argument("--row-bytes", type=int, default=8000, help="store: text bytes per row")
     p.add_argument("--batch", type=int, default=200, help="store: rows per write batch")
+    p.add_argument(
+        "--hbase", metavar="URL",
+        help="store: measure this HBase Thrift server (hbase://HOST:PORT?table_prefix=NEW) "
+        "instead of starting a standalone one",
+    )  # fmt: skip
     p.add_argument(
         "--hosts",
         type=int,

@@ -1,25 +1,22 @@
 """``webcrawl bench store``: rows/s written and read by each store backend.
 
-SQLite (a file in a temporary directory) and HBase through happybase against
-the Thrift1 emulator of the test suite (``tests/support/hbase_emulator.py``,
-in a process of its own as a real server would be), buffered+binary and
-framed+compact.  The emulator is test equipment, not part of the installed
-package: this benchmark loads it from a source checkout, and without one
-measures SQLite only.  Rows are
-page-like (``--row-bytes`` of text, title, outlinks, change fields); writes
-go in batches of ``--batch`` rows as the store pipeline sends them; reads are
-batched ``get_pages`` of 64 keys (the change pipeline's), single
-``get_page`` calls, and a full scan.  The emulator is Python: its numbers
-bound the client's cost from below, not a real HBase cluster's speed.
+SQLite (a file in a temporary directory) and a real HBase 2.6 through happybase:
+the standalone HBase of ``webcrawl hbase`` (master in local mode, Thrift1
+gateways buffered+binary and framed+compact), started in a temporary directory
+for the run, or the Thrift server given with ``--hbase URL``.  Rows are
+page-like (``--row-bytes`` of text, title, outlinks, change fields); writes go in
+batches of ``--batch`` rows as the store pipeline sends them, first as new rows
+(each counted once, see :mod:`webcrawl.store.hbase`), then again as rewrites;
+reads are batched ``get_pages`` of 64 keys (the change pipeline's), single
+``get_page`` calls, and a full scan.  One machine's HBase measures the client
+and one RegionServer, not a cluster.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import random
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -49,29 +46,34 @@ def rows(n: int, size: int) -> list[dict[str, Any]]:
     return out
 
 
-def emulator() -> Any | None:
-    """The test suite's HBase emulator module, from this source checkout (or None)."""
-    path = Path(__file__).resolve().parents[2] / "tests" / "support" / "hbase_emulator.py"
-    spec = importlib.util.spec_from_file_location("hbase_emulator", path)
-    if not path.exists() or spec is None or spec.loader is None:
-        return None
-    module = sys.modules.setdefault("hbase_emulator", importlib.util.module_from_spec(spec))
-    if not hasattr(module, "hbase_emulator"):
-        spec.loader.exec_module(module)
-    return module
-
-
 @contextmanager
-def backend(kind: str, workdir: Path) -> Iterator[str]:
-    """A store URL for ``kind``, its server running."""
-    if kind == "sqlite":
-        yield f"sqlite:///{workdir / 'bench.sqlite3'}"
-        return
-    transport, protocol = kind.split("+")
-    with emulator().hbase_emulator(transport=transport, protocol=protocol, idle_timeout=None,
-                        data=workdir / f"{transport}.data") as hbase:  # fmt: skip
-        yield (f"hbase://{hbase.host}:{hbase.port}?table_prefix=bench"
-               f"&transport={transport}&protocol={protocol}")  # fmt: skip
+def local_hbase(workdir: Path) -> Iterator[dict[str, str]]:
+    """A standalone HBase for the run: kind -> store URL (empty when it cannot start)."""
+    from webcrawl.localhbase import LocalHBase, LocalHBaseError
+
+    hbase = LocalHBase(workdir / "hbase")
+    try:
+        began = time.monotonic()
+        hbase.start_master()
+        hbase.start_gateway("thrift")
+        hbase.start_gateway("framed", transport="framed", protocol="compact")
+        hbase.wait_ready("thrift")
+        hbase.wait_ready("framed")
+        memory = hbase.memory()
+        print(
+            f"  HBase 2.6 up in {time.monotonic() - began:.1f} s; resident memory: "
+            + ", ".join(f"{k} {v / 2**20:.0f} MiB" for k, v in memory.items()),
+            flush=True,
+        )
+        yield {
+            kind: hbase.gateway(name).store_url("bench")
+            for kind, name in (("buffered+binary", "thrift"), ("framed+compact", "framed"))
+        }
+    except LocalHBaseError as exc:
+        print(f"  HBase could not start ({exc}): measuring SQLite only", flush=True)
+        yield {}
+    finally:
+        hbase.stop()
 
 
 def timed(func: Callable[[], Any]) -> float:
@@ -89,43 +91,60 @@ def run(args: argparse.Namespace) -> int:
     table = []
     workdir = Path(tempfile.mkdtemp(prefix="webcrawl-bench-store-"))
     try:
-        kinds = ["sqlite"]
-        if emulator() is not None:
-            kinds += ["buffered+binary", "framed+compact"]
-        else:
-            print("  HBase: the emulator comes with a source checkout (tests/support/): "
-                  "measuring SQLite only", flush=True)  # fmt: skip
-        for kind in kinds:
-            with backend(kind, workdir) as url, open_store(url) as store:
-                store.failpath_row("warm-up")  # connect, create the tables
-
-                def write(store: Any = store) -> None:
-                    for i in range(0, n, batch):
-                        store.put_pages(data[i : i + batch])
-
-                def read_batched(store: Any = store) -> None:
-                    for i in range(0, n, 64):
-                        assert len(store.get_pages(keys[i : i + 64])) == len(keys[i : i + 64])
-
-                def read_single(store: Any = store) -> None:
-                    for key in single:
-                        assert store.get_page(key) is not None
-
-                def scan(store: Any = store) -> None:
-                    assert sum(1 for _ in store.scan_pages()) == n
-
-                times = [timed(write), timed(read_batched), timed(read_single), timed(scan)]
-                counts = [n, n, len(single), n]
-                table.append((kind, [c / t for c, t in zip(counts, times, strict=True)]))
+        with _servers(args, workdir) as urls:
+            for kind, url in urls.items():
+                with open_store(url) as store:
+                    table.append((kind, _measure(store, data, keys, single, batch)))
                 print(f"  done: {kind}", flush=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"\n{n} rows of ~{args.row_bytes} bytes of text; writes in batches of {batch} rows\n")
-    print(f"{'store':<22} {'write rows/s':>13} {'read rows/s':>12} {'get rows/s':>11} "
-          f"{'scan rows/s':>12}")  # fmt: skip
-    print(f"{'':<22} {'(batched)':>13} {'(64 a call)':>12} {'(1 a call)':>11} {'':>12}")
+    heads = ("write rows/s", "rewrite rows/s", "read rows/s", "get rows/s", "scan rows/s")
+    subs = ("(new rows)", "(same keys)", "(64 a call)", "(1 a call)", "")
+    widths = [max(len(h), 12) for h in heads]
+    print(f"{'store':<22} " + " ".join(f"{h:>{w}}" for h, w in zip(heads, widths, strict=True)))
+    print(f"{'':<22} " + " ".join(f"{h:>{w}}" for h, w in zip(subs, widths, strict=True)))
     for kind, rates in table:
         name = "sqlite" if kind == "sqlite" else f"hbase {kind}"
-        print(f"{name:<22} " + " ".join(f"{r:>{w}.0f}" for r, w in zip(rates, (13, 12, 11, 12),
+        print(f"{name:<22} " + " ".join(f"{r:>{w}.0f}" for r, w in zip(rates, widths,
                                                                         strict=True)))  # fmt: skip
     return 0
+
+
+@contextmanager
+def _servers(args: argparse.Namespace, workdir: Path) -> Iterator[dict[str, str]]:
+    urls = {"sqlite": f"sqlite:///{workdir / 'bench.sqlite3'}"}
+    if args.hbase:
+        urls[args.hbase.split("://", 1)[1].split("?")[0]] = args.hbase
+        yield urls
+        return
+    with local_hbase(workdir) as hbase_urls:
+        yield urls | hbase_urls
+
+
+def _measure(store: Any, data: list[dict[str, Any]], keys: list[str], single: list[str],
+             batch: int) -> list[float]:  # fmt: skip
+    n = len(data)
+    store.connect(wait=60)  # connect, create the tables
+    if store.count_pages():
+        raise SystemExit(f"{store.url}: the tables are not empty; use a fresh table_prefix")
+
+    def write(store: Any = store) -> None:
+        for i in range(0, n, batch):
+            store.put_pages(data[i : i + batch])
+
+    def read_batched(store: Any = store) -> None:
+        for i in range(0, n, 64):
+            assert len(store.get_pages(keys[i : i + 64])) == len(keys[i : i + 64])
+
+    def read_single(store: Any = store) -> None:
+        for key in single:
+            assert store.get_page(key) is not None
+
+    def scan(store: Any = store) -> None:
+        assert sum(1 for _ in store.scan_pages()) == n
+
+    times = [timed(write), timed(write), timed(read_batched), timed(read_single), timed(scan)]
+    assert store.count_pages() == n, store.count_pages()
+    counts = [n, n, n, len(single), n]
+    return [c / t for c, t in zip(counts, times, strict=True)]

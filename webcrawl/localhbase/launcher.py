@@ -318,10 +318,23 @@ class LocalHBase:
 
     def start(self, port: int | None = 9090, transport: str | None = None,
               protocol: str | None = None, timeout: float = 300.0) -> Gateway:  # fmt: skip
-        """Master and the ``thrift`` gateway, then wait until HBase answers through it."""
-        self.start_master()
-        gateway = self.start_gateway("thrift", port, transport, protocol)
-        self.wait_ready("thrift", timeout)
+        """Master and the ``thrift`` gateway, then wait until HBase answers through it.
+        A port in use fails before anything starts; what this call started is stopped
+        again when it fails."""
+        state = self.state()
+        running = state.gateways.get("thrift")
+        if not (running and self._ours(running.pid)) and port and port_open(port):
+            raise LocalHBaseError(f"port {port} on {HOST} is in use by another process "
+                                  "(--port)")  # fmt: skip
+        was_running = self._ours(state.master_pid)
+        try:
+            self.start_master()
+            gateway = self.start_gateway("thrift", port, transport, protocol)
+            self.wait_ready("thrift", timeout)
+        except BaseException:
+            if not was_running:
+                self.stop()
+            raise
         return gateway
 
     def wait_ready(self, name: str = "thrift", timeout: float = 300.0) -> float:

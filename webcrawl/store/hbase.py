@@ -23,14 +23,17 @@ version, as Nutch's mapping does):
   ``ETag``, ``Last-Modified``, ``Content-Length``).  Lists and fields of
   other types are JSON in ``f:x``.  A field that is None is deleted, so it
   reads back absent.
-- ``counters``, family ``c``: row ``webpage``, column ``c:rows``, the number of
-  rows in the webtable (``count_pages``), so that ``webcrawl status`` never
-  scans the webtable.  A row is counted the first time it is written: after a
-  batch is written, every row without the 8-byte marker ``f:n`` gets it by an
-  ``atomicIncrement``, and those whose increment returned 1 (the first, of
-  every writer) are added to the count.  A reply lost on the way back costs
-  one row of the count (logged), never a double count; rows written before
-  the counter existed are counted on their next write.
+- ``counters``, family ``c``: row ``webpage`` holds the number of rows in the
+  webtable (``count_pages``), so that ``webcrawl status`` never scans the
+  webtable.  A row is counted the first time it is written: after a batch is
+  written, every row without the 8-byte marker ``f:n`` gets it by an
+  ``atomicIncrement``, and the writer whose increment returned 1 (the first, of
+  every writer) counts it.  Each store keeps its total in a column of its own,
+  ``c:rows:<host>:<pid>:<id>``, rewritten with each batch (a put, safe to retry,
+  where an increment whose reply is lost could not be); the count is their sum.
+  An increment whose reply is lost is settled with a later batch by reading
+  the marker back.  Rows written before the counter existed are counted on
+  their next write.
 - ``failpaths``, one row per site, one 8-byte counter per path level in
   family ``c`` (HBase's atomic ``atomicIncrement``).  A count at 0 or below
   reads as absent; a level is cleared by taking its counter back to 0 with
@@ -51,12 +54,14 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import os
 import re
 import select
 import socket
 import struct
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
@@ -75,7 +80,7 @@ WEBTABLE_FAMILIES = {"f": {"max_versions": 1}, "p": {"max_versions": 1},
 FAILPATH_FAMILIES = {"c": {"max_versions": 1}}
 COUNTERS = "counters"
 COUNTER_FAMILIES = {"c": {"max_versions": 1}}
-ROWS_COUNTER = (b"webpage", b"c:rows")  # row, column in COUNTERS
+ROWS_COUNTER = (b"webpage", b"c:rows")  # row, column prefix in COUNTERS
 MARKER = b"f:n"  # 8-byte counter in every webtable row: 1 once the row is counted
 TABLES = ((WEBTABLE, WEBTABLE_FAMILIES), (FAILPATHS, FAILPATH_FAMILIES),
           (COUNTERS, COUNTER_FAMILIES))  # fmt: skip
@@ -316,6 +321,13 @@ class HBaseStore(Store):
         self._ready = False
         self._closed = False
         self._lock = threading.Lock()
+        # rows not known to be counted -> whether their marker increment was sent (and
+        # got no reply) or not (the markers could not be read)
+        self._unsettled: dict[bytes, bool] = {}
+        # rows this store counted first, kept in a column of its own (see _save_count)
+        self._ledger = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}".encode()
+        self._counted = 0
+        self._counted_unsaved = False
 
     # -- connections ----------------------------------------------------------------
 
@@ -368,7 +380,11 @@ class HBaseStore(Store):
                 )  # fmt: skip
             if not self._ready:
                 with self._pool.connection(timeout=self.options["timeout"]) as conn:
-                    self._create_tables(conn)
+                    try:
+                        self._create_tables(conn)
+                    except _failures():
+                        conn.transport.close()  # the pool replaces it without closing it
+                        raise
                 self._ready = True
             return self._pool
 
@@ -519,26 +535,70 @@ class HBaseStore(Store):
     def _count_new(self, keys: list[bytes]) -> None:
         """Add the rows written for the first time to the page count (see the module's
         docstring); a failure here costs the count, never the batch (it is written)."""
+        new = 0
         try:
+            if self._unsettled:
+                new += self._settle()
             marked = self._call("reading row markers", lambda conn: {
                 key for key, _ in conn.table(WEBTABLE).rows(keys, columns=[MARKER])})  # fmt: skip
         except StoreError as exc:
-            logger.warning("Page count not updated for %d rows: %s", len(keys), exc)
-            return
-        new = 0
+            logger.info("Page count of %d rows settled later: %s", len(keys), exc)
+            for key in keys:
+                self._unsettled.setdefault(key, False)
+            keys = []
         for key in keys:
-            if key in marked:
-                continue
-            try:
-                if self._increment(f"marking row {key!r}", WEBTABLE, key, MARKER, 1) == 1:
-                    new += 1
-            except StoreError as exc:
-                logger.warning("The page count may be one short: %s", exc)
-        if new:
-            try:
-                self._increment("counting new rows", COUNTERS, *ROWS_COUNTER, new)
-            except StoreError as exc:
-                logger.warning("The page count may be %d short: %s", new, exc)
+            if key not in marked:
+                new += self._mark(key)
+        if new or self._counted_unsaved:
+            self._counted += new
+            self._save_count()
+
+    def _save_count(self) -> None:
+        """Put this store's own total in its own column of the count row: a put of an
+        absolute value, so retried safely (an increment whose reply is lost could not
+        be); one that fails is put again with the next batch."""
+        column = ROWS_COUNTER[1] + b":" + self._ledger
+        value = _LONG.pack(self._counted)
+        try:
+            self._call("saving the page count", lambda conn: conn.table(COUNTERS).put(
+                ROWS_COUNTER[0], {column: value}))  # fmt: skip
+            self._counted_unsaved = False
+        except StoreError as exc:
+            self._counted_unsaved = True
+            logger.warning("Page count not saved (again with the next batch): %s", exc)
+
+    def _mark(self, key: bytes) -> int:
+        """1 if this call marked ``key`` first, else 0; a marker whose increment got
+        no reply is settled later (``_settle``)."""
+        try:
+            return int(self._increment(f"marking row {key!r}", WEBTABLE, key, MARKER, 1) == 1)
+        except StoreError as exc:
+            logger.info("No reply to marking row %r (%s): read back later", key, exc)
+            self._unsettled[key] = True
+            return 0
+
+    def _settle(self) -> int:
+        """The rows not known to be counted, their markers read back: absent, the row
+        is marked now; present after an increment that got no reply, it counts if the
+        marker is 1 (it was ours: workers lease distinct URLs, so another first writer
+        of that row at that very moment is unlikely); present otherwise, it was
+        counted before.  Returns the rows this worker counts."""
+        pending, self._unsettled = self._unsettled, {}
+        keys = list(pending)
+        try:
+            found = self._call("reading row markers", lambda conn: dict(
+                conn.table(WEBTABLE).rows(keys, columns=[MARKER])))  # fmt: skip
+        except StoreError:
+            self._unsettled = pending | self._unsettled
+            raise
+        new = 0
+        for key, sent in pending.items():
+            value = found.get(key, {}).get(MARKER)
+            if value is None:
+                new += self._mark(key)
+            elif sent:
+                new += int(_LONG.unpack(value)[0] == 1)
+        return new
 
     def get_page(self, key: str) -> Row | None:
         k = key.encode("utf-8")
@@ -577,12 +637,13 @@ class HBaseStore(Store):
             start = rows[-1][0] + b"\x00"
 
     def count_pages(self) -> int:
-        """The rows counted as they were first written (one cell read, no scan)."""
+        """The rows counted as they were first written: one row read, no scan (its
+        columns are the stores' totals; family ``c``, as ``c:`` is an empty qualifier)."""
         row, column = ROWS_COUNTER
         cells = self._call("reading the page count", lambda conn: conn.table(COUNTERS).row(
-            row, columns=[column]))  # fmt: skip
-        value = cells.get(column)
-        return _LONG.unpack(value)[0] if value is not None and len(value) == 8 else 0
+            row, columns=[b"c"]))  # fmt: skip
+        return sum(_LONG.unpack(v)[0] for c, v in cells.items()
+                   if c.startswith(column) and len(v) == 8)  # fmt: skip
 
     # -- the failpaths table ------------------------------------------------------------
 
@@ -664,6 +725,12 @@ class HBaseStore(Store):
                              "no writes possible")  # fmt: skip
 
     def close(self) -> None:
+        if self._unsettled and self._pool is not None:
+            self._count_new([])  # the markers still unsettled, read back once more
+            if self._unsettled:
+                logger.warning("The page count may be %d short: the markers of %s could "
+                               "not be settled", len(self._unsettled),
+                               list(self._unsettled)[:5])  # fmt: skip
         with self._lock:
             pool, self._pool, self._ready = self._pool, None, False
             self._closed = True
