@@ -302,26 +302,33 @@ def test_the_page_count_is_the_number_of_distinct_rows(real):
 
 def test_concurrent_writers_of_the_same_new_rows_count_each_once(real):
     url = real.url()
-    first = [page(f"http://h/{i:03}") for i in range(120)]
-    second = [page(f"http://h/{i:03}", title="B") for i in range(179, 59, -1)]
-    # each reaches the 60 rows both write (60-119) after 6 batches of 10
+
+    def batches(writer):  # 5 rows both write, at the same time, and 5 of its own
+        return [[page(f"http://both/{j:03}", title=writer) for j in range(i, i + 5)]
+                + [page(f"http://{writer}/{j:03}") for j in range(i, i + 5)]
+                for i in range(0, 120, 5)]  # fmt: skip
+
     with open_store(url) as a, open_store(url) as b:
         a.connect(), b.connect()
         barrier = threading.Barrier(2)
 
-        def write(store, rows):
+        def write(store, writer):
             barrier.wait()
-            for i in range(0, len(rows), 10):
-                store.put_pages(rows[i : i + 10])
+            for batch in batches(writer):
+                store.put_pages(batch)
 
         with ThreadPoolExecutor(2) as pool:
-            for done in [pool.submit(write, a, first), pool.submit(write, b, second)]:
+            for done in [pool.submit(write, a, "a"), pool.submit(write, b, "b")]:
                 done.result()
-        assert a.count_pages() == b.count_pages() == 180
+        assert a.count_pages() == b.count_pages() == 360
     with happybase_connection(url) as conn:
+        assert counted(conn) == 360
         markers = {key: LONG.unpack(cells[b"f:n"])[0]
                    for key, cells in conn.table("webpage").scan(columns=[b"f:n"])}  # fmt: skip
-    assert len(markers) == 180 and set(markers.values()) <= {1, 2}
+    assert len(markers) == 360 and set(markers.values()) <= {1, 2}
+    # both marked these rows (both saw them unmarked), and counted them once
+    raced = {key for key, n in markers.items() if n == 2}
+    assert raced and all(key.startswith(b"both:http") for key in raced)
 
 
 def test_the_page_count_is_read_not_scanned(real):
