@@ -66,9 +66,12 @@ def local_hbase(workdir: Path) -> Iterator[dict[str, str]]:
             flush=True,
         )
         yield {
-            kind: hbase.gateway(name).store_url("bench")
+            kind: hbase.gateway(name).store_url(f"bench_{name}")  # tables of its own each
             for kind, name in (("buffered+binary", "thrift"), ("framed+compact", "framed"))
         }
+        sizes = hbase.memory().items()
+        print("  HBase resident memory after the runs: "
+              + ", ".join(f"{k} {v / 2**20:.0f} MiB" for k, v in sizes), flush=True)  # fmt: skip
     except LocalHBaseError as exc:
         print(f"  HBase could not start ({exc}): measuring SQLite only", flush=True)
         yield {}
