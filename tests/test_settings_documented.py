@@ -24,13 +24,19 @@ def settings_read() -> dict[str, str]:
                     continue
                 func = node.func
                 name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-                if name not in READERS:
+                if name not in READERS or _environ(func):
                     continue
                 for arg in node.args[:2]:
                     value = arg.value if isinstance(arg, ast.Constant) else None
                     if isinstance(value, str) and NAME.match(value):
                         found.setdefault(value, f"{path.relative_to(ROOT)}:{node.lineno}")
     return found
+
+
+def _environ(func: ast.expr) -> bool:
+    """``os.environ.get(...)``: an environment variable (JAVA_HOME ...), not a setting."""
+    owner = getattr(func, "value", None)
+    return isinstance(owner, ast.Attribute) and owner.attr == "environ"
 
 
 def documented() -> dict[str, bool]:
