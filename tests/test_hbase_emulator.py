@@ -67,12 +67,7 @@ class RealHBase:
         return self.host, self.port
 
     def connection_kwargs(self) -> dict[str, Any]:
-        return {
-            "host": self.host,
-            "port": self.port,
-            "transport": self.gateway.transport,
-            "protocol": self.gateway.protocol,
-        }
+        return self.gateway.connection_kwargs()
 
 
 class StepClock:

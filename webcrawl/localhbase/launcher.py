@@ -75,6 +75,11 @@ class Gateway:
     read_timeout: float | None = None  # seconds an idle client socket is kept (HBase: 60)
     pid: int | None = None
 
+    def connection_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``happybase.Connection``/``ConnectionPool``."""
+        return {"host": HOST, "port": self.port, "transport": self.transport,
+                "protocol": self.protocol}  # fmt: skip
+
     def store_url(self, table_prefix: str | None = "crawl") -> str:
         query = [f"table_prefix={table_prefix}"] if table_prefix else []
         if (self.transport, self.protocol) != ("buffered", "binary"):
