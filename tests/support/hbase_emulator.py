@@ -1069,18 +1069,29 @@ class FilterList(Filter):
         return all(f.filter_row() for f in self.filters)
 
 
-class SkipFilter(Filter):
-    """``SKIP f``: drop the whole row if ``f`` filters out any of its cells."""
+class _Wrapping(Filter):
+    """A filter around another (``SKIP f``, ``WHILE f``): reversal and cell transforms
+    pass through to it."""
 
     has_filter_row = True
 
     def __init__(self, inner: Filter) -> None:
         self.inner = inner
-        self.out = False
 
     def set_reversed(self, flag: bool) -> None:
         self.reversed = flag
         self.inner.set_reversed(flag)
+
+    def transform_cell(self, cell: Cell) -> Cell:
+        return self.inner.transform_cell(cell)
+
+
+class SkipFilter(_Wrapping):
+    """``SKIP f``: drop the whole row if ``f`` filters out any of its cells."""
+
+    def __init__(self, inner: Filter) -> None:
+        super().__init__(inner)
+        self.out = False
 
     def reset(self) -> None:
         self.inner.reset()
@@ -1094,25 +1105,16 @@ class SkipFilter(Filter):
         self.out = self.out or rc != INCLUDE
         return rc
 
-    def transform_cell(self, cell: Cell) -> Cell:
-        return self.inner.transform_cell(cell)
-
     def filter_row(self) -> bool:
         return self.out
 
 
-class WhileMatchFilter(Filter):
+class WhileMatchFilter(_Wrapping):
     """``WHILE f``: end the scan at the first row or cell ``f`` filters out."""
 
-    has_filter_row = True
-
     def __init__(self, inner: Filter) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.done = False
-
-    def set_reversed(self, flag: bool) -> None:
-        self.reversed = flag
-        self.inner.set_reversed(flag)
 
     def reset(self) -> None:
         self.inner.reset()
@@ -1131,9 +1133,6 @@ class WhileMatchFilter(Filter):
         rc = self.inner.filter_cell(cell)
         self.done = self.done or rc != INCLUDE
         return rc
-
-    def transform_cell(self, cell: Cell) -> Cell:
-        return self.inner.transform_cell(cell)
 
     def filter_row_cells(self, cells: list[Cell]) -> None:
         self.inner.filter_row_cells(cells)
