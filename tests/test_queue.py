@@ -14,9 +14,15 @@ class S(Spider):
     name = "s"
 
 
-def make(redis_client):
-    keys = CrawlKeys("t")
+def make(redis_client, shards=16):
+    keys = CrawlKeys("t", shards)
     return HostQueue(redis_client, S(), keys), keys
+
+
+def total(redis_client, keys, command, name):
+    """``command`` (SCARD, ZCARD...) of the key ``name`` summed over the shards."""
+    return sum(redis_client.execute_command(command, getattr(k, name))
+               for k in keys.all_shards())  # fmt: skip
 
 
 def entry(queue, url, priority=0, fp=None, wait=0.0):
@@ -45,7 +51,7 @@ def test_batch_push_dedups_in_one_round_trip(redis_client):
     pushes = [entry(queue, "http://a/2"), entry(queue, "http://b/3")]
     assert queue.step(now=1, worker_id="w", pushes=pushes, pop=False).added == 1
     assert len(queue) == 3
-    assert redis_client.scard(keys.seen) == 3
+    assert total(redis_client, keys, "SCARD", "seen") == 3
     # dont_filter (empty fingerprint) bypasses the set, and identical requests stay apart
     pushes = [entry(queue, "http://a/1", fp=b""), entry(queue, "http://a/1", fp=b"")]
     assert queue.step(now=1, worker_id="w", pushes=pushes, pop=False).added == 2
@@ -92,7 +98,7 @@ def test_a_host_is_handed_out_once_per_delay_across_workers(redis_client):
 
 def test_hosts_take_turns(redis_client):
     """A host with many queued URLs does not hold up hosts with few."""
-    queue, _ = make(redis_client)
+    queue, _ = make(redis_client, shards=1)
     pushes = [entry(queue, f"http://big/{i}") for i in range(100)]
     pushes += [entry(queue, f"http://small{h}/{i}") for h in range(3) for i in range(2)]
     queue.step(now=0, worker_id="w", pushes=pushes, pop=False)
@@ -113,11 +119,11 @@ def test_max_per_host_parks_the_rest_in_order(redis_client):
     queue, keys = make(redis_client)
     pushes = [entry(queue, f"http://a/{i}", priority=-i) for i in range(10)]
     queue.step(now=0, worker_id="w", pushes=pushes, pop=False, max_per_host=3)
-    assert redis_client.zcard(keys.host_queue("a")) == 3
-    assert redis_client.zcard(keys.overflow_prefix + "a") == 7
+    assert redis_client.zcard(keys.shard_for("a").host_queue("a")) == 3
+    assert redis_client.zcard(keys.shard_for("a").overflow_prefix + "a") == 7
     assert len(queue) == 10
     assert drain(queue, max_per_host=3) == [f"http://a/{i}" for i in range(10)]  # none lost
-    assert redis_client.exists(keys.overflow_prefix + "a") == 0
+    assert redis_client.exists(keys.shard_for("a").overflow_prefix + "a") == 0
 
 
 def test_leases_ack_and_expire(redis_client):
@@ -127,10 +133,10 @@ def test_leases_ack_and_expire(redis_client):
     one = queue.step(now=0, worker_id="w1", lease_timeout=10)
     two = queue.step(now=0, worker_id="w2", lease_timeout=10)
     assert {one.request.url, two.request.url} == {"http://a/1", "http://b/2"}
-    assert redis_client.zcard(keys.leases) == 2 and len(queue) == 0
+    assert total(redis_client, keys, "ZCARD", "leases") == 2 and len(queue) == 0
     queue.step(now=1, worker_id="w1", acks=[one.lease], pop=False)  # w1 finished
     queue.renew([one.lease], 49, now=1)  # renewing an acked lease does not revive it
-    assert redis_client.zcard(keys.leases) == 1
+    assert total(redis_client, keys, "ZCARD", "leases") == 1
     assert queue.step(now=5, worker_id="w3").request is None  # w2's lease still valid
     again = queue.step(now=11, worker_id="w3", lease_timeout=10)  # w2 died: lease expired
     assert again.requeued == 1 and again.request.url == two.request.url
@@ -156,6 +162,8 @@ def test_idle_check_sees_busy_live_workers_and_leases(redis_client):
     registry.beat("w2", {}, ttl=10)
     l1 = queue.step(now=0, worker_id="w1").lease
     l2 = queue.step(now=0, worker_id="w2").lease
+    registry.mark_busy("w1", 0.0)  # what a worker's scheduler does when it first pops
+    registry.mark_busy("w2", 0.0)
     assert queue.idle_check("w1") == (0, 0, 1, 2)  # w2 busy; both leases open
     queue.step(now=0, worker_id="w1", acks=[l1, l2], pop=False)
     assert queue.idle_check("w2") == (0, 0, 0, 0)
@@ -165,6 +173,7 @@ def test_idle_check_sees_busy_live_workers_and_leases(redis_client):
     queue.step(now=0, worker_id="w", pushes=[entry(queue, "http://a/3")], pop=False)
     registry.beat("w4", {}, ttl=0.05)
     queue.step(now=0, worker_id="w4")
+    registry.mark_busy("w4", 0.0)
     time.sleep(0.1)
     assert queue.idle_check("w1") == (0, 1, 0, 1)  # ...but its lease does, until it expires
 
@@ -218,13 +227,13 @@ def test_fast_encode_matches_scrapy_to_dict(redis_client):
 
 
 def test_one_step_pops_several_hosts_but_each_once_per_delay(redis_client):
-    queue, keys = make(redis_client)
+    queue, keys = make(redis_client, shards=1)
     pushes = [entry(queue, u) for u in ("http://a/1", "http://a/2", "http://b/1", "http://c/1")]
     queue.step(now=0, worker_id="w", pushes=pushes, pop=False)
     result = queue.step(now=10, worker_id="w", pop=8, default_delay=1.0, lease_timeout=30)
     assert sorted(r.url for r, _ in result.popped) == ["http://a/1", "http://b/1", "http://c/1"]
     assert len({lease for _, lease in result.popped}) == 3
-    assert redis_client.zcard(keys.leases) == 3
+    assert total(redis_client, keys, "ZCARD", "leases") == 3
     later = queue.step(now=10.5, worker_id="w", pop=8, default_delay=1.0)
     assert later.popped == [] and later.next_ready == 0.5  # a waits for its delay
     # without a delay one call takes a host's requests in turn
@@ -236,7 +245,7 @@ def test_one_step_pops_several_hosts_but_each_once_per_delay(redis_client):
 
 def test_released_leases_go_back_at_the_next_step(redis_client):
     """What a closing worker popped but never started is requeued at once (renew to 0)."""
-    queue, _ = make(redis_client)
+    queue, _ = make(redis_client, shards=1)
     queue.step(now=0, worker_id="w", pop=False,
                pushes=[entry(queue, "http://a/1"), entry(queue, "http://b/1")])  # fmt: skip
     popped = queue.step(now=1, worker_id="w1", pop=2, lease_timeout=60).popped
@@ -261,11 +270,14 @@ def test_revisits_are_one_per_url_and_bypass_the_dupefilter(redis_client):
     # scheduled twice: the second schedule replaces the first
     queue.step(now=0, worker_id="w", revisits=[revisit(queue, "http://a/1", 50.0)], pop=False)
     queue.step(now=0, worker_id="w", revisits=[revisit(queue, "http://a/1", 80.0)], pop=False)
-    assert redis_client.zcard(keys.revisits) == 1
+    assert total(redis_client, keys, "ZCARD", "revisits") == 1
     assert drain(queue, now=60, **long) == []
     result = queue.step(now=80, worker_id="w", **long)
     assert result.revisited == 1 and result.request.url == "http://a/1"
-    assert redis_client.zcard(keys.revisits) == 0 and redis_client.hlen(keys.revisit_requests) == 0
+    assert (
+        total(redis_client, keys, "ZCARD", "revisits") == 0
+        and total(redis_client, keys, "HLEN", "revisit_requests") == 0
+    )
     # the seen set still has it: a link to it is filtered as before
     assert queue.step(now=90, worker_id="w", pushes=[entry(queue, "http://a/1")]).added == 0
 
@@ -300,7 +312,7 @@ def test_due_revisits_move_atomically_with_two_workers(redis_client, redis_serve
         w.join(30)
     assert all(taken), "both workers took some"
     assert sorted(taken[0] + taken[1]) == sorted(urls)  # each exactly once
-    assert redis_client.zcard(keys.revisits) == 0
+    assert total(redis_client, keys, "ZCARD", "revisits") == 0
 
 
 def test_a_lease_handed_back_returns_after_its_wait(redis_client):
@@ -312,7 +324,7 @@ def test_a_lease_handed_back_returns_after_its_wait(redis_client):
     assert queue.step(now=5, worker_id="w2").request is None  # not yet
     again = queue.step(now=6, worker_id="w2")
     assert again.requeued == 1 and again.request.url == "http://a/1"
-    assert redis_client.scard(keys.seen) == 1  # past the dupefilter, which has it
+    assert total(redis_client, keys, "SCARD", "seen") == 1  # past the dupefilter, which has it
 
 
 def test_shared_times_are_redis_time_not_the_workers(redis_client):
@@ -324,27 +336,31 @@ def test_shared_times_are_redis_time_not_the_workers(redis_client):
     lease = queue.step(worker_id="w1", lease_timeout=60).lease
     seconds, micros = redis_client.time()
     now = seconds + micros / 1e6
-    assert redis_client.zscore(keys.leases, lease) == pytest.approx(now + 60, abs=1)
-    assert redis_client.zscore(keys.revisits, revisit(queue, "http://a/2", 0)[0]) == (
-        pytest.approx(now + 3600, abs=1))  # fmt: skip
+    assert redis_client.zscore(
+        keys.shard_for("a").leases, lease.partition(":")[2]
+    ) == pytest.approx(now + 60, abs=1)
+    due = redis_client.zscore(keys.shard_for("a").revisits, revisit(queue, "http://a/2", 0)[0])
+    assert due == pytest.approx(now + 3600, abs=1)
     queue.renew([lease], 30)
-    assert redis_client.zscore(keys.leases, lease) == pytest.approx(now + 30, abs=1)
+    assert redis_client.zscore(
+        keys.shard_for("a").leases, lease.partition(":")[2]
+    ) == pytest.approx(now + 30, abs=1)
 
 
 def test_a_backoff_holds_whoever_writes_next(redis_client):
     queue, keys = make(redis_client)
     # worker A: 503 + Retry-After 50 -> delay 50, held and waited for 50 s
     assert queue.set_delay("a", 50.0, hold=50.0, not_before=50.0, now=100) == 50.0
-    assert float(redis_client.hget(keys.next, "a")) == 150.0
+    assert float(redis_client.hget(keys.shard_for("a").next, "a")) == 150.0
     # worker B saw a slow 200 a moment later: it cannot lower the delay in force...
     assert queue.set_delay("a", 3.0, now=101) == 50.0
-    assert float(redis_client.hget(keys.delay, "a")) == 50.0
+    assert float(redis_client.hget(keys.shard_for("a").delay, "a")) == 50.0
     assert queue.acquire("a", default_delay=1.0, now=101) == pytest.approx(49.0)
     # ...nor can a shorter back-off; a longer one extends the hold
     assert queue.set_delay("a", 8.0, hold=8.0, not_before=8.0, now=102) == 50.0
     # once the back-off has expired, the delay follows the answers again
     assert queue.set_delay("a", 3.0, now=151) == 3.0
-    assert redis_client.hget(keys.delay_hold, "a") is None
+    assert redis_client.hget(keys.shard_for("a").delay_hold, "a") is None
 
 
 def test_entries_naming_a_class_outside_the_allow_list_are_refused_unimported(

@@ -48,8 +48,20 @@ def load_settings(overrides: list[str] | None = None) -> Settings:
     return settings
 
 
-def _crawl(args: argparse.Namespace, settings: Settings) -> CrawlKeys:
-    return CrawlKeys(args.crawl or settings.get("WEBCRAWL_CRAWL") or "web")
+def _crawl_name(args: argparse.Namespace, settings: Settings) -> str:
+    return args.crawl or settings.get("WEBCRAWL_CRAWL") or "web"
+
+
+def _crawl(args: argparse.Namespace, settings: Settings, client: Any) -> CrawlKeys:
+    """The crawl's keys, with the shard count it was created with (FRONTIER_SHARDS if
+    it does not exist yet)."""
+    from webcrawl.frontier.layout import existing_crawl
+
+    try:
+        return existing_crawl(client, _crawl_name(args, settings),
+                              settings.getint("FRONTIER_SHARDS"))[0]  # fmt: skip
+    except ValueError as exc:
+        raise SystemExit(f"webcrawl: {exc}") from None
 
 
 class _Session:
@@ -70,33 +82,85 @@ class _Session:
 # -- commands -------------------------------------------------------------------
 
 
+def _shard_counts(client: Any, keys: CrawlKeys, now: float) -> list[dict[str, Any]]:
+    """Per shard: queued, leased, seen (exact set members or Bloom bits set), revisits
+    due and scheduled, the first revisit's time and the hosts in its ready set."""
+    from webcrawl.frontier.shards import ShardRouter
+
+    per_shard = ("GET", "queued"), ("ZCARD", "delayed"), ("ZCARD", "leases"), \
+        ("SCARD", "seen"), ("BITCOUNT", "bloom"), ("ZCARD", "revisits")  # fmt: skip
+    commands = []
+    for shard, k in enumerate(keys.all_shards()):
+        commands += [(shard, name, [getattr(k, key)]) for name, key in per_shard]
+        commands += [(shard, "ZCOUNT", [k.revisits, "-inf", repr(now)]),
+                     (shard, "ZRANGE", [k.revisits, 0, 0, "WITHSCORES"]),
+                     (shard, "ZRANGE", [k.ready, 0, -1])]  # fmt: skip
+    replies = ShardRouter(client, keys).run_plain(commands)
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    width = len(per_shard) + 3
+    shards = []
+    for shard in range(keys.shards):
+        queued, delayed, leased, seen, bloom_bits, revisits, due, first, hosts = \
+            replies[shard * width:(shard + 1) * width]  # fmt: skip
+        shards.append({"shard": shard, "queued": int(queued or 0) + int(delayed),
+                       "leased": int(leased), "seen": int(seen), "bloom_bits": int(bloom_bits),
+                       "revisits": int(revisits), "revisit_due": int(due),
+                       "next_revisit": _first_score(first),
+                       "hosts": [h.decode() for h in hosts]})  # fmt: skip
+    return shards
+
+
+def _first_score(reply: Any) -> float | None:
+    """The score in a ``ZRANGE ... 0 0 WITHSCORES`` reply (flat, or as pairs)."""
+    if not reply:
+        return None
+    first = reply[0]
+    return float(first[1]) if isinstance(first, (list, tuple)) else float(reply[1])
+
+
+def _host_sizes(client: Any, keys: CrawlKeys, shards: list[dict[str, Any]]) -> list:
+    """(queued, host) of every host with queued requests, largest first."""
+    from webcrawl.frontier.shards import ShardRouter
+
+    commands, hosts = [], []
+    for s in shards:
+        k = keys.shard(s["shard"])
+        for host in s["hosts"]:
+            hosts.append(host)
+            commands += [(s["shard"], "ZCARD", [k.host_queue(host)]),
+                         (s["shard"], "ZCARD", [k.overflow_prefix + host])]  # fmt: skip
+    counts = ShardRouter(client, keys).run_plain(commands) if commands else []
+    totals = [int(a) + int(b) for a, b in zip(counts[::2], counts[1::2], strict=True)]
+    return sorted(zip(totals, hosts, strict=True), reverse=True)
+
+
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
-    keys = _crawl(args, settings)
     with _Session(settings) as session:
+        keys = _crawl(args, settings, session.client)
         seconds, micros = session.client.time()  # the frontier's clock, not this machine's
         now = seconds + micros / 1e6
+        shards = _shard_counts(session.client, keys, now)
         pipe = session.client.pipeline(transaction=False)
-        pipe.get(keys.queued).zcard(keys.delayed).zcard(keys.leases)
-        pipe.scard(keys.seen).llen(keys.start).scard(keys.scope).zrange(keys.ready, 0, -1)
-        pipe.get(keys.failed).bitcount(keys.prefix + "bloom")
-        pipe.zcount(keys.revisits, "-inf", now).zcard(keys.revisits)
-        pipe.zrange(keys.revisits, 0, 0, withscores=True)
-        (queued, delayed, leased, seen, submitted, scope, hosts, failed, bloom_bits, due,
-         revisits, first) = pipe.execute()  # fmt: skip
-        if bloom_bits:  # a Bloom dupefilter: estimate its count
-            from webcrawl.frontier.bloom import BloomParams
+        pipe.llen(keys.start).scard(keys.scope).get(keys.failed)
+        submitted, scope, failed = pipe.execute()
+        seen = sum(s["seen"] for s in shards)
+        if any(s["bloom_bits"] for s in shards):  # a Bloom dupefilter: estimate its count
+            from webcrawl.frontier.dupefilter import shard_bloom_params
 
-            params = BloomParams(
-                settings.getint("BLOOM_CAPACITY"), settings.getfloat("BLOOM_ERROR_RATE")
-            )
-            seen += params.estimated_count(bloom_bits)
-        queued = int(queued or 0) + int(delayed)
-        pipe = session.client.pipeline(transaction=False)
-        for host in hosts:
-            pipe.zcard(keys.host_queue(host.decode())).zcard(keys.overflow_prefix + host.decode())
-        counts = pipe.execute()
-        totals = [a + b for a, b in zip(counts[::2], counts[1::2], strict=True)]
-        sizes = sorted(zip(totals, (h.decode() for h in hosts), strict=True), reverse=True)
+            params = shard_bloom_params(
+                settings.getint("BLOOM_CAPACITY"), settings.getfloat("BLOOM_ERROR_RATE"),
+                keys.shards,
+            )  # fmt: skip
+            seen += sum(params.estimated_count(s["bloom_bits"]) for s in shards)
+        queued = sum(s["queued"] for s in shards)
+        leased = sum(s["leased"] for s in shards)
+        due = sum(s["revisit_due"] for s in shards)
+        revisits = sum(s["revisits"] for s in shards)
+        firsts = [s["next_revisit"] for s in shards if s["next_revisit"] is not None]
+        first = min(firsts) if firsts else None
+        sizes = _host_sizes(session.client, keys, shards)
         workers = WorkerRegistry(session.client, keys).live()
         redis_desc = session.redis.description
     store_url = store_url_from_settings(settings)
@@ -107,7 +171,9 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         "crawl": keys.crawl,
         "redis": redis_desc,
         "store": store_url,
+        "shards": keys.shards,
         "queued": queued,
+        "queued_per_shard": [s["queued"] for s in shards],
         "queued_per_host": {host: n for n, host in sizes[: args.top]},
         "hosts_queued": len(sizes),
         "leased": leased,
@@ -118,7 +184,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         "stored": stored,
         "revisit_due": due,
         "revisits_scheduled": revisits,
-        "next_revisit": first[0][1] if first else None,
+        "next_revisit": first,
         "workers": workers,
         "dead_paths": dead,
     }
@@ -130,8 +196,11 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     print(f"store      {store_url}")
     for name in ("queued", "leased", "seen", "submitted", "stored", "failed"):
         print(f"{name:<10} {status[name]}")
+    busiest = max(shards, key=lambda s: s["queued"])
+    print(f"shards     {keys.shards}; the most queued: shard {busiest['shard']} with "
+          f"{busiest['queued']}")  # fmt: skip
     if revisits:
-        wait = max(0.0, first[0][1] - now)
+        wait = max(0.0, first - now)
         print(f"revisits   {revisits} scheduled, {due} due now; next in {wait:.0f} s")
     else:
         print("revisits   none scheduled")
@@ -257,8 +326,8 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
     if not urls:
         print("webcrawl submit: no valid seeds", file=sys.stderr)
         return 2
-    keys = _crawl(args, settings)
     with _Session(settings) as session:
+        keys = _crawl(args, settings, session.client)
         session.client.rpush(keys.start, *urls)
     print(
         f"submitted {len(urls)} seeds to crawl {keys.crawl!r}"
@@ -268,19 +337,23 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_reset(args: argparse.Namespace, settings: Settings) -> int:
-    keys = _crawl(args, settings)
+    crawl = _crawl_name(args, settings)
     if not args.yes:
         print(
-            f"webcrawl reset: this deletes crawl {keys.crawl!r}'s queue, dupefilter and "
+            f"webcrawl reset: this deletes crawl {crawl!r}'s queue, dupefilter and "
             "workers in Redis (the store is kept); add --yes to do it",
             file=sys.stderr,
         )
         return 2
     with _Session(settings) as session:
-        names = list(session.client.scan_iter(match=keys.prefix + "*", count=1000))
-        if names:
-            session.client.delete(*names)
-    print(f"reset crawl {keys.crawl!r}: deleted {len(names)} keys")
+        keys = _crawl(args, settings, session.client)
+        names = {name for pattern in keys.all_patterns()  # every node of a cluster
+                 for name in session.client.scan_iter(match=pattern, count=1000)
+                 if keys.owns(name)}  # fmt: skip
+        names = sorted(names)
+        for i in range(0, len(names), 1000):
+            session.client.delete(*names[i : i + 1000])
+    print(f"reset crawl {crawl!r}: deleted {len(names)} keys")
     return 0
 
 

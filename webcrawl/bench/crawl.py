@@ -242,8 +242,8 @@ def run_memory(args: argparse.Namespace) -> int:
                 queue.step(now=0, worker_id="bench", pushes=pushes, pop=False)
             keys = CrawlKeys("mem")
             queue_bytes = sum(client.memory_usage(k) or 0 for k in client.scan_iter(
-                match=keys.host_queue_prefix + "*"))  # fmt: skip
-            set_bytes = client.memory_usage(keys.seen)
+                match="webcrawl:{mem:*}:hq:*"))  # fmt: skip
+            set_bytes = sum(client.memory_usage(k.seen) or 0 for k in keys.all_shards())
             rows = [("queue (per-host sorted sets)", queue_bytes / n, None),
                     ("dupefilter: exact set", set_bytes / n, 0.0)]  # fmt: skip
             for rate in (0.01, 0.001):

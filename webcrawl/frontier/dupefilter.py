@@ -1,5 +1,7 @@
 """The crawl's dupefilter: a Redis set of request fingerprints, or a Bloom filter.
 
+One per shard: a URL's fingerprint lives in the shard of its host, beside its
+host queue, so the step that queues a URL checks it in the same slot.
 Fingerprints are Scrapy's own (``crawler.request_fingerprinter``), stored as
 raw 20-byte digests.  The scheduler checks them in batches inside the queue's
 push script; :meth:`request_seen` is the one-request path for other callers.
@@ -18,7 +20,9 @@ from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.request import RequestFingerprinterProtocol
 
 from webcrawl.frontier.bloom import BloomParams
+from webcrawl.frontier.keys import CrawlKeys
 from webcrawl.settings_check import positive_float, positive_int
+from webcrawl.urls.scope import scope_key
 
 logger = logging.getLogger(__name__)
 
@@ -32,17 +36,36 @@ class RedisDupeFilter(BaseDupeFilter):
     def __init__(self, fingerprinter: RequestFingerprinterProtocol, debug: bool = False) -> None:
         self.fingerprinter = fingerprinter
         self.debug = debug
-        self.server: redis.Redis | None = None
-        self.key: str | None = None
+        self.server: redis.Redis | redis.RedisCluster | None = None
+        self.keys: CrawlKeys | None = None
         self._logged = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisDupeFilter:
         return cls(crawler.request_fingerprinter, crawler.settings.getbool("DUPEFILTER_DEBUG"))
 
-    def attach(self, server: redis.Redis, key: str) -> None:
-        """Use the set at ``key`` (called by the scheduler when it opens)."""
-        self.server, self.key = server, key
+    def attach(self, server: redis.Redis | redis.RedisCluster, keys: CrawlKeys) -> None:
+        """Use the crawl's shards (called by the scheduler when it opens)."""
+        self.server, self.keys = server, keys
+
+    def key_for(self, shard: int) -> str:
+        """The shard's set (or filter)."""
+        if self.keys is None:
+            raise RuntimeError("the dupefilter was used before the scheduler attached it to Redis")
+        return getattr(self.keys.shard(shard), self.key_suffix)
+
+    def key_of(self, request: Request) -> str:
+        if self.keys is None:
+            raise RuntimeError("the dupefilter was used before the scheduler attached it to Redis")
+        return self.key_for(self.keys.shard_of(scope_key(request.url, "host")))
+
+    def _per_shard(self, command: str) -> list[int]:
+        if self.server is None or self.keys is None:
+            return []
+        pipe = self.server.pipeline(transaction=False)
+        for shard in range(self.keys.shards):
+            pipe.execute_command(command, self.key_for(shard))
+        return [int(n or 0) for n in pipe.execute()]
 
     def prepare(self) -> None:
         """Called once Redis is reachable, before the first request."""
@@ -55,16 +78,16 @@ class RedisDupeFilter(BaseDupeFilter):
         return self.fingerprint(request)
 
     def request_seen(self, request: Request) -> bool:
-        if self.server is None or self.key is None:
-            raise RuntimeError("the dupefilter was used before the scheduler attached it to Redis")
-        return self.server.sadd(self.key, self.member(request)) == 0
+        key = self.key_of(request)
+        return self.server.sadd(key, self.member(request)) == 0
 
     def __len__(self) -> int:
-        return int(self.server.scard(self.key)) if self.server is not None else 0
+        return sum(self._per_shard("SCARD"))
 
     def clear(self) -> None:
-        if self.server is not None:
-            self.server.delete(self.key)
+        if self.server is not None and self.keys is not None:
+            for shard in range(self.keys.shards):
+                self.server.delete(self.key_for(shard))
 
     def log(self, request: Request, spider: object = None) -> None:
         if self.debug:
@@ -79,11 +102,15 @@ class RedisDupeFilter(BaseDupeFilter):
 
 
 class RedisBloomDupeFilter(RedisDupeFilter):
-    """Approximate: a Bloom filter in a plain Redis string (no module needed).
+    """Approximate: a Bloom filter per shard in a plain Redis string (no module needed).
 
     ``BLOOM_CAPACITY`` URLs at ``BLOOM_ERROR_RATE`` false positives cost
     about 1.8 bytes per URL at 0.1 %.  A false positive is a new URL taken
     for seen: it is not crawled.  Past its capacity the error rate grows.
+    Each shard's filter is sized for twice its even share of the capacity
+    (``2 * BLOOM_CAPACITY / FRONTIER_SHARDS``, at most the whole capacity), so
+    that hosts spread unevenly over the shards stay within the error rate: the
+    filters take twice the memory of one filter for the whole crawl.
     """
 
     mode = "bloom"
@@ -98,30 +125,35 @@ class RedisBloomDupeFilter(RedisDupeFilter):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisBloomDupeFilter:
         settings = crawler.settings
-        params = BloomParams(
-            positive_int(settings, "BLOOM_CAPACITY"), positive_float(settings, "BLOOM_ERROR_RATE")
-        )
+        params = shard_bloom_params(
+            positive_int(settings, "BLOOM_CAPACITY"), positive_float(settings, "BLOOM_ERROR_RATE"),
+            positive_int(settings, "FRONTIER_SHARDS"),
+        )  # fmt: skip
         return cls(crawler.request_fingerprinter, params, settings.getbool("DUPEFILTER_DEBUG"))
 
     def prepare(self) -> None:
         # Allocate the whole bitmap at once: grown by SETBIT, Redis doubles a
         # string under 1 MiB and adds 1 MiB above, so it would hold up to
         # twice the bits it needs.
-        self.server.set(self.key, bytes(-(-self.params.bits // 8)), nx=True)
+        empty = bytes(-(-self.params.bits // 8))
+        for shard in range(self.keys.shards):
+            self.server.set(self.key_for(shard), empty, nx=True)
 
     def member(self, request: Request) -> bytes:
         return ",".join(map(str, self.params.offsets(self.fingerprint(request)))).encode()
 
     def request_seen(self, request: Request) -> bool:
-        if self.server is None or self.key is None:
-            raise RuntimeError("the dupefilter was used before the scheduler attached it to Redis")
-        pipe = self.server.pipeline()
+        key = self.key_of(request)
+        pipe = self.server.pipeline(transaction=False)
         for offset in self.params.offsets(self.fingerprint(request)):
-            pipe.setbit(self.key, offset, 1)
+            pipe.setbit(key, offset, 1)
         return all(pipe.execute())
 
     def __len__(self) -> int:
         """Estimated number of URLs seen."""
-        if self.server is None:
-            return 0
-        return self.params.estimated_count(int(self.server.bitcount(self.key)))
+        return sum(self.params.estimated_count(bits) for bits in self._per_shard("BITCOUNT"))
+
+
+def shard_bloom_params(capacity: int, error_rate: float, shards: int) -> BloomParams:
+    """Each shard's Bloom filter: twice its even share of ``capacity`` (at most all of it)."""
+    return BloomParams(min(capacity, -(-2 * capacity // shards)), error_rate)

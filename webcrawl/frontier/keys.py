@@ -1,17 +1,55 @@
-"""Names of a crawl's Redis keys, all under ``webcrawl:<crawl>:``."""
+"""Names of a crawl's Redis keys, and the shard each host belongs to.
+
+The frontier is ``shards`` shards.  A host lives in exactly one (a stable hash
+of its host key): its queue, politeness turn, delay, retries, leases, revisits
+and its URLs' fingerprints.  A shard's keys share one Redis Cluster hash tag,
+``webcrawl:{<crawl>:<shard>}:...``, so every Lua step touches one slot; the
+crawl-wide keys (workers, submitted seeds, scope, counters) share the tag
+``{<crawl>}`` and stay off the per-page path.  The same layout serves the
+embedded Redis, one Redis server and a Redis Cluster.
+"""
 
 from __future__ import annotations
 
+import re
+import zlib
 from dataclasses import dataclass
+from functools import cached_property
+
+DEFAULT_SHARDS = 16
+MAX_SHARDS = 4096
+
+# a crawl name becomes part of every key and of a hash tag: no braces (they would
+# end the tag early), no glob characters (``reset`` matches keys by pattern)
+_BAD_NAME = re.compile(r"[{}*?\[\]\\\s]")
+
+
+def check_crawl_name(crawl: str) -> str:
+    """``crawl`` if it can name a crawl's keys, else ValueError."""
+    if not crawl or _BAD_NAME.search(crawl):
+        raise ValueError(
+            f"crawl name {crawl!r} cannot name Redis keys: use letters, digits and . _ - : "
+            "(no braces, spaces or * ? [ ])"
+        )
+    return crawl
+
+
+def shard_of(host: str, shards: int) -> int:
+    """The shard of ``host`` (a host key, see :func:`webcrawl.urls.scope.scope_key`):
+    CRC-32 of its UTF-8 bytes modulo ``shards``, the same in every process."""
+    return zlib.crc32(host.encode("utf-8", "surrogatepass")) % shards
 
 
 @dataclass(frozen=True)
-class CrawlKeys:
-    crawl: str
+class ShardKeys:
+    """The keys of one shard of a crawl."""
 
-    @property
+    crawl: str
+    shard: int
+
+    @cached_property
     def prefix(self) -> str:
-        return f"webcrawl:{self.crawl}:"
+        return f"webcrawl:{{{self.crawl}:{self.shard}}}:"
 
     @property
     def host_queue_prefix(self) -> str:
@@ -48,7 +86,7 @@ class CrawlKeys:
 
     @property
     def queued(self) -> str:
-        """Counter of requests in the host queues."""
+        """Counter of requests in the shard's host queues."""
         return self.prefix + "queued"
 
     @property
@@ -77,18 +115,13 @@ class CrawlKeys:
 
     @property
     def seen(self) -> str:
-        """Set of request fingerprints (the dupefilter)."""
+        """Set of request fingerprints (the exact dupefilter)."""
         return self.prefix + "seen"
 
     @property
-    def start(self) -> str:
-        """List of seed URLs submitted to a running crawl (``webcrawl submit``)."""
-        return self.prefix + "start"
-
-    @property
-    def scope(self) -> str:
-        """Set of scope keys (hosts or domains) the crawl's seeds put in scope."""
-        return self.prefix + "scope"
+    def bloom(self) -> str:
+        """The shard's Bloom filter (the approximate dupefilter)."""
+        return self.prefix + "bloom"
 
     @property
     def revisits(self) -> str:
@@ -99,6 +132,56 @@ class CrawlKeys:
     def revisit_requests(self) -> str:
         """Hash URL key -> host, priority and request of a scheduled revisit."""
         return self.prefix + "revisit_req"
+
+
+@dataclass(frozen=True)
+class CrawlKeys:
+    """A crawl's keys: crawl-wide ones as properties, a shard's through :meth:`shard`."""
+
+    crawl: str
+    shards: int = DEFAULT_SHARDS
+
+    def __post_init__(self) -> None:
+        check_crawl_name(self.crawl)
+        if not 1 <= self.shards <= MAX_SHARDS:
+            raise ValueError(f"a crawl has 1 to {MAX_SHARDS} shards, not {self.shards}")
+
+    @cached_property
+    def _shards(self) -> tuple[ShardKeys, ...]:
+        return tuple(ShardKeys(self.crawl, i) for i in range(self.shards))
+
+    def shard(self, index: int) -> ShardKeys:
+        return self._shards[index]
+
+    def shard_of(self, host: str) -> int:
+        return shard_of(host, self.shards)
+
+    def shard_for(self, host: str) -> ShardKeys:
+        """The keys of ``host``'s shard."""
+        return self._shards[shard_of(host, self.shards)]
+
+    def all_shards(self) -> tuple[ShardKeys, ...]:
+        return self._shards
+
+    @cached_property
+    def prefix(self) -> str:
+        """The crawl-wide keys' prefix (hash tag ``{<crawl>}``)."""
+        return f"webcrawl:{{{self.crawl}}}:"
+
+    @property
+    def meta(self) -> str:
+        """Hash of what the crawl was created with (``shards``, ``layout``)."""
+        return self.prefix + "meta"
+
+    @property
+    def start(self) -> str:
+        """List of seed URLs submitted to a running crawl (``webcrawl submit``)."""
+        return self.prefix + "start"
+
+    @property
+    def scope(self) -> str:
+        """Set of scope keys (hosts or domains) the crawl's seeds put in scope."""
+        return self.prefix + "scope"
 
     @property
     def failed(self) -> str:
@@ -112,7 +195,7 @@ class CrawlKeys:
 
     @property
     def busy(self) -> str:
-        """Hash of worker id -> time of its last pop, for workers not idle."""
+        """Hash of worker id -> time it became busy, for workers not idle."""
         return self.prefix + "busy"
 
     @property
@@ -134,5 +217,25 @@ class CrawlKeys:
         """Held (with an expiry of FAILPATH_PROBE_INTERVAL) by the worker running a re-probe."""
         return self.prefix + "failpath_probe"
 
+    @property
+    def legacy_prefix(self) -> str:
+        """The one-keyspace layout of webcrawl before shards (``webcrawl:<crawl>:``)."""
+        return f"webcrawl:{self.crawl}:"
+
     def all_patterns(self) -> list[str]:
-        return [self.prefix + "*"]
+        """SCAN patterns matching every key of the crawl (crawl-wide, shards, old layout);
+        they may match other crawls' keys too (a crawl ``a`` and one named ``a:1``): keep
+        only the names :meth:`owns`."""
+        return [self.prefix + "*", f"webcrawl:{{{self.crawl}:*}}:*", self.legacy_prefix + "*"]
+
+    def owns(self, name: str | bytes) -> bool:
+        """Whether the key ``name`` belongs to this crawl."""
+        if isinstance(name, bytes):
+            name = name.decode("utf-8", "surrogateescape")
+        if name.startswith(self.prefix) or name.startswith(self.legacy_prefix):
+            return True
+        head = f"webcrawl:{{{self.crawl}:"
+        if not name.startswith(head):
+            return False
+        shard, sep, _ = name[len(head) :].partition("}:")
+        return bool(sep) and shard.isdigit()

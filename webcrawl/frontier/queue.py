@@ -1,6 +1,7 @@
-"""The crawl's shared frontier in Redis: per-host queues, politeness, leases.
+"""The crawl's shared frontier in Redis: per-host queues, politeness, leases, in shards.
 
-Data (all under the crawl's prefix):
+A host lives in one shard (:mod:`~webcrawl.frontier.keys`); each shard has,
+under its own hash tag:
 
 - ``hq:<host>``: a sorted set per host, by request priority then arrival.
 - ``ready``: hosts that have queued requests, scored by the time they may be
@@ -11,19 +12,26 @@ Data (all under the crawl's prefix):
 - ``leases`` / ``leased``: popped requests, by deadline, and their data.
   A request is leased, not deleted, until the worker acknowledges it; a
   lease whose deadline passes (a killed worker) goes back to its host queue.
+  A lease id is ``<shard>:<n>``.
 - ``delayed``: requests that may not be fetched before a time (re-queued
   failures with back-off), moved into their host queue when due.
 - ``revisits`` / ``revisit_req``: pages scheduled for a revisit, one entry
   per URL (a new schedule replaces the old), moved into their host queue
   when due, bypassing the dupefilter.  A move is part of a step, so no two
   workers take the same revisit.
+- ``seen`` (or ``bloom``): the fingerprints of the shard's hosts' URLs.
 
-Everything a worker does per page is one round trip: :meth:`step` runs one
-Lua script that acknowledges finished leases, pushes new requests (dupefilter
-check included), requeues expired leases and due delayed requests, and pops
-the next request from the host whose turn it is.  Hosts take turns by ready
-time, so a host with 100 000 queued URLs does not hold up one with 10, and
-one host is never handed out twice within its delay, whichever workers ask.
+What a worker does per page is one round trip per Redis node: :meth:`HostQueue.step`
+runs one Lua script on each shard it touches (in one pipeline per node) that
+acknowledges finished leases, pushes new requests (dupefilter check included),
+requeues expired leases and due delayed requests, and, in one shard, pops the
+next requests from the hosts whose turn it is.  Within a shard hosts take turns
+by ready time, so a host with 100 000 queued URLs does not hold up one with 10,
+and one host is never handed out twice within its delay, whichever workers ask;
+across shards a worker pops from the shards that have work in turn, from a map
+of when each shard has work that every answer updates (and a look at every
+shard, one cheap script each, at most once a second).  Nothing on the per-page
+path is crawl-wide.
 
 Every shared time is Redis's clock (``TIME`` in the scripts); workers pass
 durations, so their own clocks may be off.
@@ -31,16 +39,21 @@ durations, so their own clocks may be off.
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import redis
+from redis.exceptions import NoScriptError
 from scrapy import Request, Spider
 from scrapy.http.request import _find_method as request_to_name  # the slow, general path
 from scrapy.utils.request import request_from_dict
 
 from webcrawl.frontier import serialize
 from webcrawl.frontier.keys import CrawlKeys
+from webcrawl.frontier.shards import Call, Lua, ShardRouter
 
 # Request classes a queue entry may name (``_class``); others are refused before
 # anything is imported (FRONTIER_REQUEST_CLASSES adds a project's own).
@@ -67,21 +80,42 @@ end
 """
 
 
+# When a shard may next have work for a worker: its first ready host, expiring
+# lease, due delayed request or due revisit (seconds from now, 0 if now), or -1
+# when it has nothing at all.  Returned as a string (Lua numbers become integers).
+_NEXT_WORK = """
+local function next_work(now, names)
+  local best = nil
+  for _, name in ipairs(names) do
+    local top = redis.call('ZRANGE', name, 0, 0, 'WITHSCORES')
+    if #top > 0 and (best == nil or tonumber(top[2]) < best) then best = tonumber(top[2]) end
+  end
+  if best == nil then return '-1' end
+  return string.format('%.17g', math.max(0, best - now))
+end
+"""
+
+
 def _with_clock(script: str) -> str:
-    """``script`` with ``clock(now_arg)``: Redis's time, or the caller's in tests."""
-    return _CLOCK + script
+    """``script`` with ``clock(now_arg)`` (Redis's time, or the caller's in tests) and
+    ``next_work(now, keys)``."""
+    return _CLOCK + _NEXT_WORK + script
 
 
+# One step on one shard.  KEYS: 1 ready, 2 next, 3 delay, 4 leases, 5 leased,
+# 6 seen (or the Bloom filter), 7 seq, 8 queued, 9 host queue prefix, 10 delayed,
+# 11 lease_seq, 12 overflow prefix, 13 revisits, 14 revisit requests.  Every key,
+# the per-host ones included, carries the shard's hash tag: one slot.
 _STEP = _with_clock("""
 local now = clock(ARGV[1])
-local default_delay = tonumber(ARGV[3])
-local lease_timeout = tonumber(ARGV[4])
-local want_pop = tonumber(ARGV[5])
-local requeue_limit = tonumber(ARGV[6])
-local slack = tonumber(ARGV[7])
-local bloom = ARGV[8] == 'bloom'
-local max_per_host = tonumber(ARGV[9])
-local over = KEYS[13]
+local default_delay = tonumber(ARGV[2])
+local lease_timeout = tonumber(ARGV[3])
+local want_pop = tonumber(ARGV[4])
+local requeue_limit = tonumber(ARGV[5])
+local slack = tonumber(ARGV[6])
+local bloom = ARGV[7] == 'bloom'
+local max_per_host = tonumber(ARGV[8])
+local hq, over = KEYS[9], KEYS[12]
 
 -- is a request new?  '' (dont_filter) always; else add it to the seen set, or
 -- set its bits in the Bloom filter: new if any bit was 0
@@ -100,7 +134,6 @@ local function host_delay(host)
   if delay > 0 then return delay + slack end
   return 0
 end
-local hq = KEYS[10]
 
 local function schedule(host)
   local nxt = tonumber(redis.call('HGET', KEYS[2], host) or '0')
@@ -115,13 +148,13 @@ local function enqueue(host, score, member)
   else
     redis.call('ZADD', hq .. host, score, member)
   end
-  redis.call('INCR', KEYS[9])
+  redis.call('INCR', KEYS[8])
   schedule(host)
 end
 
 -- 1. acknowledgements, then leases handed back (their request could not be
 -- completed: it goes back to its host queue when the lease expires, after a wait)
-local i = 10
+local i = 9
 local n_acks = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n_acks do
   redis.call('ZREM', KEYS[4], ARGV[i])
@@ -137,7 +170,8 @@ end
 -- 2. new requests (fingerprint, host, priority, seconds to wait, data)
 local added = 0
 local n_push = tonumber(ARGV[i]); i = i + 1
-local seq = redis.call('INCRBY', KEYS[7], n_push) - n_push
+local seq = 0
+if n_push > 0 then seq = redis.call('INCRBY', KEYS[7], n_push) - n_push end
 for _ = 1, n_push do
   local fp, host, data = ARGV[i], ARGV[i+1], ARGV[i+4]
   local prio, wait = tonumber(ARGV[i+2]), tonumber(ARGV[i+3])
@@ -149,7 +183,7 @@ for _ = 1, n_push do
     local member = seq .. '|' .. data
     if wait > 0 then
       local entry = host .. '\\n' .. score .. '\\n' .. member
-      redis.call('ZADD', KEYS[11], string.format('%.17g', now + wait), entry)
+      redis.call('ZADD', KEYS[10], string.format('%.17g', now + wait), entry)
     else
       enqueue(host, score, member)
     end
@@ -163,8 +197,8 @@ local n_rev = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n_rev do
   local key, host, prio, due, data = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4]
   i = i + 5
-  redis.call('ZADD', KEYS[14], string.format('%.17g', now + tonumber(due)), key)
-  redis.call('HSET', KEYS[15], key, host .. '\\n' .. prio .. '\\n' .. data)
+  redis.call('ZADD', KEYS[13], string.format('%.17g', now + tonumber(due)), key)
+  redis.call('HSET', KEYS[14], key, host .. '\\n' .. prio .. '\\n' .. data)
 end
 
 -- 4. expired leases, due delayed requests and due revisits go to their host queues
@@ -180,18 +214,18 @@ for _, id in ipairs(expired) do
     requeued = requeued + 1
   end
 end
-local due = redis.call('ZRANGEBYSCORE', KEYS[11], '-inf', now, 'LIMIT', 0, requeue_limit)
+local due = redis.call('ZRANGEBYSCORE', KEYS[10], '-inf', now, 'LIMIT', 0, requeue_limit)
 for _, entry in ipairs(due) do
-  redis.call('ZREM', KEYS[11], entry)
+  redis.call('ZREM', KEYS[10], entry)
   local host, score, member = string.match(entry, '^([^\\n]*)\\n([^\\n]*)\\n(.*)$')
   enqueue(host, score, member)
 end
 local revisited = 0
-local revisits = redis.call('ZRANGEBYSCORE', KEYS[14], '-inf', now, 'LIMIT', 0, requeue_limit)
+local revisits = redis.call('ZRANGEBYSCORE', KEYS[13], '-inf', now, 'LIMIT', 0, requeue_limit)
 for _, key in ipairs(revisits) do
-  local entry = redis.call('HGET', KEYS[15], key)
-  redis.call('ZREM', KEYS[14], key)
-  redis.call('HDEL', KEYS[15], key)
+  local entry = redis.call('HGET', KEYS[14], key)
+  redis.call('ZREM', KEYS[13], key)
+  redis.call('HDEL', KEYS[14], key)
   if entry then
     local host, prio, data = string.match(entry, '^([^\\n]*)\\n([^\\n]*)\\n(.*)$')
     local n = redis.call('INCR', KEYS[7])
@@ -203,22 +237,18 @@ end
 -- 5. pop up to want_pop requests, each from the host whose turn it is (a
 -- host handed out is not ready again before its delay, so with a delay one
 -- call never hands out one host twice)
-local out = {added, requeued, false, revisited}
+local out = {added, requeued, revisited, false}
 local tries = 0
 while #out < 4 + 2 * want_pop and tries < 10 + 2 * want_pop do
   tries = tries + 1
   local top = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-  if #top == 0 then break end
-  local host, ready_at = top[1], tonumber(top[2])
-  if ready_at > now then
-    if #out == 4 then out[3] = string.format('%.17g', ready_at - now) end
-    break
-  end
+  if #top == 0 or tonumber(top[2]) > now then break end
+  local host = top[1]
   local item = redis.call('ZPOPMIN', hq .. host)
   if #item == 0 then
     redis.call('ZREM', KEYS[1], host)
   else
-    redis.call('DECR', KEYS[9])
+    redis.call('DECR', KEYS[8])
     local up = redis.call('ZPOPMIN', over .. host)
     if #up > 0 then redis.call('ZADD', hq .. host, up[2], up[1]) end
     -- the host's turn is claimed until now + delay (or its next send, if later)
@@ -229,44 +259,45 @@ while #out < 4 + 2 * want_pop and tries < 10 + 2 * want_pop do
     else
       redis.call('ZREM', KEYS[1], host)
     end
-    local id = tostring(redis.call('INCR', KEYS[12]))
+    local id = tostring(redis.call('INCR', KEYS[11]))
     redis.call('ZADD', KEYS[4], string.format('%.17g', now + lease_timeout), id)
     redis.call('HSET', KEYS[5], id, host .. '\\n' .. item[2] .. '\\n' .. item[1])
-    redis.call('HSET', KEYS[8], ARGV[2], ARGV[1])
     out[#out + 1] = item[1]
     out[#out + 1] = id
   end
 end
+out[4] = next_work(now, {KEYS[1], KEYS[4], KEYS[10], KEYS[13]})
 return out
 """)
 
-_IDLE = _with_clock("""
-local now = clock(ARGV[3])
-redis.call('HDEL', KEYS[3], ARGV[1])
+# When does a shard have work (see _NEXT_WORK)?  KEYS: ready, leases, delayed, revisits.
+_PEEK = _with_clock("""
+return next_work(clock(ARGV[1]), KEYS)
+""")
+
+# A shard's counts: {queued (host queues and delayed), revisits due now, leases}.
+# KEYS: queued, delayed, revisits, leases.
+_COUNT = _with_clock("""
+local now = clock(ARGV[1])
+return {tonumber(redis.call('GET', KEYS[1]) or '0') + redis.call('ZCARD', KEYS[2]),
+        redis.call('ZCOUNT', KEYS[3], '-inf', now), redis.call('ZCARD', KEYS[4])}
+""")
+
+# The crawl-wide half of an idle check: this worker is idle now; how many other
+# workers are busy and alive, and how many seeds wait?  KEYS: busy, start; the
+# heartbeats (ARGV[2] .. id) share the crawl-wide hash tag.
+_IDLE = """
+redis.call('HDEL', KEYS[1], ARGV[1])
 local busy = 0
-for _, wid in ipairs(redis.call('HKEYS', KEYS[3])) do
+for _, wid in ipairs(redis.call('HKEYS', KEYS[1])) do
   if redis.call('EXISTS', ARGV[2] .. wid) == 1 then
     busy = busy + 1
   else
-    redis.call('HDEL', KEYS[3], wid)
+    redis.call('HDEL', KEYS[1], wid)
   end
 end
-local queued = tonumber(redis.call('GET', KEYS[1]) or '0') + redis.call('ZCARD', KEYS[5])
-  + redis.call('ZCOUNT', KEYS[6], '-inf', now)
-return {queued, redis.call('LLEN', KEYS[2]), busy, redis.call('ZCARD', KEYS[4])}
-""")
-
-# Is there work for an idle worker: a ready host, a submitted seed, an expired
-# lease, a due delayed request or revisit?  (1 or 0)
-_POLL = _with_clock("""
-local now = clock(ARGV[1])
-if #redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1) > 0 then return 1 end
-if redis.call('LLEN', KEYS[2]) > 0 then return 1 end
-for k = 3, 5 do
-  if #redis.call('ZRANGEBYSCORE', KEYS[k], '-inf', now, 'LIMIT', 0, 1) > 0 then return 1 end
-end
-return 0
-""")
+return {redis.call('LLEN', KEYS[2]), busy}
+"""
 
 # Push back the deadline of leases that still exist (ARGV: now, timeout, ids...).
 _RENEW = _with_clock("""
@@ -328,12 +359,19 @@ return string.format('%.17g', delay)
 @dataclass
 class StepResult:
     popped: list[tuple[Request, str]] = field(default_factory=list)  # (request, lease)
-    next_ready: float | None = None  # when no host was ready: seconds until the next one is
+    next_ready: float | None = None  # when nothing was popped: seconds until a shard has work
     added: int = 0
     requeued: int = 0
     pushed: int = 0
     revisited: int = 0  # due revisits moved into the host queues
     refused: list[tuple[str, str]] = field(default_factory=list)  # (lease, why): unreadable
+    # shards whose call failed (node down, failing over, slot migrating): what the step
+    # had for them was not applied, the caller keeps it and sends it again
+    failed: dict[int, Exception] = field(default_factory=dict)
+    # shards whose pushes a master applied but fewer than FRONTIER_REDIS_WAIT_REPLICAS
+    # replicas confirmed
+    unconfirmed: set[int] = field(default_factory=set)
+    calls: int = 0  # shard calls made (script runs)
 
     @property
     def request(self) -> Request | None:
@@ -355,15 +393,42 @@ def _now_arg(now: float | None) -> str:
     return "" if now is None else repr(float(now))
 
 
+def lease_shard(lease: str) -> tuple[int, str]:
+    """``(shard, id)`` of a lease (``<shard>:<id>``)."""
+    shard, _, ident = lease.partition(":")
+    return int(shard), ident
+
+
+@dataclass
+class _ShardWork:
+    acks: list[str] = field(default_factory=list)
+    nacks: list[tuple[str, float]] = field(default_factory=list)
+    pushes: list[tuple[bytes, str, int, float, bytes]] = field(default_factory=list)
+    revisits: list[tuple[str, str, int, float, bytes]] = field(default_factory=list)
+
+
+_STEP_LUA, _PEEK_LUA, _COUNT_LUA, _IDLE_LUA = Lua(_STEP), Lua(_PEEK), Lua(_COUNT), Lua(_IDLE)
+_RENEW_LUA, _ACQUIRE_LUA, _SET_DELAY_LUA = Lua(_RENEW), Lua(_ACQUIRE), Lua(_SET_DELAY)
+
+
 class HostQueue:
-    """Per-host queues with cluster-wide politeness and leased pops."""
+    """Per-host queues in shards, with cluster-wide politeness and leased pops.
+
+    One instance per worker: it remembers when each shard may next have work
+    (from every answer, and from a look at all shards at most every
+    ``refresh`` seconds), and pops from the shards that have it in turn.
+    """
 
     def __init__(
         self,
-        server: redis.Redis,
+        server: redis.Redis | redis.RedisCluster,
         spider: Spider,
         keys: CrawlKeys,
         request_classes: Iterable[str] = DEFAULT_REQUEST_CLASSES,
+        *,
+        wait_replicas: int = 0,
+        wait_timeout: float = 1.0,
+        refresh: float = 1.0,
     ) -> None:
         self.server = server
         self.spider = spider
@@ -371,12 +436,13 @@ class HostQueue:
         self.request_classes = frozenset(request_classes)
         agent = getattr(spider, "settings", None) and spider.settings.get("USER_AGENT")
         self._own_agent: bytes | None = agent.encode() if agent else None
-        self._step = server.register_script(_STEP)
-        self._idle = server.register_script(_IDLE)
-        self._poll = server.register_script(_POLL)
-        self._renew = server.register_script(_RENEW)
-        self._set_delay = server.register_script(_SET_DELAY)
-        self._acquire = server.register_script(_ACQUIRE)
+        self.router = ShardRouter(server, keys, wait_replicas, wait_timeout)
+        self.refresh = refresh
+        # per shard: when it may next have work (the clock of :meth:`_clock`); inf:
+        # nothing as far as we know (another worker's push is found by the next look)
+        self._due = [0.0] * keys.shards
+        self._looked = float("-inf")
+        self._cursor = random.randrange(keys.shards)  # workers start on different shards
 
     # -- encoding ------------------------------------------------------------
 
@@ -446,10 +512,51 @@ class HostQueue:
 
     # -- operations ----------------------------------------------------------
 
+    @staticmethod
+    def _clock(now: float | None) -> float:
+        return time.monotonic() if now is None else now
+
+    def _shard_keys(self, shard: int, seen_mode: str) -> list[str]:
+        k = self.keys.shard(shard)
+        return [k.ready, k.next, k.delay, k.leases, k.leased,
+                k.bloom if seen_mode == "bloom" else k.seen, k.seq, k.queued,
+                k.host_queue_prefix, k.delayed, k.lease_seq, k.overflow_prefix,
+                k.revisits, k.revisit_requests]  # fmt: skip
+
+    def look(self, *, now: float | None = None) -> list[float]:
+        """Ask every shard when it has work (one round trip per node); returns and
+        remembers seconds from now per shard (inf: none)."""
+        calls = []
+        for shard in range(self.keys.shards):
+            k = self.keys.shard(shard)
+            calls.append(Call(shard, _PEEK_LUA, [k.ready, k.leases, k.delayed, k.revisits],
+                              [_now_arg(now)]))  # fmt: skip
+        self.router.run(calls)
+        clock = self._clock(now)
+        self._looked = clock
+        waits = []
+        for call in calls:
+            if call.error is not None:
+                wait = 0.0  # unknown: try it
+            else:
+                wait = float(call.result)
+                wait = float("inf") if wait < 0 else wait
+            self._due[call.shard] = clock + wait
+            waits.append(wait)
+        if all(c.error is not None for c in calls):
+            raise calls[0].error
+        return waits
+
+    def _pop_order(self, clock: float) -> list[int]:
+        """Shards that may have work now, in turn from the cursor."""
+        n = self.keys.shards
+        order = [(self._cursor + i) % n for i in range(n)]
+        return [s for s in order if self._due[s] <= clock]
+
     def step(
         self,
         *,
-        worker_id: str,
+        worker_id: str = "",
         acks: Sequence[str] = (),
         nacks: Sequence[tuple[str, float]] = (),
         pushes: Sequence[tuple[bytes, str, int, float, bytes]] = (),
@@ -459,7 +566,6 @@ class HostQueue:
         lease_timeout: float = 60.0,
         requeue_limit: int = 20,
         slack: float = 0.0,
-        seen_key: str | None = None,
         seen_mode: str = "set",
         max_per_host: int = 0,
         now: float | None = None,
@@ -469,78 +575,179 @@ class HostQueue:
         seconds to wait, data)``, schedule ``revisits`` ``(url key, host, priority,
         seconds until due, data)``, move expired leases and due delayed requests and
         revisits into the host queues, and pop ``pop`` requests (True: one) from
-        ready hosts.
+        ready hosts of one shard, the next in turn that has work.
 
-        Times are Redis's clock (``now`` simulates it, for tests).  An empty
-        fingerprint bypasses the dupefilter (``dont_filter``); with ``seen_mode``
-        "bloom" a fingerprint is its comma-separated bit offsets in the Bloom
-        filter at ``seen_key``.  A host's delay (``default_delay`` unless set per
-        host) is stretched by ``slack`` seconds, when it is not 0, for the jitter
-        between a request leaving a worker and reaching the server.
-        ``max_per_host`` (0: no cap) bounds a host's queue; what is over waits in
-        its overflow, in order.  Popped entries that cannot be read are refused:
-        acknowledged (dropped) with the next step, and listed in ``refused``.
+        Each shard touched is one script call; the calls go in one pipeline per
+        Redis node.  Times are Redis's clock (``now`` simulates it, for tests).
+        An empty fingerprint bypasses the dupefilter (``dont_filter``); with
+        ``seen_mode`` "bloom" a fingerprint is its comma-separated bit offsets in
+        the shard's Bloom filter.  A host's delay (``default_delay`` unless set
+        per host) is stretched by ``slack`` seconds, when it is not 0, for the
+        jitter between a request leaving a worker and reaching the server.
+        ``max_per_host`` (0: no cap) bounds a host's queue; what is over waits
+        in its overflow, in order.  Popped entries that cannot be read are
+        refused: listed in ``refused``, for the caller to acknowledge (drop).
+
+        A shard whose call fails is listed in ``failed`` and nothing of its part
+        was applied; if every call fails, the first error is raised.
         """
-        args: list[object] = [_now_arg(now), worker_id, default_delay, lease_timeout, int(pop),
-                              requeue_limit, slack, seen_mode, max_per_host, len(acks),
-                              *acks, len(nacks)]  # fmt: skip
+        del worker_id  # kept for callers; busy marks are crawl-wide (WorkerRegistry)
+        work: dict[int, _ShardWork] = {}
+        for lease in acks:
+            shard, ident = lease_shard(lease)
+            work.setdefault(shard, _ShardWork()).acks.append(ident)
         for lease, wait in nacks:
-            args += [lease, max(0.0, float(wait))]
-        args.append(len(pushes))
-        for fingerprint, host, priority, wait, data in pushes:
-            args += [fingerprint, host, max(-MAX_PRIORITY, min(MAX_PRIORITY, priority)),
-                     max(0.0, float(wait)), data]  # fmt: skip
-        args.append(len(revisits))
-        for key, host, priority, due, data in revisits:
-            args += [key, host, max(-MAX_PRIORITY, min(MAX_PRIORITY, priority)),
-                     repr(float(due)), data]  # fmt: skip
-        k = self.keys
-        keys = [k.ready, k.next, k.delay, k.leases, k.leased, seen_key or k.seen, k.seq, k.busy,
-                k.queued, k.host_queue_prefix, k.delayed, k.lease_seq,
-                k.overflow_prefix, k.revisits, k.revisit_requests]  # fmt: skip
-        added, requeued, next_ready, revisited, *popped = self._step(keys=keys, args=args)
-        result = StepResult(added=int(added), requeued=int(requeued), pushed=len(pushes),
-                            revisited=int(revisited))  # fmt: skip
-        for i in range(0, len(popped), 2):
-            lease = popped[i + 1].decode()
-            try:
-                result.popped.append((self.decode(popped[i]), lease))
-            except RefusedEntry as exc:
-                result.refused.append((lease, str(exc)))
-        if next_ready:
-            result.next_ready = float(next_ready)
+            shard, ident = lease_shard(lease)
+            work.setdefault(shard, _ShardWork()).nacks.append((ident, wait))
+        for entry in pushes:
+            work.setdefault(self.keys.shard_of(entry[1]), _ShardWork()).pushes.append(entry)
+        for entry in revisits:
+            work.setdefault(self.keys.shard_of(entry[1]), _ShardWork()).revisits.append(entry)
+        want = int(pop)
+        result = StepResult(pushed=len(pushes))
+        clock = self._clock(now)
+        if want and (clock - self._looked >= self.refresh or clock < self._looked):
+            self.look(now=now)  # now and then, so that no shard with work is left out
+            clock = self._clock(now)
+        tried: set[int] = set()
+        while True:
+            pop_shard = None
+            if want:
+                order = [s for s in self._pop_order(self._clock(now)) if s not in tried]
+                pop_shard = order[0] if order else None
+            if pop_shard is not None:
+                work.setdefault(pop_shard, _ShardWork())
+                tried.add(pop_shard)
+                self._cursor = (pop_shard + 1) % self.keys.shards
+            if not work:
+                break
+            self._run(work, pop_shard, want, result, now=now, default_delay=default_delay,
+                      lease_timeout=lease_timeout, requeue_limit=requeue_limit, slack=slack,
+                      seen_mode=seen_mode, max_per_host=max_per_host)  # fmt: skip
+            work = {}
+            # the shard in turn had nothing after all (another worker took it): the next
+            if result.popped or pop_shard is None or len(tried) >= 4:
+                break
+        if result.calls and len(result.failed) == result.calls:
+            raise next(iter(result.failed.values()))  # nothing was applied
+        if want and not result.popped:
+            clock = self._clock(now)
+            waits = [due - clock for due in self._due]
+            soonest = min(waits)
+            result.next_ready = max(0.0, soonest) if soonest != float("inf") else None
         return result
+
+    def _run(self, work: dict[int, _ShardWork], pop_shard: int | None, want: int,
+             result: StepResult, *, now: float | None, default_delay: float,
+             lease_timeout: float, requeue_limit: int, slack: float, seen_mode: str,
+             max_per_host: int) -> None:  # fmt: skip
+        calls = []
+        for shard, w in work.items():
+            args: list[object] = [_now_arg(now), default_delay, lease_timeout,
+                                  want if shard == pop_shard else 0, requeue_limit, slack,
+                                  seen_mode, max_per_host, len(w.acks), *w.acks,
+                                  len(w.nacks)]  # fmt: skip
+            for lease, wait in w.nacks:
+                args += [lease, max(0.0, float(wait))]
+            args.append(len(w.pushes))
+            for fingerprint, host, priority, wait, data in w.pushes:
+                args += [fingerprint, host, max(-MAX_PRIORITY, min(MAX_PRIORITY, priority)),
+                         max(0.0, float(wait)), data]  # fmt: skip
+            args.append(len(w.revisits))
+            for key, host, priority, due, data in w.revisits:
+                args += [key, host, max(-MAX_PRIORITY, min(MAX_PRIORITY, priority)),
+                         repr(float(due)), data]  # fmt: skip
+            calls.append(Call(shard, _STEP_LUA, self._shard_keys(shard, seen_mode), args,
+                              confirm=bool(w.pushes or w.revisits)))  # fmt: skip
+        self.router.run(calls)
+        result.calls += len(calls)
+        clock = self._clock(now)
+        for call in calls:
+            if call.error is not None:
+                result.failed[call.shard] = call.error
+                self._due[call.shard] = clock  # try it again soon
+                continue
+            if not call.confirmed:
+                result.unconfirmed.add(call.shard)
+            added, requeued, revisited, next_work, *popped = call.result
+            result.added += int(added)
+            result.requeued += int(requeued)
+            result.revisited += int(revisited)
+            wait = float(next_work)
+            self._due[call.shard] = clock + (float("inf") if wait < 0 else wait)
+            for i in range(0, len(popped), 2):
+                lease = f"{call.shard}:{popped[i + 1].decode()}"
+                try:
+                    result.popped.append((self.decode(popped[i]), lease))
+                except RefusedEntry as exc:
+                    result.refused.append((lease, str(exc)))
+
+    def _single(self, shard: int, script: Lua, keys: list[str], args: list[object]) -> object:
+        (call,) = self.router.run([Call(shard, script, keys, args)])
+        if call.error is not None:
+            raise call.error
+        return call.result
 
     def renew(self, leases: Sequence[str], timeout: float, *, now: float | None = None) -> None:
         """Leases still in progress (only those that exist) run ``timeout`` seconds more
         (0: they expire now, and their requests go back at the next step)."""
-        if leases:
-            self._renew(keys=[self.keys.leases], args=[_now_arg(now), timeout, *leases])
+        by_shard: dict[int, list[str]] = {}
+        for lease in leases:
+            shard, ident = lease_shard(lease)
+            by_shard.setdefault(shard, []).append(ident)
+        calls = [Call(shard, _RENEW_LUA, [self.keys.shard(shard).leases],
+                      [_now_arg(now), timeout, *ids])
+                 for shard, ids in by_shard.items()]  # fmt: skip
+        for call in self.router.run(calls):
+            if call.error is not None:
+                raise call.error
+
+    def counts(self, *, now: float | None = None) -> tuple[int, int, int]:
+        """Over all shards: (queued, including delayed; revisits due now; leases)."""
+        calls = []
+        for shard in range(self.keys.shards):
+            k = self.keys.shard(shard)
+            calls.append(Call(shard, _COUNT_LUA, [k.queued, k.delayed, k.revisits, k.leases],
+                              [_now_arg(now)]))  # fmt: skip
+        totals = [0, 0, 0]
+        for call in self.router.run(calls):
+            if call.error is not None:
+                raise call.error
+            for i, value in enumerate(call.result):
+                totals[i] += int(value)
+        return totals[0], totals[1], totals[2]
 
     def __len__(self) -> int:
         """Requests queued (ready or waiting for their host's turn, or delayed)."""
-        pipe = self.server.pipeline(transaction=False)
-        pipe.get(self.keys.queued).zcard(self.keys.delayed)
-        queued, delayed = pipe.execute()
-        return int(queued or 0) + int(delayed)
+        return self.counts()[0]
 
     def idle_check(self, worker_id: str, *, now: float | None = None) -> tuple[int, int, int, int]:
         """Mark ``worker_id`` idle; return (queued, submitted seeds, busy live workers, leases).
 
         Queued counts revisits that are due now; revisits due later do not keep
-        a (non-continuous) crawl open.
+        a (non-continuous) crawl open.  The crawl-wide part is read first: a
+        worker that is busy there has its work in a shard (a lease, or pushes it
+        made before its leases were acknowledged) until it is idle again.
         """
         k = self.keys
-        result = self._idle(keys=[k.queued, k.start, k.busy, k.leases, k.delayed, k.revisits],
-                            args=[worker_id, k.worker_prefix, _now_arg(now)])  # fmt: skip
-        return tuple(int(x) for x in result)  # type: ignore[return-value]
+        submitted, busy = self._crawl_script(_IDLE_LUA, [k.busy, k.start],
+                                             [worker_id, k.worker_prefix])  # fmt: skip
+        queued, due, leases = self.counts(now=now)
+        return queued + due, int(submitted), int(busy), leases
+
+    def _crawl_script(self, script: Lua, keys: list[str], args: list[object]) -> Any:
+        """Run a script on the crawl-wide keys (their node)."""
+        try:
+            return self.server.evalsha(script.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            return self.server.eval(script.source, len(keys), *keys, *args)
 
     def has_work(self, *, now: float | None = None) -> bool:
-        """Whether a step would find work now: a ready host, a submitted seed, an
-        expired lease, a due delayed request or revisit (one round trip)."""
-        k = self.keys
-        return bool(self._poll(keys=[k.ready, k.start, k.leases, k.delayed, k.revisits],
-                               args=[_now_arg(now)]))  # fmt: skip
+        """Whether a step would find work now: a ready host, an expired lease, a due
+        delayed request or revisit in some shard, or a submitted seed."""
+        if self.server.llen(self.keys.start):
+            return True
+        return any(wait <= 0 for wait in self.look(now=now))
 
     def acquire(
         self, host: str, *, default_delay: float, slack: float = 0.0, now: float | None = None
@@ -551,9 +758,10 @@ class HostQueue:
         request can wait after its pop (for robots.txt, for a busy reactor),
         and the delay counts between sends, whichever workers send them.
         """
-        k = self.keys
-        wait = self._acquire(keys=[k.next, k.delay, k.ready],
-                             args=[host, _now_arg(now), default_delay, slack, "take"])  # fmt: skip
+        shard = self.keys.shard_of(host)
+        k = self.keys.shard(shard)
+        wait = self._single(shard, _ACQUIRE_LUA, [k.next, k.delay, k.ready],
+                            [host, _now_arg(now), default_delay, slack, "take"])  # fmt: skip
         return float(wait)
 
     def mark_sent(
@@ -561,9 +769,10 @@ class HostQueue:
     ) -> None:
         """A request to ``host`` really leaves (or its answer came in) now: its next turn
         is no sooner than now + delay (a busy worker can send well after it took its turn)."""
-        k = self.keys
-        self._acquire(keys=[k.next, k.delay, k.ready],
-                      args=[host, _now_arg(now), default_delay, slack, "mark"])  # fmt: skip
+        shard = self.keys.shard_of(host)
+        k = self.keys.shard(shard)
+        self._single(shard, _ACQUIRE_LUA, [k.next, k.delay, k.ready],
+                     [host, _now_arg(now), default_delay, slack, "mark"])  # fmt: skip
 
     def set_delay(
         self,
@@ -580,26 +789,17 @@ class HostQueue:
         delay below it (another worker's healthy answers included).  ``not_before``
         > 0: the host's next turn is at least that many seconds from now.
         """
-        k = self.keys
-        value = self._set_delay(keys=[k.delay, k.next, k.ready, k.delay_hold],
-                                args=[host, delay, hold, not_before, _now_arg(now)])  # fmt: skip
+        shard = self.keys.shard_of(host)
+        k = self.keys.shard(shard)
+        value = self._single(shard, _SET_DELAY_LUA, [k.delay, k.next, k.ready, k.delay_hold],
+                             [host, delay, hold, not_before, _now_arg(now)])  # fmt: skip
         return float(value)
 
     def clear(self) -> None:
-        k = self.keys
-        hosts = self.server.zrange(k.ready, 0, -1)
-        names = [k.host_queue_prefix + h.decode() for h in hosts]
-        names += [k.overflow_prefix + h.decode() for h in hosts]
-        names += [
-            k.ready,
-            k.next,
-            k.leases,
-            k.leased,
-            k.seq,
-            k.queued,
-            k.delayed,
-            k.lease_seq,
-            k.revisits,
-            k.revisit_requests,
-        ]
-        self.server.delete(*names)
+        """Delete every shard's queues, leases, delays and revisits (not the dupefilter)."""
+        for k in self.keys.all_shards():
+            hosts = [h.decode() for h in self.server.zrange(k.ready, 0, -1)]
+            names = [k.host_queue(h) for h in hosts] + [k.overflow_prefix + h for h in hosts]
+            names += [k.ready, k.next, k.leases, k.leased, k.seq, k.queued, k.delayed,
+                      k.lease_seq, k.revisits, k.revisit_requests]  # fmt: skip
+            self.server.delete(*names)

@@ -1,4 +1,10 @@
-"""One way to reach the crawl's Redis: ``REDIS_URL`` if set, else the embedded one."""
+"""One way to reach the crawl's Redis: ``REDIS_URL`` if set, else the embedded one.
+
+``REDIS_URL`` may name one Redis (``redis://``, ``rediss://``, ``unix://``) or a
+Redis Cluster (``redis+cluster://host:port[,host:port...]``, or
+``rediss+cluster://`` with TLS): every worker then uses redis-py's cluster
+client, which finds every node from any one of them.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,8 @@ import time
 
 import redis
 from redis.backoff import ExponentialWithJitterBackoff
+from redis.cluster import ClusterNode
+from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 from scrapy.settings import BaseSettings
 
@@ -53,12 +61,43 @@ class _CountingUnixConnection(_Counting, redis.UnixDomainSocketConnection):
     pass
 
 
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+
+
+class RedisSetupError(redis.ConnectionError):
+    """``REDIS_URL`` names something workers cannot use as it says (a cluster that is
+    not one, a cluster node addressed as a single Redis)."""
+
+
+def cluster_nodes(url: str) -> tuple[str, list[tuple[str, int]]]:
+    """A ``redis+cluster://`` URL as the ``redis://`` URL of its first node (with the
+    credentials and options) and every node named, ``(host, port)``."""
+    scheme, _, rest = url.partition("://")
+    auth, at, hosts_part = rest.rpartition("@")
+    netloc, sep, tail = hosts_part.partition("/")
+    if not sep:
+        netloc, qsep, query = hosts_part.partition("?")
+        tail = f"?{query}" if qsep else ""
+    else:
+        tail = "/" + tail
+    nodes = []
+    for item in netloc.split(","):
+        host, colon, port = item.strip().rpartition(":")
+        if not colon or not port.isdigit() or not host:
+            raise ValueError(f"REDIS_URL: {_redact(url)}: expected host:port[,host:port...], "
+                             f"got {item.strip()!r}")  # fmt: skip
+        nodes.append((host.strip("[]"), int(port)))
+    first = f"{scheme.replace('+cluster', '')}://{auth}{at}{nodes[0][0]}:{nodes[0][1]}{tail}"
+    return first, nodes
+
+
 class CrawlRedis:
     """A Redis client plus what it takes to open and close it.
 
     Constructing it does no I/O.  :meth:`open` starts or joins the embedded
-    server (no-op for ``REDIS_URL``) and checks the connection; :meth:`close`
-    leaves it.
+    server (no-op for ``REDIS_URL``), connects to a cluster, and checks that
+    the URL's kind matches the server's; :meth:`close` leaves it.  A cluster's
+    client exists only after :meth:`open` (redis-py's finds the nodes when made).
     """
 
     def __init__(
@@ -72,7 +111,15 @@ class CrawlRedis:
         params.setdefault("retry", Retry(ExponentialWithJitterBackoff(base=0.02, cap=0.05), 1))
         params.setdefault("socket_timeout", timeout)
         params.setdefault("socket_connect_timeout", timeout)
+        self.url = url
+        self.params = params
+        self.cluster = bool(url) and url.partition("://")[0].lower() in CLUSTER_SCHEMES
         self.embedded = None if url else EmbeddedRedis(data_dir)
+        self.client: redis.Redis | redis.RedisCluster | None = None
+        if self.cluster:
+            cluster_nodes(url)  # a malformed URL fails here, before any I/O
+            self.description = f"Redis Cluster at {_redact(url)}"
+            return
         if self.embedded is not None:
             self.client = self.embedded.client(**params)
             self.description = f"embedded Redis at {self.embedded.socket_path}"
@@ -81,6 +128,7 @@ class CrawlRedis:
             self.description = f"Redis at {_redact(url)}"
         # count round trips (connections are made lazily, so none exists yet); a
         # TLS or custom connection class is left as it is
+        assert self.client is not None
         pool = self.client.connection_pool
         counting = {redis.Connection: _CountingConnection,
                     redis.UnixDomainSocketConnection: _CountingUnixConnection}  # fmt: skip
@@ -107,14 +155,53 @@ class CrawlRedis:
         if self.embedded is not None:
             self.embedded.join(self.client)
             return
+        if self.cluster:
+            self.client = self._open_cluster()
+            return
         try:
             self.client.ping()
+            enabled = self.client.info("cluster").get("cluster_enabled")
         except redis.RedisError as exc:
             raise redis.ConnectionError(f"cannot reach {self.description}: {exc}") from exc
+        if enabled in (1, "1"):
+            raise RedisSetupError(
+                f"REDIS_URL {_redact(self.url)} is a node of a Redis Cluster: it serves only "
+                f"its own slots; use redis+cluster://{_redact(self.url).partition('://')[2]} "
+                "so that workers reach every shard"
+            )
+
+    def _open_cluster(self) -> redis.RedisCluster:
+        first, nodes = cluster_nodes(self.url)
+        params = dict(self.params)
+        # the cluster client retries on its own level; its nodes' connections may not
+        retry = params.pop("retry")
+        params.setdefault("connection_class", _CountingConnection)
+        if first.startswith("rediss:"):
+            params.pop("connection_class")
+        try:
+            client = redis.RedisCluster(
+                url=first, startup_nodes=[ClusterNode(h, p) for h, p in nodes[1:]],
+                retry=retry, **params,
+            )  # fmt: skip
+            client.ping()
+        except RedisClusterException as exc:
+            if "not enabled" in str(exc):
+                raise RedisSetupError(
+                    f"REDIS_URL {_redact(self.url)} names a Redis Cluster, but the server "
+                    "there is a single Redis (cluster_enabled:0): use redis://"
+                    f"{_redact(self.url).partition('://')[2].split(',')[0]}"
+                ) from None
+            raise redis.ConnectionError(f"cannot reach {self.description}: {exc}") from exc
+        except redis.RedisError as exc:
+            raise redis.ConnectionError(f"cannot reach {self.description}: {exc}") from exc
+        return client
 
     def close(self) -> None:
         if self.embedded is not None:
             self.embedded.leave(self.client)
+        elif self.cluster:
+            if self.client is not None:
+                self.client.close()
         else:
             self.client.connection_pool.disconnect()
 

@@ -35,12 +35,18 @@ from twisted.internet import task, threads
 from twisted.internet.defer import Deferred
 
 from webcrawl.frontier.dupefilter import RedisDupeFilter
-from webcrawl.frontier.keys import CrawlKeys
-from webcrawl.frontier.queue import DEFAULT_REQUEST_CLASSES, HostQueue, StepResult
+from webcrawl.frontier.keys import MAX_SHARDS, CrawlKeys
+from webcrawl.frontier.layout import join_crawl
+from webcrawl.frontier.queue import DEFAULT_REQUEST_CLASSES, HostQueue, StepResult, lease_shard
 from webcrawl.frontier.redisconn import CrawlRedis, RoundTrips
 from webcrawl.frontier.requeue import Requeue
 from webcrawl.frontier.workers import WorkerRegistry, new_worker_id, worker_info
-from webcrawl.settings_check import non_negative_float, positive_float, positive_int
+from webcrawl.settings_check import (
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from webcrawl.urls.scope import scope_key
 
 logger = logging.getLogger(__name__)
@@ -72,6 +78,15 @@ def request_classes(settings: Any) -> list[str]:
             raise ValueError(f"FRONTIER_REQUEST_CLASSES: {name!r} is not a scrapy.Request class")
         names.append(f"{cls.__module__}.{cls.__name__}")  # the name entries carry
     return names
+
+
+def shard_settings(settings: Any) -> tuple[int, int, float]:
+    """FRONTIER_SHARDS, FRONTIER_REDIS_WAIT_REPLICAS, FRONTIER_REDIS_WAIT_TIMEOUT, checked."""
+    shards = positive_int(settings, "FRONTIER_SHARDS")
+    if shards > MAX_SHARDS:
+        raise ValueError(f"FRONTIER_SHARDS must be at most {MAX_SHARDS}, got {shards}")
+    return (shards, non_negative_int(settings, "FRONTIER_REDIS_WAIT_REPLICAS"),
+            positive_float(settings, "FRONTIER_REDIS_WAIT_TIMEOUT"))  # fmt: skip
 
 
 def crawl_name(settings: Any, spider_name: str) -> str:
@@ -135,17 +150,25 @@ class Scheduler(RedisScheduler):
                 f"STATUS_HEARTBEAT_INTERVAL ({self.heartbeat_interval}): leases are renewed "
                 "with each heartbeat"
             )
+        self.shards, self.wait_replicas, self.wait_timeout = shard_settings(settings)
         self.worker_id = new_worker_id()
         self.keys: CrawlKeys | None = None
         self.closed = False
         self._buffer: list[tuple[bytes, str, int, float, bytes]] = []
         self._revisits: list[tuple[str, str, int, float, bytes]] = []
         self._leases: dict[Request, str] = {}  # handed to the engine, not yet acknowledged
+        # Leases the engine is done with wait for their outlinks: acknowledged only in
+        # the step after the one that stored (and, with FRONTIER_REDIS_WAIT_REPLICAS,
+        # replicated) every link they produced.  A lease that disappears then never
+        # takes links with it: on a cluster the shards of one step are written in no
+        # set order, and a worker or master can die between them.
+        self._unconfirmed: list[str] = []  # finished; their outlinks not yet stored
+        self._ackable: list[str] = []  # finished, outlinks stored: acknowledged next step
         self._nacks: list[tuple[str, float]] = []  # (lease, seconds): requeue, not acknowledge
         self._refused: list[str] = []  # leases of entries this worker refused: dropped
         self._prefetched: deque[tuple[Request, str]] = deque()  # popped, not yet handed out
         self._wake_call: Any = None
-        self._idle = False
+        self._idle = self._busy_marked = False
         self._waiting_logged = False
         self._outage_logged = False
         self._started = time.time()
@@ -163,15 +186,25 @@ class Scheduler(RedisScheduler):
 
     def open(self, spider: Spider) -> Deferred[None]:
         self.spider = spider
-        self.keys = CrawlKeys(crawl_name(self.crawler.settings, spider.name))
-        self.queue = self.queue_cls(self.server, spider, self.keys, self.request_classes)
-        self.df.attach(self.server, self.keys.prefix + self.df.key_suffix)
-        self.registry = WorkerRegistry(self.server, self.keys)
-        d = threads.deferToThread(self.redis.open)
+        crawl = crawl_name(self.crawler.settings, spider.name)
+        CrawlKeys(crawl, self.shards)  # a name that cannot name keys fails here
+
+        def connect() -> CrawlKeys:
+            self.redis.open()
+            return join_crawl(self.redis.client, crawl, self.shards)
+
+        d = threads.deferToThread(connect)
         d.addCallback(self._opened)
         return d
 
-    def _opened(self, _: object) -> None:
+    def _opened(self, keys: CrawlKeys) -> None:
+        self.server = self.redis.client
+        self.queue = self.queue_cls(self.server, self.spider, keys, self.request_classes,
+                                    wait_replicas=self.wait_replicas,
+                                    wait_timeout=self.wait_timeout)  # fmt: skip
+        self.df.attach(self.server, keys)
+        self.registry = WorkerRegistry(self.server, keys)
+        self.keys = keys
         if self.flush_on_start:
             logger.warning("SCHEDULER_FLUSH_ON_START: clearing crawl %r", self.keys.crawl)
             self.flush()
@@ -179,8 +212,9 @@ class Scheduler(RedisScheduler):
         self._beat()
         queued = len(self.queue)
         logger.info(
-            "Worker %s joined crawl %r on %s (%d requests queued, %d seen)",
-            self.worker_id, self.keys.crawl, self.redis.description, queued, len(self.df),
+            "Worker %s joined crawl %r on %s (%d shards, %d requests queued, %d seen)",
+            self.worker_id, self.keys.crawl, self.redis.description, self.shards, queued,
+            len(self.df),
         )  # fmt: skip
         for interval, func in ((self.heartbeat_interval, self._beat), (self.idle_poll, self._poll)):
             loop = task.LoopingCall(self._guarded, func)
@@ -194,11 +228,13 @@ class Scheduler(RedisScheduler):
                 loop.stop()
         if self._wake_call is not None and self._wake_call.active():
             self._wake_call.cancel()
+        if self.keys is None:  # never opened (Redis unreachable, a bad setting)
+            return threads.deferToThread(self.redis.close)
         try:
             if self._prefetched:  # popped but never handed out: their leases end now
                 self.queue.renew([lease for _, lease in self._prefetched], 0.0)
                 self._prefetched.clear()
-            self._step(pop=False)
+            self._flush()
             self.registry.remove(self.worker_id)
         except Exception:
             logger.exception("Could not hand %d buffered requests back to Redis", len(self._buffer))
@@ -252,6 +288,7 @@ class Scheduler(RedisScheduler):
                     self._wake_in(result.next_ready)
                 return None
             self._prefetched.extend(result.popped)
+            self._mark_busy()
         request, lease = self._prefetched.popleft()
         self._idle = False
         self._waiting_logged = False
@@ -292,34 +329,62 @@ class Scheduler(RedisScheduler):
         return [r for r in self._leases if r not in inprogress]
 
     def _step(self, pop: bool) -> StepResult | None:
-        """One round trip: ack finished leases, push the buffer, maybe pop."""
-        finished = self._finished()
-        batch, revisits, nacks, refused = self._buffer, self._revisits, self._nacks, self._refused
+        """One round trip per Redis node: push the buffer, acknowledge the leases whose
+        outlinks an earlier step stored, maybe pop."""
+        for request in self._finished():
+            self._unconfirmed.append(self._leases.pop(request))
+        batch, revisits, nacks = self._buffer, self._revisits, self._nacks
+        if not batch and not revisits:  # nothing of theirs left to store
+            self._ackable += self._unconfirmed
+            self._unconfirmed = []
+        acks = [*self._ackable, *self._refused]
         try:
             result = self.queue.step(
-                worker_id=self.worker_id,
-                acks=[*(self._leases[r] for r in finished), *refused], nacks=nacks,
-                pushes=batch, pop=pop, revisits=revisits,
-                default_delay=self.host_delay, lease_timeout=self.lease_timeout,
-                slack=self.delay_slack, seen_key=self.df.key, seen_mode=self.df.mode,
-                max_per_host=self.max_per_host,
+                worker_id=self.worker_id, acks=acks, nacks=nacks, pushes=batch, pop=pop,
+                revisits=revisits, default_delay=self.host_delay,
+                lease_timeout=self.lease_timeout, slack=self.delay_slack,
+                seen_mode=self.df.mode, max_per_host=self.max_per_host,
             )  # fmt: skip
         except RedisError as exc:
             self._outage("reach the frontier (requests kept, will retry)", exc)
             return None
-        self._outage_logged = False
-        self._buffer = []
-        self._revisits = []
-        self._nacks = []
-        self._refused = []
-        for request in finished:
-            del self._leases[request]
+        failed = result.failed
+        if failed:  # those shards' parts were not applied: kept for the next step
+            self._outage(f"reach {len(failed)} frontier shards (their requests kept, will "
+                         f"retry)", next(iter(failed.values())))  # fmt: skip
+            self._buffer = [e for e in batch if self.queue.keys.shard_of(e[1]) in failed]
+            self._revisits = [e for e in revisits if self.queue.keys.shard_of(e[1]) in failed]
+            self._nacks = [n for n in nacks if lease_shard(n[0])[0] in failed]
+            self._ackable = [a for a in self._ackable if lease_shard(a)[0] in failed]
+            self._refused = [a for a in self._refused if lease_shard(a)[0] in failed]
+            batch = [e for e in batch if self.queue.keys.shard_of(e[1]) not in failed]
+        else:
+            self._outage_logged = False
+            self._buffer, self._revisits, self._nacks = [], [], []
+            self._ackable, self._refused = [], []
+        if result.unconfirmed:
+            # stored on a master that fewer replicas than FRONTIER_REDIS_WAIT_REPLICAS
+            # confirmed: their leases are left to expire, so that if the master dies
+            # before its replicas have the links, the pages are fetched again
+            self.stats.inc_value("frontier/unreplicated_leases", len(self._unconfirmed))
+            logger.warning("%d shards' writes were not confirmed by %d replicas: %d pages will "
+                           "be fetched again when their leases expire", len(result.unconfirmed),
+                           self.wait_replicas, len(self._unconfirmed))  # fmt: skip
+            self._unconfirmed = []
+        elif not self._buffer and not self._revisits:
+            self._ackable += self._unconfirmed
+            self._unconfirmed = []
+        self._count(result, batch, revisits, nacks)
+        return result
+
+    def _count(self, result: StepResult, batch: list, revisits: list, nacks: list) -> None:
+        """Stats and logs of a step; ``batch``: the pushes that were applied."""
         for lease, why in result.refused:
             # garbage, or a class nobody allowed: never imported, dropped with the next step
             self._refused.append(lease)
             self.stats.inc_value("scheduler/refused")
             logger.error("Refused a queue entry of crawl %r (dropped): %s", self.keys.crawl, why)
-        if nacks:
+        if nacks and not result.failed:
             self.stats.inc_value("frontier/requeued", len(nacks))
         # Every fingerprint of the batch is in the crawl's seen set now (ours or
         # another worker's), and fingerprints are never removed while it runs.
@@ -331,13 +396,36 @@ class Scheduler(RedisScheduler):
         if len(batch) > result.added:
             self.stats.inc_value("dupefilter/filtered", len(batch) - result.added)
         if revisits:
-            self.stats.inc_value("revisit/scheduled", len(revisits))
+            self.stats.inc_value("revisit/scheduled", len(revisits) - len(self._revisits))
         if result.revisited:
             self.stats.inc_value("revisit/due", result.revisited)
         if result.requeued:
             self.stats.inc_value("frontier/lease_expired", result.requeued)
             logger.info("Requeued %d requests whose lease expired", result.requeued)
-        return result
+
+    def _pending(self) -> bool:
+        """Whether this worker holds anything the frontier does not have yet."""
+        return bool(self._buffer or self._revisits or self._nacks or self._refused
+                    or self._unconfirmed or self._ackable)  # fmt: skip
+
+    def _flush(self) -> bool:
+        """Hand everything held to the frontier (two steps: the links, then the
+        acknowledgements); False if Redis did not take it all."""
+        for _ in range(3):
+            if self._step(pop=False) is None:
+                return False
+            if not self._pending():
+                return True
+        return not self._pending()
+
+    def _mark_busy(self) -> None:
+        if self._busy_marked:
+            return
+        try:
+            self.registry.mark_busy(self.worker_id, time.time())
+            self._busy_marked = True
+        except RedisError as exc:
+            self._outage("mark this worker busy", exc)
 
     def is_leased(self, request: Request) -> bool:
         """Whether ``request`` came from the frontier (and is still in progress)."""
@@ -381,13 +469,14 @@ class Scheduler(RedisScheduler):
 
     def _on_idle(self, spider: Spider) -> None:
         """spider_idle: close only when the whole crawl has no work left."""
-        if self._step(pop=False) is None:
+        if not self._flush():
             raise DontCloseSpider("Redis unreachable")
         try:
             queued, submitted, busy, leased = self.queue.idle_check(self.worker_id)
         except RedisError as exc:
             self._outage("check whether the crawl is done", exc)
             raise DontCloseSpider("Redis unreachable") from None
+        self._busy_marked = False
         self._idle = True
         if self.continuous:
             raise DontCloseSpider("WEBCRAWL_CONTINUOUS: waiting for work")
@@ -431,6 +520,7 @@ class Scheduler(RedisScheduler):
         if self.queue.has_work():
             self._wake_engine()
         elif not self.continuous and not any(self.queue.idle_check(self.worker_id)):
+            self._busy_marked = False
             # the last busy worker just finished: close now, not on the next heartbeat
             self._wake_engine()
 
@@ -450,7 +540,8 @@ class Scheduler(RedisScheduler):
         self._last_beat = (now, pages)
         info = worker_info(self._started, stats, now, rate, idle=self._idle)
         self.registry.beat(self.worker_id, info, self.heartbeat_ttl)
-        leases = [*self._leases.values(), *(lease for _, lease in self._prefetched)]
+        leases = [*self._leases.values(), *(lease for _, lease in self._prefetched),
+                  *self._unconfirmed, *self._ackable]  # fmt: skip
         self.queue.renew(leases, self.lease_timeout)
 
     def _guarded(self, func: Any) -> None:

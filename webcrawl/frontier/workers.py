@@ -31,6 +31,11 @@ class WorkerRegistry:
         pipe.sadd(self.keys.workers, worker_id)
         pipe.execute()
 
+    def mark_busy(self, worker_id: str, now: float) -> None:
+        """``worker_id`` has work (it popped some after being idle): until its next idle
+        check, no other worker takes the crawl for finished."""
+        self.server.hset(self.keys.busy, worker_id, repr(now))
+
     def remove(self, worker_id: str) -> None:
         pipe = self.server.pipeline(transaction=False)
         pipe.delete(self.keys.worker(worker_id))

@@ -1,0 +1,204 @@
+"""Run Lua steps on the frontier's shards: one pipeline per Redis node, one round trip each.
+
+On one Redis (embedded or a server) every shard is on the one node, so a
+step over several shards is one pipeline.  On a Redis Cluster, calls are
+grouped by the node that serves their shard's slot (each shard's keys share
+one hash tag); each group is one pipeline on that node.
+
+A call fails alone: a node that is down or failing over, a slot that moved
+(``MOVED``: the slot map is refreshed and the call is sent again to its new
+node at once) or is migrating (``ASK``, ``TRYAGAIN``: left for the caller to
+retry) gives that call an exception in its place, and the others' results
+stand.  Scripts are sent by SHA; a node that lacks one (a new node, a
+promoted replica, a restarted server) gets it loaded and the call sent again
+(a script that was not found did not run).
+
+``wait_replicas`` > 0 appends ``WAIT`` to every group whose calls ``confirm``
+asks for: its calls are ``confirmed`` only when that many replicas have the
+writes (Redis replicates asynchronously, and a master that dies before its
+replicas have a write loses it in the failover).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import redis
+from redis.exceptions import MovedError, NoScriptError, RedisClusterException, RedisError
+
+from webcrawl.frontier.keys import CrawlKeys
+
+logger = logging.getLogger(__name__)
+
+
+class Lua:
+    """A Lua script, called by its SHA1."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.sha = hashlib.sha1(source.encode()).hexdigest()
+
+
+@dataclass
+class Call:
+    """One script call on one shard."""
+
+    shard: int
+    script: Lua
+    keys: Sequence[str]
+    args: Sequence[object]
+    confirm: bool = False  # its writes must reach FRONTIER_REDIS_WAIT_REPLICAS replicas
+    result: object = None
+    error: Exception | None = None
+    confirmed: bool = True
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass
+class _Group:
+    client: redis.Redis
+    calls: list[Call] = field(default_factory=list)
+
+
+def is_cluster(client: object) -> bool:
+    return isinstance(client, redis.RedisCluster)
+
+
+class ShardRouter:
+    """Sends script calls to the node of their shard."""
+
+    def __init__(
+        self,
+        client: redis.Redis | redis.RedisCluster,
+        keys: CrawlKeys,
+        wait_replicas: int = 0,
+        wait_timeout: float = 1.0,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.cluster = is_cluster(client)
+        self.wait_replicas = wait_replicas
+        self.wait_timeout_ms = max(1, int(wait_timeout * 1000))
+        self.unconfirmed = 0  # groups whose WAIT fell short
+
+    def node_of(self, shard: int) -> redis.Redis:
+        """The client of the node serving ``shard`` (the client itself on one Redis)."""
+        if not self.cluster:
+            return self.client  # type: ignore[return-value]
+        node = self.client.get_node_from_key(self.keys.shard(shard).prefix)
+        return self.client.get_redis_connection(node)
+
+    def run(self, calls: Sequence[Call]) -> Sequence[Call]:
+        """Run ``calls`` (one round trip per node); each gets its ``result`` or ``error``."""
+        pending = list(calls)
+        for attempt in range(2):
+            moved = self._run_once(pending)
+            if not moved:
+                break
+            self.refresh()
+            if attempt == 0:
+                for call in moved:
+                    call.error = None
+                pending = moved
+        return calls
+
+    def _run_once(self, calls: Sequence[Call]) -> list[Call]:
+        groups: dict[int, _Group] = {}
+        for call in calls:
+            try:
+                client = self.node_of(call.shard)
+            except (RedisClusterException, RedisError) as exc:  # slot not covered: failing over
+                call.error = exc
+                continue
+            groups.setdefault(id(client), _Group(client)).calls.append(call)
+        moved: list[Call] = []
+        for group in groups.values():
+            self._run_group(group)
+            moved += [c for c in group.calls if isinstance(c.error, MovedError)]
+        return moved
+
+    def _run_group(self, group: _Group) -> None:
+        calls = group.calls
+        wait = self.wait_replicas > 0 and any(c.confirm for c in calls)
+        try:
+            replies = self._exchange(group.client, calls, wait)
+        except RedisError as exc:  # the node is down, or timed out: every call of it failed
+            for call in calls:
+                call.error = exc
+            if self.cluster and not isinstance(exc, redis.TimeoutError):
+                self.refresh()
+            return
+        for call, reply in zip(calls, replies, strict=False):
+            if isinstance(reply, Exception):
+                call.error = reply
+            else:
+                call.result = reply
+        if wait:
+            reached = replies[-1]
+            confirmed = isinstance(reached, int) and reached >= self.wait_replicas
+            if not confirmed:
+                self.unconfirmed += 1
+            for call in calls:
+                call.confirmed = confirmed or not call.confirm
+
+    def _exchange(self, client: redis.Redis, calls: Sequence[Call], wait: bool) -> list[object]:
+        """Replies to ``calls`` (then WAIT's, if ``wait``); scripts the node lacks are
+        loaded and their calls sent again (a script that was not found did not run)."""
+        replies = self._send(client, calls, wait)
+        missing = [c for c, r in zip(calls, replies, strict=False) if isinstance(r, NoScriptError)]
+        if missing:
+            for script in {id(c.script): c.script for c in missing}.values():
+                client.script_load(script.source)
+            again = self._send(client, missing, wait)
+            for call, reply in zip(missing, again, strict=False):
+                replies[calls.index(call)] = reply
+            if wait:
+                replies[-1] = again[-1]
+        return replies
+
+    def _send(self, client: redis.Redis, calls: Sequence[Call], wait: bool) -> list[object]:
+        pipe = client.pipeline(transaction=False)
+        for call in calls:
+            pipe.execute_command("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args)
+        if wait:
+            pipe.execute_command("WAIT", self.wait_replicas, self.wait_timeout_ms)
+        return pipe.execute(raise_on_error=False)
+
+    def refresh(self) -> None:
+        """Read the cluster's slot map again (after MOVED, or a node that went away)."""
+        if not self.cluster:
+            return
+        try:
+            self.client.nodes_manager.initialize()
+        except (RedisClusterException, RedisError) as exc:
+            logger.debug("Could not refresh the Redis Cluster slot map: %s", exc)
+
+    def run_plain(self, shard_commands: Sequence[tuple[int, str, Sequence[object]]]) -> list:
+        """Plain commands ``(shard, name, args)`` (reads for ``status``), results in order;
+        an exception in place of a command that failed."""
+        calls = [_Plain(shard, name, args) for shard, name, args in shard_commands]
+        groups: dict[int, tuple[redis.Redis, list[_Plain]]] = {}
+        for call in calls:
+            client = self.node_of(call.shard)
+            groups.setdefault(id(client), (client, []))[1].append(call)
+        for client, group in groups.values():
+            pipe = client.pipeline(transaction=False)
+            for call in group:
+                pipe.execute_command(call.name, *call.args)
+            for call, reply in zip(group, pipe.execute(raise_on_error=False), strict=True):
+                call.result = reply
+        return [c.result for c in calls]
+
+
+@dataclass
+class _Plain:
+    shard: int
+    name: str
+    args: Sequence[object]
+    result: object = None
