@@ -114,6 +114,35 @@ def hbase(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HBaseServer]:
         server.local.stop()
 
 
+@pytest.fixture(scope="session")
+def redis_cluster_server(tmp_path_factory: pytest.TempPathFactory):
+    """A real Redis Cluster on loopback: three masters, each with a replica."""
+    from webcrawl.frontier.localcluster import LocalRedisCluster
+
+    cluster = LocalRedisCluster(tmp_path_factory.mktemp("redis-cluster")).start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def redis_cluster(redis_cluster_server):
+    """The session's Redis Cluster, emptied (a test that kills a node starts its own)."""
+    for node in redis_cluster_server.masters():
+        redis_cluster_server.client(node.port).flushall()
+    return redis_cluster_server
+
+
+@pytest.fixture
+def workers():
+    """Started worker processes; any left running when a test fails is killed."""
+    procs = []
+    yield procs
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 @pytest.fixture
 def redis_client(redis_server: RedisServer) -> Iterator[redis.Redis]:
     client = redis_server.client()

@@ -15,17 +15,6 @@ from webcrawl.frontier.keys import CrawlKeys
 PACED = ("FRONTIER_HOST_DELAY=0.1",)
 
 
-@pytest.fixture
-def workers():
-    """Started worker processes; any left running when a test fails is killed."""
-    procs = []
-    yield procs
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-
-
 def start_worker(procs, seeds, data_dir, redis_url, items, *settings, code=None):
     """A ``scrapy crawl web`` process (``code``: Python run instead of ``-m scrapy``, which
     must end by running scrapy's command line)."""

@@ -357,11 +357,15 @@ class Scheduler(RedisScheduler):
             self._nacks = [n for n in nacks if lease_shard(n[0])[0] in failed]
             self._ackable = [a for a in self._ackable if lease_shard(a)[0] in failed]
             self._refused = [a for a in self._refused if lease_shard(a)[0] in failed]
-            batch = [e for e in batch if self.queue.keys.shard_of(e[1]) not in failed]
         else:
             self._outage_logged = False
             self._buffer, self._revisits, self._nacks = [], [], []
             self._ackable, self._refused = [], []
+        # only what was stored counts as seen (and, with WAIT, replicated): a page
+        # fetched again after a failover must be able to push its links again
+        lost = set(failed) | result.unconfirmed
+        if lost:
+            batch = [e for e in batch if self.queue.keys.shard_of(e[1]) not in lost]
         if result.unconfirmed:
             # stored on a master that fewer replicas than FRONTIER_REDIS_WAIT_REPLICAS
             # confirmed: their leases are left to expire, so that if the master dies

@@ -1,0 +1,268 @@
+"""The frontier on a real Redis Cluster (three masters, a replica each, on loopback):
+crawls of the demo web with several workers, a worker and a master killed mid-crawl,
+the command line, resharding, and the mistakes a user can make in REDIS_URL."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from itertools import pairwise
+
+import pytest
+import redis
+from conftest import ROOT, crawl_env, frontier_totals, read_items, run_crawl
+from scrapy import Request, Spider
+from test_cluster import PACED, finish, start_worker, wait_for_fetches
+from test_frontier import page_times, stored_urls
+
+from webcrawl.frontier.keys import CrawlKeys
+from webcrawl.frontier.localcluster import LocalRedisCluster
+from webcrawl.frontier.queue import HostQueue
+from webcrawl.frontier.redisconn import CrawlRedis
+
+WAIT = ("FRONTIER_REDIS_WAIT_REPLICAS=1",)
+
+
+class S(Spider):
+    name = "s"
+
+
+def cluster_client(cluster: LocalRedisCluster) -> redis.RedisCluster:
+    conn = CrawlRedis(cluster.url, "unused")
+    conn.open()
+    return conn.client
+
+
+def webcrawl(*args: str, redis_url: str, data_dir) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "webcrawl.cli", *args, "-s", f"WEBCRAWL_DATA_DIR={data_dir}",
+           "-s", f"REDIS_URL={redis_url}"]  # fmt: skip
+    return subprocess.run(cmd, cwd=ROOT, env=crawl_env(), capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+
+
+def keys_per_master(cluster: LocalRedisCluster) -> dict[int, int]:
+    return {n.port: cluster.client(n.port).dbsize() for n in cluster.masters()}
+
+
+# -- crawls ---------------------------------------------------------------------------
+
+
+def test_two_workers_crawl_through_a_redis_cluster_once_each_and_politely(
+    slow_demo, redis_cluster, tmp_path, workers
+):
+    demo = slow_demo
+    items = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
+    for path in items:
+        start_worker(workers, demo.seeds, tmp_path / "data", redis_cluster.url, path, *PACED,
+                     *WAIT)  # fmt: skip
+    logs = [finish(w) for w in workers]
+    expected = set(demo.web.reachable())
+    per_worker = [[i["url"] for i in read_items(p)] for p in items]
+    union = Counter(per_worker[0] + per_worker[1])
+    assert set(union) == expected and max(union.values()) == 1
+    assert max(demo.page_fetches().values()) == 1  # none fetched twice (server side)
+    assert all(len(p) > 20 for p in per_worker), [len(p) for p in per_worker]
+    assert all("Redis Cluster at redis+cluster://" in log for log in logs)
+    assert all("has no work left anywhere" in log for log in logs)
+    # politeness at the server: 0.1 s between two requests to a host, whichever worker
+    gaps = {h: min(b - a for a, b in pairwise(t)) for h, t in page_times(demo).items()}
+    assert min(gaps.values()) >= 0.1, gaps
+    # the shards are spread over every master, and the crawl's state is clean
+    assert all(n > 0 for n in keys_per_master(redis_cluster).values())
+    totals = frontier_totals(cluster_client(redis_cluster))
+    assert totals["queued"] == 0 and totals["leased"] == 0 and totals["seen"] > len(expected)
+
+
+def test_a_worker_killed_with_kill_9_loses_nothing_on_a_cluster(
+    slow_demo, redis_cluster, tmp_path, workers
+):
+    demo = slow_demo
+    settings = (*PACED, *WAIT, "FRONTIER_LEASE_TIMEOUT=3")
+    a = start_worker(workers, demo.seeds, tmp_path / "data", redis_cluster.url,
+                     tmp_path / "a.jsonl", *settings)  # fmt: skip
+    b = start_worker(workers, demo.seeds, tmp_path / "data", redis_cluster.url,
+                     tmp_path / "b.jsonl", *settings)  # fmt: skip
+    wait_for_fetches(demo, 60)
+    b.send_signal(signal.SIGKILL)
+    b.wait(10)
+    log = finish(a)
+    # the store, not b's feed file: kill -9 loses what the feed exporter had buffered
+    assert set(stored_urls(tmp_path / "data")) == set(demo.web.reachable()), log[-2000:]
+    twice = [u for u, n in demo.page_fetches().items() if n > 1]
+    assert len(twice) <= 2 * 4 * 4, twice  # at most what b held (prefetch and in flight)
+
+
+def test_a_master_killed_mid_crawl_fails_over_and_no_url_is_lost(slow_demo, tmp_path, workers):
+    """kill -9 a master with a crawl running: its replica takes over, the workers retry
+    until it has (nothing they hold is dropped), and every reachable page is stored.
+
+    Redis replicates asynchronously; with FRONTIER_REDIS_WAIT_REPLICAS=1 a page's lease
+    is acknowledged only after its links reached a replica, so what the dead master
+    had not passed on is fetched again rather than lost."""
+    demo = slow_demo
+    with LocalRedisCluster(tmp_path / "cluster") as cluster:
+        for path in ("a", "b"):
+            start_worker(workers, demo.seeds, tmp_path / "data", cluster.url,
+                         tmp_path / f"{path}.jsonl", *PACED, *WAIT)  # fmt: skip
+        wait_for_fetches(demo, 60)
+        victim = cluster.masters()[0].port
+        cluster.kill(victim)
+        started = time.monotonic()
+        promoted = cluster.wait_failover(victim)
+        failover = time.monotonic() - started
+        logs = [finish(w, timeout=180) for w in workers]
+        assert promoted != victim
+    stored = Counter(stored_urls(tmp_path / "data"))
+    reachable = set(demo.web.reachable())
+    lost = reachable - set(stored)
+    twice = sorted(u for u, n in demo.page_fetches().items() if n > 1)
+    report = {"failover_s": round(failover, 2), "lost": len(lost), "fetched_twice": len(twice),
+              "pages": len(reachable)}  # fmt: skip
+    print("FAILOVER", json.dumps(report))
+    (tmp_path / "failover.json").write_text(json.dumps(report))
+    assert not lost, (report, sorted(lost)[:20], logs[0][-3000:])
+    assert any("retry" in log for log in logs)  # the outage was seen, and waited out
+
+
+# -- the command line -----------------------------------------------------------------
+
+
+def test_status_submit_reset_and_failpaths_work_on_a_cluster(demo, redis_cluster, tmp_path):
+    data = tmp_path / "data"
+    result = run_crawl(demo.seeds, data, f"REDIS_URL={redis_cluster.url}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    status = webcrawl("status", "--json", redis_url=redis_cluster.url, data_dir=data)
+    assert status.returncode == 0, status.stderr
+    state = json.loads(status.stdout)
+    reachable = len(demo.web.reachable())
+    assert state["shards"] == 16 and len(state["queued_per_shard"]) == 16
+    assert state["queued"] == 0 and state["leased"] == 0 and state["stored"] == reachable
+    assert state["seen"] >= reachable and state["redis"].startswith("Redis Cluster at")
+    submit = webcrawl("submit", "http://example.invalid/a", redis_url=redis_cluster.url,
+                      data_dir=data)  # fmt: skip
+    assert submit.returncode == 0, submit.stderr
+    state = json.loads(webcrawl("status", "--json", redis_url=redis_cluster.url,
+                                data_dir=data).stdout)  # fmt: skip
+    assert state["submitted"] == 1
+    failpaths = webcrawl("failpaths", redis_url=redis_cluster.url, data_dir=data)
+    assert failpaths.returncode == 0 and "dead paths" in failpaths.stdout
+    reset = webcrawl("reset", "--yes", redis_url=redis_cluster.url, data_dir=data)
+    assert reset.returncode == 0, reset.stderr
+    assert keys_per_master(redis_cluster) == dict.fromkeys(keys_per_master(redis_cluster), 0)
+
+
+# -- the frontier on a cluster, directly ------------------------------------------------
+
+
+def entry(queue, url):
+    host = url.split("/")[2]
+    return url.encode(), host, 0, 0.0, queue.encode(Request(url))
+
+
+def test_every_url_is_popped_once_from_shards_on_every_master(redis_cluster):
+    client = cluster_client(redis_cluster)
+    queue = HostQueue(client, S(), CrawlKeys("t"))
+    urls = [f"http://h{h}.example/{p}" for h in range(64) for p in range(5)]
+    added = queue.step(pushes=[entry(queue, u) for u in urls], pop=False).added
+    assert added == len(urls)
+    got = []
+    for _ in range(500):
+        got += [r.url for r, _ in queue.step(pop=8, acks=[]).popped]
+        if len(got) == len(urls):
+            break
+    assert sorted(got) == sorted(urls)
+    nodes = {queue.router.node_of(s).connection_pool.connection_kwargs["port"]
+             for s in range(16)}  # fmt: skip
+    assert nodes == {n.port for n in redis_cluster.masters()}
+
+
+def _move_slot(cluster: LocalRedisCluster, slot: int, src_port: int, dst_port: int) -> None:
+    """Move ``slot`` and its keys from one master to another, as a resharding does."""
+    ids = {n.port: n.node_id for n in cluster.masters()}
+    src, dst = cluster.client(src_port), cluster.client(dst_port)
+    dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", ids[src_port])
+    src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[dst_port])
+    while keys := src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
+        src.execute_command("MIGRATE", "127.0.0.1", dst_port, "", 0, 5000, "KEYS", *keys)
+    for port in ids:
+        cluster.client(port).execute_command("CLUSTER", "SETSLOT", slot, "NODE", ids[dst_port])
+
+
+def test_a_shard_moved_by_resharding_is_followed_not_lost(redis_cluster):
+    """MOVED: the slot map is read again and the step is sent to the shard's new master."""
+    client = cluster_client(redis_cluster)
+    queue = HostQueue(client, S(), CrawlKeys("t"))
+    host = "moved.example"
+    shard = queue.keys.shard_of(host)
+    queue.step(pushes=[entry(queue, f"http://{host}/{i}") for i in range(5)], pop=False)
+    slot = client.keyslot(queue.keys.shard(shard).prefix)
+    before = queue.router.node_of(shard).connection_pool.connection_kwargs["port"]
+    other = next(n.port for n in redis_cluster.masters() if n.port != before)
+    _move_slot(redis_cluster, slot, before, other)
+    result = queue.step(pushes=[entry(queue, f"http://{host}/{i}") for i in range(5, 8)],
+                        pop=False)  # fmt: skip
+    assert result.added == 3 and not result.failed
+    assert queue.router.node_of(shard).connection_pool.connection_kwargs["port"] == other
+    got = []
+    for _ in range(50):
+        got += [r.url for r, _ in queue.step(pop=4).popped]
+    assert sorted(got) == sorted(f"http://{host}/{i}" for i in range(8))
+
+
+# -- bad input -----------------------------------------------------------------------
+
+
+def test_a_cluster_url_for_a_single_redis_and_the_reverse_fail_clearly(
+    redis_server, redis_cluster, tmp_path
+):
+    single = redis_server.url.replace("redis://", "redis+cluster://").rsplit("/", 1)[0]
+    result = webcrawl("status", redis_url=single, data_dir=tmp_path)
+    assert result.returncode == 2
+    assert "names a Redis Cluster, but the server there is a single Redis" in result.stderr
+    node = redis_cluster.masters()[0].port
+    result = webcrawl("status", redis_url=f"redis://127.0.0.1:{node}/0", data_dir=tmp_path)
+    assert result.returncode == 2
+    assert "is a node of a Redis Cluster" in result.stderr
+    assert f"redis+cluster://127.0.0.1:{node}" in result.stderr
+    # a worker says the same, and stops at once
+    crawl = run_crawl(["http://127.0.0.1:9/"], tmp_path / "data", f"REDIS_URL={single}")
+    assert crawl.returncode != 0 or "single Redis" in crawl.stderr
+    assert "names a Redis Cluster, but the server there is a single Redis" in crawl.stderr
+
+
+def test_a_shard_count_other_than_the_crawls_is_refused_naming_both(
+    demo, redis_server, redis_client, tmp_path
+):
+    data = tmp_path / "data"
+    first = run_crawl(demo.seeds, data, f"REDIS_URL={redis_server.url}", "DEPTH_LIMIT=0")
+    assert first.returncode == 0, first.stderr[-2000:]
+    other = run_crawl(demo.seeds, data, f"REDIS_URL={redis_server.url}", "FRONTIER_SHARDS=8")
+    assert "created with FRONTIER_SHARDS = 16, this worker has FRONTIER_SHARDS = 8" in other.stderr
+    assert not read_items_of(other)
+    assert sum(frontier_totals(redis_client).values()) > 0  # nothing of the crawl touched
+
+
+def read_items_of(result: subprocess.CompletedProcess) -> list[str]:
+    return [line for line in result.stderr.splitlines() if "Scraped from" in line]
+
+
+def test_state_of_an_older_webcrawl_is_refused_with_the_way_out(
+    demo, redis_server, redis_client, tmp_path
+):
+    redis_client.sadd("webcrawl:web:seen", b"x" * 20)  # the one-keyspace layout
+    result = run_crawl(demo.seeds, tmp_path / "data", f"REDIS_URL={redis_server.url}")
+    assert "holds state of an older webcrawl" in result.stderr
+    assert "webcrawl reset --crawl web --yes" in result.stderr
+    reset = webcrawl("reset", "--yes", redis_url=redis_server.url, data_dir=tmp_path)
+    assert reset.returncode == 0 and redis_client.exists("webcrawl:web:seen") == 0
+    again = run_crawl(demo.seeds, tmp_path / "data", f"REDIS_URL={redis_server.url}")
+    assert again.returncode == 0, again.stderr[-2000:]
+
+
+def test_a_crawl_name_that_cannot_name_keys_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="cannot name Redis keys"):
+        CrawlKeys("we{b}")
+    result = run_crawl(["http://127.0.0.1:9/"], tmp_path / "data", "WEBCRAWL_CRAWL=a b")
+    assert "cannot name Redis keys" in result.stderr
