@@ -9,7 +9,7 @@ import urllib.request
 import happybase
 import pytest
 from conftest import read_items
-from test_cluster import finish, start_worker, wait_for_fetches, workers  # noqa: F401
+from test_cluster import finish, start_worker, wait_for_fetches
 from test_store_contract import drop_tables
 
 from webcrawl.localhbase import LocalHBase
