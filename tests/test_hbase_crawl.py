@@ -50,7 +50,7 @@ def test_two_workers_store_every_page_once_in_hbase(
     slow_demo,
     redis_server,
     tmp_path,
-    workers,  # noqa: F811
+    workers,
     hbase,
 ):
     url = hbase.url("thrift")
@@ -93,7 +93,7 @@ def test_a_thrift_gateway_killed_mid_crawl_loses_no_row(
     slow_demo,
     redis_server,
     tmp_path,
-    workers,  # noqa: F811
+    workers,
     hbase,
 ):
     url = hbase.url("crashing")  # a gateway of this test's own
@@ -115,7 +115,7 @@ def test_hbase_killed_mid_crawl_replays_its_log_and_the_crawl_goes_on(
     slow_demo,
     redis_server,
     tmp_path,
-    workers,  # noqa: F811
+    workers,
 ):
     """kill -9 of the master (with its RegionServer and ZooKeeper): what the
     RegionServer had acknowledged is only in its write-ahead log, replayed when the
@@ -147,7 +147,7 @@ def test_connections_the_server_drops_when_idle_lose_nothing(
     slow_demo,
     redis_server,
     tmp_path,
-    workers,  # noqa: F811
+    workers,
     hbase,
 ):
     """The gateway closes client sockets idle for 0.3 s, so pooled connections die
