@@ -22,14 +22,16 @@ MAX_SHARDS = 4096
 # a crawl name becomes part of every key and of a hash tag: no braces (they would
 # end the tag early), no glob characters (``reset`` matches keys by pattern)
 _BAD_NAME = re.compile(r"[{}*?\[\]\\\s]")
+_SHARD_LIKE = re.compile(r":\d+$")  # "web:1" would be shard 1 of crawl "web"
 
 
 def check_crawl_name(crawl: str) -> str:
     """``crawl`` if it can name a crawl's keys, else ValueError."""
-    if not crawl or _BAD_NAME.search(crawl):
+    if not crawl or _BAD_NAME.search(crawl) or _SHARD_LIKE.search(crawl):
         raise ValueError(
             f"crawl name {crawl!r} cannot name Redis keys: use letters, digits and . _ - : "
-            "(no braces, spaces or * ? [ ])"
+            "(no braces, spaces or * ? [ ], and no :<number> at the end, which would read "
+            "as a shard of another crawl)"
         )
     return crawl
 

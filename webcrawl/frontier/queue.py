@@ -592,17 +592,7 @@ class HostQueue:
         was applied; if every call fails, the first error is raised.
         """
         del worker_id  # kept for callers; busy marks are crawl-wide (WorkerRegistry)
-        work: dict[int, _ShardWork] = {}
-        for lease in acks:
-            shard, ident = lease_shard(lease)
-            work.setdefault(shard, _ShardWork()).acks.append(ident)
-        for lease, wait in nacks:
-            shard, ident = lease_shard(lease)
-            work.setdefault(shard, _ShardWork()).nacks.append((ident, wait))
-        for entry in pushes:
-            work.setdefault(self.keys.shard_of(entry[1]), _ShardWork()).pushes.append(entry)
-        for entry in revisits:
-            work.setdefault(self.keys.shard_of(entry[1]), _ShardWork()).revisits.append(entry)
+        work = self._group(acks, nacks, pushes, revisits)
         want = int(pop)
         result = StepResult(pushed=len(pushes))
         clock = self._clock(now)
@@ -631,11 +621,34 @@ class HostQueue:
         if result.calls and len(result.failed) == result.calls:
             raise next(iter(result.failed.values()))  # nothing was applied
         if want and not result.popped:
-            clock = self._clock(now)
-            waits = [due - clock for due in self._due]
-            soonest = min(waits)
-            result.next_ready = max(0.0, soonest) if soonest != float("inf") else None
+            result.next_ready = self._next_ready(now)
         return result
+
+    def _group(
+        self, acks: Sequence[str], nacks: Sequence[tuple[str, float]], pushes: Sequence[tuple],
+        revisits: Sequence[tuple],
+    ) -> dict[int, _ShardWork]:  # fmt: skip
+        """What a step has for each shard."""
+        work: dict[int, _ShardWork] = {}
+        for lease in acks:
+            shard, ident = lease_shard(lease)
+            work.setdefault(shard, _ShardWork()).acks.append(ident)
+        for lease, wait in nacks:
+            shard, ident = lease_shard(lease)
+            work.setdefault(shard, _ShardWork()).nacks.append((ident, wait))
+        for entry in pushes:
+            work.setdefault(self.keys.shard_of(entry[1]), _ShardWork()).pushes.append(entry)
+        for entry in revisits:
+            work.setdefault(self.keys.shard_of(entry[1]), _ShardWork()).revisits.append(entry)
+        return work
+
+    def _next_ready(self, now: float | None) -> float:
+        """Seconds until a shard has work, as far as this worker knows."""
+        clock = self._clock(now)
+        soonest = min(due - clock for due in self._due)
+        if soonest == float("inf"):  # no shard has work we know of: look again soon
+            soonest = self._looked + self.refresh - clock
+        return max(0.0, soonest)
 
     def _run(self, work: dict[int, _ShardWork], pop_shard: int | None, want: int,
              result: StepResult, *, now: float | None, default_delay: float,

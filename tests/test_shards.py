@@ -1,0 +1,116 @@
+"""Shards of the frontier: which shard a host is in, key names, and how a worker's
+pops go round the shards (against a real Redis)."""
+
+from collections import Counter
+
+import pytest
+from scrapy import Request, Spider
+
+from webcrawl.frontier.keys import CrawlKeys, check_crawl_name, shard_of
+from webcrawl.frontier.layout import CrawlLayoutError, existing_crawl, join_crawl
+from webcrawl.frontier.queue import HostQueue
+from webcrawl.frontier.redisconn import cluster_nodes
+
+
+class S(Spider):
+    name = "s"
+
+
+def test_a_host_has_one_shard_the_same_in_every_process():
+    # CRC-32, not Python's salted hash(): these values are the same everywhere
+    hosts = ("example.com", "127.0.0.1:8080", "b\u00fccher.de")
+    assert [shard_of(h, 16) for h in hosts] == [9, 8, 5]
+    assert shard_of("example.com", 1) == 0
+    counts = Counter(shard_of(f"host{i}.example.org", 16) for i in range(16_000))
+    assert len(counts) == 16 and max(counts.values()) < 1.1 * 1000  # even within 10 %
+
+
+def test_every_key_of_a_shard_shares_its_hash_tag_and_the_crawl_owns_them():
+    keys = CrawlKeys("web", 16)
+    k = keys.shard_for("example.com")
+    names = [k.ready, k.seen, k.bloom, k.leases, k.host_queue("example.com"), k.revisits]
+    assert {n.split("}")[0] for n in names} == {f"webcrawl:{{web:{k.shard}"}
+    assert keys.start.startswith("webcrawl:{web}:")
+    assert all(keys.owns(n) for n in [*names, keys.start, "webcrawl:web:seen"])
+    other = CrawlKeys("web:x", 16)  # a crawl whose name extends ours
+    assert not keys.owns(other.shard(3).ready) and not keys.owns(other.start)
+    assert not keys.owns("webcrawl:{webx}:start")
+
+
+@pytest.mark.parametrize("name", ["", "a{b}", "a b", "a*", "x?", "[x]", "web:1"])
+def test_names_that_cannot_name_keys_are_refused(name):
+    with pytest.raises(ValueError, match="cannot name Redis keys"):
+        check_crawl_name(name)
+
+
+def test_cluster_urls():
+    assert cluster_nodes("redis+cluster://h1:7000") == ("redis://h1:7000", [("h1", 7000)])
+    assert cluster_nodes("rediss+cluster://u:p@h1:7000,h2:7001/0?ssl_cert_reqs=none") == (
+        "rediss://u:p@h1:7000/0?ssl_cert_reqs=none", [("h1", 7000), ("h2", 7001)])  # fmt: skip
+    with pytest.raises(ValueError, match="expected host:port"):
+        cluster_nodes("redis+cluster://h1")
+
+
+def test_the_shard_count_is_recorded_and_another_refused(redis_client):
+    assert existing_crawl(redis_client, "c", 16) == (CrawlKeys("c", 16), False)
+    join_crawl(redis_client, "c", 8)
+    assert existing_crawl(redis_client, "c", 16) == (CrawlKeys("c", 8), True)
+    assert join_crawl(redis_client, "c", 8).shards == 8
+    with pytest.raises(CrawlLayoutError, match="FRONTIER_SHARDS = 8, this worker has "
+                                               "FRONTIER_SHARDS = 16"):  # fmt: skip
+        join_crawl(redis_client, "c", 16)
+
+
+def entry(queue, url):
+    return url.encode(), url.split("/")[2], 0, 0.0, queue.encode(Request(url))
+
+
+def hosts_in_every_shard(keys, per_shard=2):
+    hosts, i = {}, 0
+    while min((len(v) for v in hosts.values()), default=0) < per_shard or len(hosts) < 16:
+        host = f"h{i}.example"
+        hosts.setdefault(keys.shard_of(host), []).append(host)
+        i += 1
+    return [h for shard in sorted(hosts) for h in hosts[shard][:per_shard]]
+
+
+def test_pops_go_round_every_shard_in_turn(redis_client):
+    """No shard starves another: with work in every shard, 16 pops of one request
+    each take one from every shard."""
+    queue = HostQueue(redis_client, S(), CrawlKeys("t"))
+    hosts = hosts_in_every_shard(queue.keys)
+    urls = [f"http://{h}/{p}" for h in hosts for p in range(3)]
+    queue.step(pushes=[entry(queue, u) for u in urls], pop=False, now=0)
+    shards = []
+    for _ in range(16):
+        (_, lease), = queue.step(pop=1, now=1).popped  # fmt: skip
+        shards.append(int(lease.split(":")[0]))
+    assert sorted(shards) == list(range(16))
+
+
+def test_work_another_worker_puts_in_an_empty_shard_is_found_within_a_second(redis_client):
+    mine = HostQueue(redis_client, S(), CrawlKeys("t"), refresh=1.0)
+    theirs = HostQueue(redis_client, S(), CrawlKeys("t"))
+    mine.step(pushes=[entry(mine, "http://a.example/1")], pop=False, now=0)
+    assert mine.step(pop=1, now=0).request.url == "http://a.example/1"
+    empty = mine.step(pop=1, now=0.1)
+    assert empty.request is None
+    other = next(h for h in (f"x{i}.example" for i in range(100))
+                 if mine.keys.shard_of(h) != mine.keys.shard_of("a.example"))  # fmt: skip
+    theirs.step(pushes=[entry(theirs, f"http://{other}/1")], pop=False, now=0.2)
+    assert mine.step(pop=1, now=0.5).request is None  # still believes every shard idle...
+    assert mine.step(pop=1, now=1.2).request.url == f"http://{other}/1"  # ...not for long
+
+
+def test_a_step_with_one_shard_down_applies_the_others_and_says_which_failed(redis_client):
+    """One call per shard: the failure of one (here a script error injected by a key
+    of the wrong type) does not undo the others, and it is reported by shard."""
+    queue = HostQueue(redis_client, S(), CrawlKeys("t"))
+    a = "a.example"
+    b = next(h for h in (f"b{i}.example" for i in range(100))
+             if queue.keys.shard_of(h) != queue.keys.shard_of(a))  # fmt: skip
+    redis_client.set(queue.keys.shard_for(b).seen, "not a set")  # SADD fails there
+    result = queue.step(pushes=[entry(queue, f"http://{a}/1"), entry(queue, f"http://{b}/1")],
+                        pop=False)  # fmt: skip
+    assert result.added == 1 and list(result.failed) == [queue.keys.shard_of(b)]
+    assert "WRONGTYPE" in str(result.failed[queue.keys.shard_of(b)])
