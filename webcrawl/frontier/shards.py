@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -86,6 +87,9 @@ class ShardRouter:
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = max(1, int(wait_timeout * 1000))
         self.unconfirmed = 0  # groups whose WAIT fell short
+        self._replicas: dict[int, tuple[int, float]] = {}  # node client -> (replicas, when)
+        self._refreshed = float("-inf")
+        self._alone_logged: set[int] = set()
 
     def node_of(self, shard: int) -> redis.Redis:
         """The client of the node serving ``shard`` (the client itself on one Redis)."""
@@ -125,8 +129,8 @@ class ShardRouter:
 
     def _run_group(self, group: _Group) -> None:
         calls = group.calls
-        wait = self.wait_replicas > 0 and any(c.confirm for c in calls)
         try:
+            wait = self._wait_for(group.client) if any(c.confirm for c in calls) else 0
             replies = self._exchange(group.client, calls, wait)
         except RedisError as exc:  # the node is down, or timed out: every call of it failed
             for call in calls:
@@ -141,13 +145,33 @@ class ShardRouter:
                 call.result = reply
         if wait:
             reached = replies[-1]
-            confirmed = isinstance(reached, int) and reached >= self.wait_replicas
+            confirmed = isinstance(reached, int) and reached >= wait
             if not confirmed:
                 self.unconfirmed += 1
             for call in calls:
                 call.confirmed = confirmed or not call.confirm
 
-    def _exchange(self, client: redis.Redis, calls: Sequence[Call], wait: bool) -> list[object]:
+    def _wait_for(self, client: redis.Redis) -> int:
+        """Replicas to WAIT for on ``client``'s node: FRONTIER_REDIS_WAIT_REPLICAS, but no
+        more than it has (a replica promoted after its master died has none until
+        one is added: waiting would only stall every step for the timeout)."""
+        if self.wait_replicas <= 0:
+            return 0
+        now = time.monotonic()
+        known = self._replicas.get(id(client))
+        if known is None or now - known[1] > 5.0:
+            count = int(client.info("replication").get("connected_slaves", 0))
+            known = self._replicas[id(client)] = (count, now)
+            if count < self.wait_replicas and id(client) not in self._alone_logged:
+                self._alone_logged.add(id(client))
+                kwargs = client.connection_pool.connection_kwargs
+                logger.warning("Redis node %s:%s has %d of the %d replicas FRONTIER_REDIS_WAIT_"
+                               "REPLICAS asks for: its writes are confirmed by %d", kwargs.get(
+                                   "host"), kwargs.get("port"), count, self.wait_replicas,
+                               count)  # fmt: skip
+        return min(self.wait_replicas, known[0])
+
+    def _exchange(self, client: redis.Redis, calls: Sequence[Call], wait: int) -> list[object]:
         """Replies to ``calls`` (then WAIT's, if ``wait``); scripts the node lacks are
         loaded and their calls sent again (a script that was not found did not run)."""
         replies = self._send(client, calls, wait)
@@ -162,18 +186,22 @@ class ShardRouter:
                 replies[-1] = again[-1]
         return replies
 
-    def _send(self, client: redis.Redis, calls: Sequence[Call], wait: bool) -> list[object]:
+    def _send(self, client: redis.Redis, calls: Sequence[Call], wait: int) -> list[object]:
         pipe = client.pipeline(transaction=False)
         for call in calls:
             pipe.execute_command("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args)
         if wait:
-            pipe.execute_command("WAIT", self.wait_replicas, self.wait_timeout_ms)
+            pipe.execute_command("WAIT", wait, self.wait_timeout_ms)
         return pipe.execute(raise_on_error=False)
 
     def refresh(self) -> None:
-        """Read the cluster's slot map again (after MOVED, or a node that went away)."""
-        if not self.cluster:
+        """Read the cluster's slot map again (after MOVED, or a node that went away), at
+        most twice a second (it makes new connections to every node)."""
+        now = time.monotonic()
+        if not self.cluster or now - self._refreshed < 0.5:
             return
+        self._refreshed = now
+        self._replicas.clear()
         try:
             self.client.nodes_manager.initialize()
         except (RedisClusterException, RedisError) as exc:
