@@ -470,7 +470,7 @@ def _add_bench_parser(sub: Any) -> None:
     p.add_argument(
         "what", nargs="?", default="crawl",
         choices=("crawl", "politeness", "memory", "failpath", "simhash", "revisit", "incremental",
-                 "store"),
+                 "store", "frontier"),
         help="crawl: pages/s and Redis calls/page vs plain Scrapy and scrapy-redis; "
         "politeness: achieved vs configured per-host rate; memory: bytes/URL in Redis; "
         "failpath: the seed-000 paper's experiment (filter off vs its three parameter sets); "
@@ -478,7 +478,10 @@ def _add_bench_parser(sub: Any) -> None:
         "revisit policy vs Nutch's on a simulated clock; incremental: a continuous crawl of "
         "the changing demo web at accelerated time, judged from the server's side; store: rows/s "
         "written and read by SQLite and by a real HBase 2.6 (webcrawl hbase, started for the run, "
-        "or --hbase URL)",
+        "or --hbase URL); frontier: scale without the network: synthetic worker processes drive "
+        "the real frontier steps over --hosts hosts, on one Redis and on a local 3-master Redis "
+        "Cluster (pages/s, Redis commands, round trips and CPU per page, per-master balance, "
+        "memory per queued URL)",
     )  # fmt: skip
     p.add_argument("--urls", type=int, default=200_000, help="memory: URLs to insert")
     p.add_argument("--rows", type=int, default=20_000, help="store: rows written and read")
@@ -492,8 +495,9 @@ def _add_bench_parser(sub: Any) -> None:
     p.add_argument(
         "--hosts",
         type=int,
-        default=4,
-        help="seed hosts of the demo web (with --site: mirrors of the site)",
+        default=None,
+        help="seed hosts of the demo web (with --site: mirrors of the site), default 4; "
+        "frontier: synthetic hosts, default 100000",
     )
     p.add_argument("--pages", type=int, default=1500, help="pages per host")
     p.add_argument("--runs", type=int, default=3, help="runs per setup (the median is shown)")
@@ -517,10 +521,27 @@ def _add_bench_parser(sub: Any) -> None:
     p.add_argument(
         "--duration",
         type=float,
-        default=120.0,
-        help="incremental: real seconds of continuous crawling",
+        default=None,
+        help="incremental: real seconds of continuous crawling, default 120; frontier: "
+        "seconds measured per setup (after a warm-up), default 20",
     )
-    p.set_defaults(func=cmd_bench)
+    p.add_argument("--workers", type=int, default=4, help="frontier: worker processes")
+    p.add_argument("--shards", type=int, default=16, help="frontier: FRONTIER_SHARDS")
+    p.add_argument("--links", type=int, default=60, help="frontier: links per page")
+    p.add_argument("--prefetch", type=int, default=4, help="frontier: FRONTIER_PREFETCH")
+    p.add_argument(
+        "--target", choices=("single", "cluster", "both"), default="both",
+        help="frontier: one Redis, the local Redis Cluster (3 masters, a replica each), or both",
+    )  # fmt: skip
+
+    def bench(args: argparse.Namespace, settings: Settings) -> int:
+        # --hosts and --duration mean other things to frontier: so do their defaults
+        if args.what != "frontier":
+            args.hosts = 4 if args.hosts is None else args.hosts
+            args.duration = 120.0 if args.duration is None else args.duration
+        return cmd_bench(args, settings)
+
+    p.set_defaults(func=bench)
 
 
 def main(argv: list[str] | None = None) -> Any:

@@ -1,0 +1,30 @@
+"""``webcrawl bench frontier`` runs on both setups, prints its tables and loses nothing."""
+
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT, crawl_env
+
+SETUPS = ("one Redis", "cluster, 3 masters")
+
+
+@pytest.mark.slow
+def test_bench_frontier_prints_its_tables_and_loses_nothing():
+    cmd = [sys.executable, "-m", "webcrawl.cli", "bench", "frontier", "--hosts", "300",
+           "--duration", "2", "--workers", "2", "--links", "20"]  # fmt: skip
+    result = subprocess.run(cmd, cwd=ROOT, env=crawl_env(), capture_output=True, text=True,
+                            timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "300 hosts in 16 shards" in out, out
+    rows = [line for line in out.splitlines() if line.startswith(SETUPS)]
+    # per setup: rate, Redis work, links, the per-master table (one row per master), lost
+    assert sum(line.startswith("one Redis") for line in rows) == 5, out
+    assert sum(line.startswith("cluster, 3 masters") for line in rows) == 4 + 3, out
+    lost = out[out.rindex("lost") :].splitlines()[1:3]
+    for setup, line in zip(SETUPS, lost, strict=True):
+        assert line.startswith(setup), out
+        added, acked, queued, leased, missing, failed = (int(x) for x in line.split()[-6:])
+        assert added >= 300 and acked > 0 and queued + leased > 0, out
+        assert missing == 0 and failed == 0, out

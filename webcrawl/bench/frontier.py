@@ -1,0 +1,685 @@
+"""``webcrawl bench frontier``: the frontier's scale without the network.
+
+Synthetic workers (``--workers`` processes) drive the real frontier steps
+(:meth:`webcrawl.frontier.queue.HostQueue.step`) with no HTTP, as the scheduler
+does: each keeps ``--prefetch`` popped requests; per page it "processed" it
+makes ``--links`` links, drops those its local seen cache knows (the
+scheduler's ``_seen``), encodes the rest as Scrapy requests and buffers them;
+every step acknowledges the leases of the pages whose links the previous step
+stored (deferred acks), pushes the buffer (at most FRONTIER_BATCH_SIZE links
+wait in it) and pops the next requests.  Politeness is off, so Redis and the
+clients are what bounds the rate.
+
+The web is ``--hosts`` hosts.  Each host's home page is queued as its seed;
+its navigation pages count as crawled before the clock starts (their
+fingerprints are in the seen set, as in a crawl that has been running), so
+that, as on a real site, most links of a page are duplicates: of 60 links, 45
+are the host's navigation (the same on every page of the host), 10 lead to the
+host's articles and 5 to other hosts (half of them to a home page).
+
+Each setup (one Redis; the local Redis Cluster of three masters with a replica
+each) gets fresh servers, a warm-up, then ``--duration`` measured seconds:
+
+- pages/s: leases acknowledged per second, over all workers;
+- Redis commands per page from ``INFO commandstats`` on the masters (Redis 6.2
+  counts the commands scripts call there; ``evalsha`` counts too), script calls
+  per page, and round trips per page (the workers' ``RoundTrips.count``);
+- CPU per page of the Redis masters (``INFO cpu``) and of the workers, and how
+  much of a core the busiest server used: a server near 100 % of a core bounds
+  the rate; else the clients (or, on a small machine, the cores they share with
+  the servers) do;
+- per master: its share of the commands (the goal: within 20 % of an even
+  share), and the memory per queued URL (``used_memory`` growth from before
+  the seeds, over the URLs its shards hold queued).
+
+At the end, acknowledged + queued + leased requests must equal what the
+frontier added (seeds included): the ``lost`` column.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import multiprocessing
+import os
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HOSTS, DURATION, WARMUP = 100_000, 20.0, 5.0
+ARTICLES = 1000  # article ids per host: links to articles are mostly new
+LEASE_TIMEOUT = 60.0
+SEED_BATCH = 2000  # seed pushes per step
+PREFILL_BATCH = 1000  # fingerprints per SADD
+BATCH_SIZE = 256  # FRONTIER_BATCH_SIZE: links a worker buffers at most before a step
+SEEN_CACHE = 1_000_000  # FRONTIER_SEEN_CACHE_SIZE
+
+SCRIPT_STATS = ("cmdstat_evalsha", "cmdstat_eval")
+# the parent's control value: what workers may do
+PREFILL, SEED, GO, STOP = 0, 1, 2, 3
+# per worker, its counters in the shared array (doubles), in this order
+FIELDS = ("phase", "acked", "popped", "steps", "trips", "links", "local_dups", "pushed",
+          "added", "seeded", "cpu", "step_wall", "step_cpu", "failed")  # fmt: skip
+F = {name: i for i, name in enumerate(FIELDS)}
+# a worker's phase: what it has finished
+PREFILLED, SEEDED, DONE = 1, 2, 3
+
+
+def host_name(i: int) -> str:
+    return f"www.site{i}.example"
+
+
+def nav_urls(host: str, nav: int) -> list[str]:
+    """The host's navigation links: the same on every page of the host."""
+    return [f"http://{host}/nav/{k}" for k in range(nav)]
+
+
+def fingerprint(url: str) -> bytes:
+    return hashlib.sha1(url.encode()).digest()  # 20 bytes, as Scrapy's
+
+
+@dataclass
+class Config:
+    url: str
+    data_dir: str
+    crawl: str
+    shards: int
+    hosts: int
+    workers: int
+    links: int
+    prefetch: int
+    parent: int  # the parent's pid: a worker whose parent is gone stops
+    index: int = 0
+
+    @property
+    def nav(self) -> int:
+        return round(self.links * 0.75)
+
+    @property
+    def cross(self) -> int:
+        return round((self.links - self.nav) / 3)
+
+    @property
+    def own(self) -> int:
+        return self.links - self.nav - self.cross
+
+
+# -- the workers ------------------------------------------------------------------------
+
+
+class Worker:
+    """One synthetic worker: the scheduler's loop and state, with pages made up."""
+
+    def __init__(self, cfg: Config, ctrl: Any, stats: Any) -> None:
+        from scrapy import Spider
+
+        from webcrawl.frontier.keys import CrawlKeys
+        from webcrawl.frontier.queue import HostQueue
+        from webcrawl.frontier.redisconn import CrawlRedis
+
+        self.cfg, self.ctrl, self.stats = cfg, ctrl, stats
+        self.base = cfg.index * len(FIELDS)
+        self.redis = CrawlRedis(cfg.url, cfg.data_dir)
+        self.redis.open()
+        self.keys = CrawlKeys(cfg.crawl, cfg.shards)
+        self.queue = HostQueue(self.redis.client, Spider(name="web"), self.keys)
+        self.rng = random.Random(cfg.index)
+        self.counts = dict.fromkeys(FIELDS, 0.0)
+        self.seen: set[bytes] = set()  # the scheduler's local seen cache
+        self.buffer: list[tuple[bytes, str, int, float, bytes]] = []
+        self.finished: list[str] = []  # pages done, their links in the buffer
+        self.unconfirmed: list[str] = []  # their links not yet stored
+        self.ackable: list[str] = []  # links stored: acknowledged with the next step
+        self.prefetched: deque[tuple[Any, str]] = deque()
+
+    def my_hosts(self) -> range:
+        return range(self.cfg.index, self.cfg.hosts, self.cfg.workers)
+
+    def wait_for(self, value: int) -> None:
+        while self.ctrl.value < value:
+            self.check_parent()
+            time.sleep(0.01)
+
+    def check_parent(self) -> None:
+        if os.getppid() != self.cfg.parent:
+            raise SystemExit("the benchmark's process is gone")
+
+    def publish(self, phase: int | None = None) -> None:
+        from webcrawl.frontier.redisconn import RoundTrips
+
+        if phase is not None:
+            self.counts["phase"] = phase
+        self.counts["trips"] = RoundTrips.count
+        self.counts["cpu"] = time.process_time()
+        for name, i in F.items():
+            self.stats[self.base + i] = self.counts[name]
+
+    # -- before the clock
+
+    def prefill(self) -> None:
+        """The hosts' navigation pages were crawled: their fingerprints are in the seen set."""
+        by_shard: dict[int, list[bytes]] = {}
+        for i in self.my_hosts():
+            host = host_name(i)
+            by_shard.setdefault(self.keys.shard_of(host), []).extend(
+                fingerprint(u) for u in nav_urls(host, self.cfg.nav)
+            )
+        for shard, fps in by_shard.items():
+            pipe = self.queue.router.node_of(shard).pipeline(transaction=False)
+            for start in range(0, len(fps), PREFILL_BATCH):
+                pipe.sadd(self.keys.shard(shard).seen, *fps[start : start + PREFILL_BATCH])
+            pipe.execute()
+
+    def seed(self) -> None:
+        """Each host's home page, pushed in big batches (no pop)."""
+        from scrapy import Request
+
+        batch = []
+        for i in self.my_hosts():
+            url = f"http://{host_name(i)}/"
+            data = self.queue.encode(Request(url, meta={"depth": 0}))
+            batch.append((fingerprint(url), host_name(i), 0, 0.0, data))
+            if len(batch) >= SEED_BATCH or i + self.cfg.workers >= self.cfg.hosts:
+                result = self.queue.step(worker_id="bench", pushes=batch, pop=False)
+                if result.failed:
+                    raise RuntimeError(f"seeding failed: {next(iter(result.failed.values()))}")
+                self.counts["seeded"] += result.added
+                batch = []
+
+    # -- the scheduler's loop
+
+    def links(self, host: str) -> list[str]:
+        cfg, rng = self.cfg, self.rng
+        out = nav_urls(host, cfg.nav)
+        out += [f"http://{host}/a/{rng.randrange(ARTICLES)}" for _ in range(cfg.own)]
+        for _ in range(cfg.cross):
+            other = host_name(rng.randrange(cfg.hosts))
+            out.append(f"http://{other}/" if rng.random() < 0.5
+                       else f"http://{other}/a/{rng.randrange(ARTICLES)}")  # fmt: skip
+        return out
+
+    def process(self, request: Any, lease: str) -> None:
+        """A page was fetched and parsed: its links go through the scheduler's
+        ``enqueue_request`` (local seen cache, encode, buffer; a full buffer is pushed)."""
+        from scrapy import Request
+
+        from webcrawl.urls.scope import scope_key
+
+        depth = request.meta.get("depth", 0) + 1
+        for url in self.links(scope_key(request.url, "host")):
+            self.counts["links"] += 1
+            fp = fingerprint(url)
+            if fp in self.seen:
+                self.counts["local_dups"] += 1
+                continue
+            data = self.queue.encode(Request(url, priority=-depth, meta={"depth": depth}))
+            self.buffer.append((fp, scope_key(url, "host"), -depth, 0.0, data))
+            if len(self.buffer) >= BATCH_SIZE:
+                self.step(pop=False)
+        self.finished.append(lease)
+
+    def step(self, pop: bool | int) -> Any:
+        """The scheduler's ``_step``: acknowledge the leases whose links an earlier step
+        stored, push the buffer, maybe pop."""
+        from webcrawl.frontier.queue import lease_shard
+
+        self.unconfirmed += self.finished
+        self.finished = []
+        if not self.buffer:
+            self.ackable += self.unconfirmed
+            self.unconfirmed = []
+        acks, batch = self.ackable, self.buffer
+        began, cpu = time.perf_counter(), time.process_time()
+        result = self.queue.step(worker_id="bench", acks=acks, pushes=batch, pop=pop,
+                                 default_delay=0.0, lease_timeout=LEASE_TIMEOUT,
+                                 seen_mode="set")  # fmt: skip
+        self.counts["step_wall"] += time.perf_counter() - began
+        self.counts["step_cpu"] += time.process_time() - cpu
+        failed = result.failed
+        self.buffer = [e for e in batch if self.keys.shard_of(e[1]) in failed]
+        self.ackable = [a for a in acks if lease_shard(a)[0] in failed]
+        acked = len(acks) - len(self.ackable)
+        if not self.buffer:
+            self.ackable += self.unconfirmed
+            self.unconfirmed = []
+        if len(self.seen) > SEEN_CACHE:
+            self.seen.clear()
+        applied = [e for e in batch if self.keys.shard_of(e[1]) not in failed]
+        self.seen.update(fp for fp, *_ in applied)
+        c = self.counts
+        c["steps"] += 1
+        c["failed"] += len(failed)
+        c["acked"] += acked
+        c["pushed"] += len(applied)
+        c["added"] += result.added
+        c["popped"] += len(result.popped)
+        return result
+
+    def run(self) -> None:
+        while self.ctrl.value < STOP:
+            self.check_parent()
+            while self.prefetched:
+                self.process(*self.prefetched.popleft())
+            result = self.step(pop=self.cfg.prefetch)
+            self.prefetched.extend(result.popped)
+            self.publish()
+            if not result.popped:
+                time.sleep(min(result.next_ready or 0.01, 0.05))
+
+    def close(self) -> None:
+        """As the scheduler's ``close``: popped requests not handed out go back (their
+        leases end now), then the links and the acknowledgements are handed over."""
+        if self.prefetched:
+            self.queue.renew([lease for _, lease in self.prefetched], 0.0)
+            self.prefetched.clear()
+        for _ in range(3):
+            self.step(pop=False)
+            if not (self.buffer or self.unconfirmed or self.ackable):
+                break
+        self.publish(DONE)
+        self.redis.close()
+
+
+def worker_main(cfg: Config, ctrl: Any, stats: Any, errors: str) -> None:
+    """A worker process: prefill, seed, run until told to stop, close."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us (Ctrl-C reaches all)
+    try:
+        worker = Worker(cfg, ctrl, stats)
+        worker.prefill()
+        worker.publish(PREFILLED)
+        worker.wait_for(SEED)
+        worker.seed()
+        worker.publish(SEEDED)
+        worker.wait_for(GO)
+        worker.run()
+        worker.close()
+    except BaseException:
+        Path(errors).write_text(traceback.format_exc())
+        sys.exit(1)
+
+
+# -- the servers ------------------------------------------------------------------------
+
+
+@dataclass
+class Servers:
+    name: str
+    url: str
+    masters: dict[str, Any]  # name -> plain client
+    replicas: dict[str, Any] = field(default_factory=dict)
+    shard_master: dict[int, str] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def servers(target: str, workdir: Path, shards: int, crawl: str) -> Iterator[Servers]:
+    """Fresh Redis servers for one setup; stopped on the way out, whatever happens."""
+    import redis
+
+    from webcrawl.frontier.keys import CrawlKeys
+
+    keys = CrawlKeys(crawl, shards)
+    if target == "single":
+        from webcrawl.bench.common import tcp_redis
+
+        with tcp_redis(workdir) as url:
+            client = redis.Redis.from_url(url)
+            yield Servers("one Redis", url, {"single": client},
+                          shard_master=dict.fromkeys(range(shards), "single"))  # fmt: skip
+        return
+    from webcrawl.frontier.localcluster import LocalRedisCluster
+
+    with LocalRedisCluster(workdir / "cluster", masters=3, replicas=1) as cluster:
+        masters = {f":{n.port}": cluster.client(n.port) for n in cluster.masters()}
+        replicas = {f":{n.port}": cluster.client(n.port) for n in cluster.replicas()}
+        port = int(cluster.url.rsplit(":", 1)[1])
+        with redis.RedisCluster(host="127.0.0.1", port=port) as rc:
+            owner = {s: f":{rc.get_node_from_key(keys.shard(s).prefix).port}"
+                     for s in range(shards)}  # fmt: skip
+        yield Servers("cluster, 3 masters", cluster.url, masters, replicas, owner)
+
+
+@dataclass
+class Snapshot:
+    at: float
+    calls: dict[str, float]  # per master: commands (INFO excepted)
+    scripts: dict[str, float]  # per master: evalsha + eval
+    cpu: dict[str, float]  # per node: server CPU seconds
+    counters: list[float]
+    machine: float  # CPU seconds every process of the machine used (nan: unknown)
+
+
+def snapshot(srv: Servers, stats: Any) -> Snapshot:
+    calls, scripts, cpu = {}, {}, {}
+    for name, client in srv.masters.items():
+        cmd = client.info("commandstats")
+        calls[name] = sum(v["calls"] for k, v in cmd.items() if k != "cmdstat_info")
+        scripts[name] = sum(cmd.get(k, {}).get("calls", 0) for k in SCRIPT_STATS)
+    for name, client in (srv.masters | srv.replicas).items():
+        info = client.info("cpu")
+        cpu[name] = info["used_cpu_sys"] + info["used_cpu_user"]
+    return Snapshot(time.perf_counter(), calls, scripts, cpu, list(stats), machine_cpu())
+
+
+def machine_cpu() -> float:
+    """CPU seconds the whole machine has been busy (Linux ``/proc/stat``), else nan: what
+    the servers and workers did not use of it was used by other processes."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return float("nan")
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def used_memory(srv: Servers) -> dict[str, int]:
+    return {name: int(c.info("memory")["used_memory"]) for name, c in srv.masters.items()}
+
+
+def queued_per_master(srv: Servers, crawl: str, shards: int) -> dict[str, tuple[int, int]]:
+    """Per master: (queued, including delayed; leased) over the shards it serves."""
+    from webcrawl.frontier.keys import CrawlKeys
+
+    keys = CrawlKeys(crawl, shards)
+    out = dict.fromkeys(srv.masters, (0, 0))
+    for shard, name in srv.shard_master.items():
+        k = keys.shard(shard)
+        pipe = srv.masters[name].pipeline(transaction=False)
+        pipe.get(k.queued).zcard(k.delayed).zcard(k.leases)
+        queued, delayed, leased = pipe.execute()
+        q, lz = out[name]
+        out[name] = (q + int(queued or 0) + delayed, lz + leased)
+    return out
+
+
+# -- one setup --------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    name: str
+    masters: list[str]
+    shards_of: dict[str, int]
+    first: Snapshot
+    last: Snapshot
+    final: list[float]  # counters after the workers stopped
+    queued: int
+    leased: int
+    per_master: dict[str, tuple[int, int]]
+    memory: dict[str, int]  # used_memory growth since the seeds
+    prefill_bytes: float  # used_memory per prefilled fingerprint
+
+    def total(self, name: str, counters: list[float] | None = None) -> float:
+        counters = self.final if counters is None else counters
+        return sum(counters[i + F[name]] for i in range(0, len(counters), len(FIELDS)))
+
+    def delta(self, name: str) -> float:
+        return self.total(name, self.last.counters) - self.total(name, self.first.counters)
+
+
+class Fleet:
+    """The worker processes of one setup."""
+
+    def __init__(self, cfg: Config, workdir: Path) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.ctrl = ctx.Value("i", PREFILL, lock=False)
+        self.stats = ctx.Array("d", cfg.workers * len(FIELDS), lock=False)
+        self.errors = [workdir / f"worker{i}.err" for i in range(cfg.workers)]
+        self.procs = []
+        for i in range(cfg.workers):
+            wcfg = Config(**{**cfg.__dict__, "index": i})
+            self.procs.append(ctx.Process(target=worker_main, daemon=True,
+                                          args=(wcfg, self.ctrl, self.stats,
+                                                str(self.errors[i]))))  # fmt: skip
+        for proc in self.procs:
+            proc.start()
+
+    def check(self) -> None:
+        for proc, err in zip(self.procs, self.errors, strict=True):
+            if proc.exitcode not in (None, 0):
+                text = err.read_text() if err.exists() else f"exit code {proc.exitcode}"
+                raise RuntimeError(f"a worker failed:\n{text}")
+
+    def wait_phase(self, phase: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        n = len(FIELDS)
+        while any(self.stats[i * n + F["phase"]] < phase for i in range(len(self.procs))):
+            self.check()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the workers did not reach phase {phase} in {timeout:.0f} s")
+            time.sleep(0.02)
+
+    def sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            self.check()
+            time.sleep(min(left, 0.1))
+
+    def stop(self) -> None:
+        """Tell every worker to stop; end those that do not within 30 s."""
+        self.ctrl.value = STOP
+        deadline = time.monotonic() + 30
+        for proc in self.procs:
+            proc.join(max(deadline - time.monotonic(), 0.1))
+        for proc in self.procs:
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(5)
+
+
+def measure(srv: Servers, cfg: Config, workdir: Path, warmup: float, duration: float) -> Result:
+    from scrapy import Spider
+
+    from webcrawl.frontier.layout import join_crawl
+    from webcrawl.frontier.queue import HostQueue
+    from webcrawl.frontier.redisconn import CrawlRedis
+
+    parent = CrawlRedis(srv.url, str(workdir))
+    parent.open()
+    try:
+        keys = join_crawl(parent.client, cfg.crawl, cfg.shards)
+        empty = used_memory(srv)
+        fleet = Fleet(cfg, workdir)
+        try:
+            fleet.wait_phase(PREFILLED, 600)
+            baseline = used_memory(srv)
+            fleet.ctrl.value = SEED
+            fleet.wait_phase(SEEDED, 600)
+            fleet.ctrl.value = GO
+            fleet.sleep(warmup)
+            first = snapshot(srv, fleet.stats)
+            fleet.sleep(duration)
+            last = snapshot(srv, fleet.stats)
+            fleet.ctrl.value = STOP
+            fleet.wait_phase(DONE, 60)
+        finally:
+            fleet.stop()
+        queued, _, leased = HostQueue(parent.client, Spider(name="web"), keys).counts()
+        end = used_memory(srv)
+        per_master = queued_per_master(srv, cfg.crawl, cfg.shards)
+    finally:
+        parent.close()
+    shards_of = {name: sum(1 for m in srv.shard_master.values() if m == name)
+                 for name in srv.masters}  # fmt: skip
+    prefilled = cfg.hosts * cfg.nav
+    return Result(srv.name, list(srv.masters), shards_of, first, last, list(fleet.stats),
+                  queued, leased, per_master,
+                  {name: end[name] - baseline[name] for name in end},
+                  sum(baseline[n] - empty[n] for n in end) / max(prefilled, 1))  # fmt: skip
+
+
+# -- the command ------------------------------------------------------------------------
+
+
+def settings_of(args: argparse.Namespace) -> tuple[int, float, float]:
+    """(hosts, warm-up, duration): ``--hosts`` and ``--duration`` mean other things to
+    the other benchmarks, and come as None when not given."""
+    hosts = HOSTS if getattr(args, "hosts", None) is None else args.hosts
+    duration = DURATION if getattr(args, "duration", None) is None else float(args.duration)
+    if hosts < 1 or duration <= 0:
+        raise ValueError("bench frontier: --hosts and --duration must be positive")
+    return hosts, min(WARMUP, max(duration / 4, 1.0)), duration
+
+
+def run(args: argparse.Namespace) -> int:
+    hosts, warmup, duration = settings_of(args)
+    workers, shards = getattr(args, "workers", 4), getattr(args, "shards", 16)
+    links, prefetch = getattr(args, "links", 60), getattr(args, "prefetch", 4)
+    target = getattr(args, "target", "both")
+    if workers < 1 or shards < 1 or links < 1 or prefetch < 1:
+        raise ValueError("bench frontier: --workers, --shards, --links, --prefetch must be >= 1")
+    targets = ("single", "cluster") if target == "both" else (target,)
+    workdir = Path(tempfile.mkdtemp(prefix="webcrawl-bench-frontier-"))
+    results = []
+    try:
+        for name in targets:
+            crawl = f"benchfrontier-{name}"
+            cfg = Config("", str(workdir), crawl, shards, hosts, workers, links, prefetch,
+                         os.getpid())  # fmt: skip
+            (workdir / name).mkdir()
+            with servers(name, workdir / name, shards, crawl) as srv:
+                cfg.url = srv.url
+                results.append(measure(srv, cfg, workdir, warmup, duration))
+            print(f"  done: {srv.name}", flush=True)
+    except KeyboardInterrupt:
+        print("bench frontier: interrupted; its workers and servers are stopped", file=sys.stderr)
+        return 130
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    report(results, cfg, warmup, duration)
+    return 0
+
+
+def metrics(r: Result) -> dict[str, float]:
+    """What the tables show of one setup's measured window."""
+    window = r.last.at - r.first.at
+    pages = max(r.delta("acked"), 1)
+    cpu = {n: r.last.cpu[n] - r.first.cpu[n] for n in r.last.cpu}
+    masters = sum(cpu[n] for n in r.masters)
+    m = {"window": window, "pages": pages, "rate": pages / window,
+         "cmds": sum(r.last.calls[n] - r.first.calls[n] for n in r.masters) / pages,
+         "scripts": sum(r.last.scripts[n] - r.first.scripts[n] for n in r.masters) / pages,
+         "trips": r.delta("trips") / pages, "steps": r.delta("steps") / pages,
+         "step_ms": 1000 * r.delta("step_wall") / max(r.delta("steps"), 1),
+         "redis_us": 1e6 * masters / pages,
+         "busiest": max(cpu[n] for n in r.masters) / window,
+         "replicas": (sum(cpu.values()) - masters) / window,
+         "client_us": 1e6 * r.delta("cpu") / pages,
+         "step_us": 1e6 * r.delta("step_cpu") / pages,
+         "clients": r.delta("cpu") / window, "servers": sum(cpu.values()) / window,
+         "links": r.delta("links") / pages,
+         "local": r.delta("local_dups") / max(r.delta("links"), 1),
+         "pushed": r.delta("pushed") / pages, "added": r.delta("added") / pages,
+         "redis_dups": 1 - r.delta("added") / max(r.delta("pushed"), 1)}  # fmt: skip
+    m["ceiling"] = m["rate"] / max(m["busiest"], 1e-9)
+    m["replica_nodes"] = len(cpu) - len(r.masters)
+    m["machine"] = (r.last.machine - r.first.machine) / window  # nan when unknown
+    m["others"] = m["machine"] - m["servers"] - m["clients"]
+    return m
+
+
+def bound(m: dict[str, float]) -> str:
+    """What bounds the rate: a server near a full core; else the machine's cores (and who
+    uses most of them); else waiting on round trips."""
+    if m["busiest"] >= 0.85:
+        return "Redis"
+    busy = m["machine"] if m["machine"] == m["machine"] else m["servers"] + m["clients"]
+    if busy >= 0.85 * (os.cpu_count() or 1):
+        return "cores: " + ("clients" if m["clients"] > m["servers"] else "Redis")
+    return "round trips"
+
+
+def report(results: list[Result], cfg: Config, warmup: float, duration: float) -> None:
+    cores = os.cpu_count() or 1
+    print(f"\n{cfg.hosts} hosts in {cfg.shards} shards; a page has {cfg.links} links: "
+          f"{cfg.nav} navigation (its host's, the same on every page), {cfg.own} to its "
+          f"host's articles, {cfg.cross} to other hosts (half to a home page).  Seeds: "
+          f"each host's home page; its {cfg.nav} navigation pages count as crawled (their "
+          f"{cfg.hosts * cfg.nav} fingerprints are in the seen set).  {cfg.workers} worker "
+          f"processes (prefetch {cfg.prefetch}, batches of {BATCH_SIZE}, local seen cache "
+          f"{SEEN_CACHE}, politeness off, no HTTP); {warmup:g} s warm-up, then {duration:g} s "
+          f"measured per setup.  This machine has {cores} cores for the workers and every "
+          "redis-server together (the cluster: 3 masters and 3 replicas).")  # fmt: skip
+    rows = [(r.name, metrics(r)) for r in results]
+    others = ", ".join(f"{name}: {m['others']:.2f}" for name, m in rows)
+    print(f"Cores used by others while measuring (the kernel's loopback traffic and the "
+          f"benchmark's own process included): {others}.")  # fmt: skip
+    print(f"\n{'setup':<20} {'pages/s':>8} {'Redis us/pg':>11} {'busiest Redis':>13} "
+          f"{'Redis-bound at':>14} {'client us/pg':>12} {'in steps':>8} {'client cores':>12} "
+          f"  bound")  # fmt: skip
+    for name, m in rows:
+        print(f"{name:<20} {m['rate']:>8.0f} {m['redis_us']:>11.0f} {m['busiest']:>13.0%} "
+              f"{m['ceiling']:>14.0f} {m['client_us']:>12.0f} {m['step_us']:>8.0f} "
+              f"{m['clients']:>12.2f}   {bound(m)}")  # fmt: skip
+    print("(Redis us/pg: the masters' CPU per page; busiest Redis: the busiest master's share "
+          "of a core; Redis-bound at: the pages/s at which it would use a full core; client "
+          "us/pg: the workers' CPU per page, in steps: of it in HostQueue.step (redis-py, "
+          "decoding); bound: Redis when a server is near a full core, else cores when the "
+          "machine's are all busy (and who uses most), else round trips)")  # fmt: skip
+    print(f"\n{'setup':<20} {'cmds/page':>10} {'scripts/pg':>10} {'trips/page':>10} "
+          f"{'steps/page':>10} {'ms/step':>8} {'replica cores':>13}")  # fmt: skip
+    for name, m in rows:
+        replicas = f"{m['replicas']:.2f}" if m["replica_nodes"] else "-"
+        print(f"{name:<20} {m['cmds']:>10.1f} {m['scripts']:>10.2f} {m['trips']:>10.2f} "
+              f"{m['steps']:>10.2f} {m['step_ms']:>8.2f} {replicas:>13}")  # fmt: skip
+    print(
+        "(cmds/page: commands the masters ran, those scripts call included (INFO "
+        "commandstats); scripts/pg: EVALSHA calls; trips/page: the workers' sends)"
+    )
+    print(f"\n{'setup':<20} {'links/page':>10} {'local dups':>10} {'pushed/page':>11} "
+          f"{'Redis dups':>10} {'added/page':>10}")  # fmt: skip
+    for name, m in rows:
+        print(f"{name:<20} {m['links']:>10.1f} {m['local']:>10.0%} {m['pushed']:>11.1f} "
+              f"{m['redis_dups']:>10.0%} {m['added']:>10.1f}")  # fmt: skip
+    print(
+        "(local dups: links the workers' seen caches dropped; Redis dups: pushed links "
+        "the seen set refused)"
+    )
+    _report_nodes(results)
+    _report_lost(results)
+
+
+def _report_nodes(results: list[Result]) -> None:
+    print(f"\n{'setup':<20} {'master':>8} {'shards':>6} {'cmd share':>9} {'vs even':>8} "
+          f"{'CPU':>5} {'queued URLs':>11} {'MiB':>7} {'bytes/URL':>9}")  # fmt: skip
+    for r in results:
+        window = r.last.at - r.first.at
+        total = sum(r.last.calls[n] - r.first.calls[n] for n in r.masters) or 1
+        for name in r.masters:
+            share = (r.last.calls[name] - r.first.calls[name]) / total
+            off = share * len(r.masters) - 1
+            mark = "" if abs(off) <= 0.2 else " !"
+            queued = r.per_master[name][0]
+            grown = r.memory[name]
+            cpu = (r.last.cpu[name] - r.first.cpu[name]) / window
+            print(f"{r.name:<20} {name:>8} {r.shards_of[name]:>6} {share:>9.1%} "
+                  f"{off:>+8.0%}{mark:<2}{cpu:>4.0%} {queued:>11} {grown / 2**20:>7.1f} "
+                  f"{grown / max(queued, 1):>9.0f}")  # fmt: skip
+    print("(vs even: the master's share of the commands against an even share; ! beyond 20 %. "
+          "MiB: used_memory growth from before the seeds; bytes/URL: that growth per URL "
+          "queued at the end: queues, ready hosts, leases and the fingerprints of every URL "
+          "the run added)")  # fmt: skip
+    prefill = ", ".join(f"{r.name}: {r.prefill_bytes:.0f}" for r in results)
+    print(f"seen set: bytes per fingerprint of the navigation prefill ({prefill})")
+
+
+def _report_lost(results: list[Result]) -> None:
+    print(f"\n{'setup':<20} {'added':>10} {'acked':>10} {'queued':>10} {'leased':>8} "
+          f"{'lost':>6} {'failed calls':>12}")  # fmt: skip
+    for r in results:
+        added = r.total("seeded") + r.total("added")
+        acked = r.total("acked")
+        lost = added - acked - r.queued - r.leased
+        print(f"{r.name:<20} {added:>10.0f} {acked:>10.0f} {r.queued:>10} {r.leased:>8} "
+              f"{lost:>6.0f} {r.total('failed'):>12.0f}")  # fmt: skip
+    print("(added: seeds and links the frontier took; acked + queued + leased must equal it)")
