@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 from scrapy import Request, Spider
 
-from webcrawl.frontier.keys import CrawlKeys, check_crawl_name, shard_of
+from webcrawl.frontier.keys import CrawlKeys, check_crawl_name, hash_slot, shard_of
 from webcrawl.frontier.layout import CrawlLayoutError, existing_crawl, join_crawl
 from webcrawl.frontier.queue import HostQueue
 from webcrawl.frontier.redisconn import cluster_nodes
@@ -29,12 +29,24 @@ def test_every_key_of_a_shard_shares_its_hash_tag_and_the_crawl_owns_them():
     keys = CrawlKeys("web", 16)
     k = keys.shard_for("example.com")
     names = [k.ready, k.seen, k.bloom, k.leases, k.host_queue("example.com"), k.revisits]
-    assert {n.split("}")[0] for n in names} == {f"webcrawl:{{web:{k.shard}"}
+    assert all(n.startswith(k.prefix) for n in names)
+    assert k.prefix.startswith(f"webcrawl:{{web:{k.shard}")
     assert keys.start.startswith("webcrawl:{web}:")
     assert all(keys.owns(n) for n in [*names, keys.start, "webcrawl:web:seen"])
     other = CrawlKeys("web:x", 16)  # a crawl whose name extends ours
     assert not keys.owns(other.shard(3).ready) and not keys.owns(other.start)
     assert not keys.owns("webcrawl:{webx}:start")
+
+
+@pytest.mark.parametrize("shards", [16, 64, 1024])
+def test_shards_spread_evenly_over_the_slots_so_over_a_clusters_masters(shards):
+    """redis-cli gives 3 masters slots 0-5460, 5461-10922 and 10923-16383."""
+    slots = [hash_slot(k.prefix.split("{")[1].split("}")[0])
+             for k in CrawlKeys("web", shards).all_shards()]  # fmt: skip
+    per_master = [sum(a <= s < b for s in slots) for a, b in ((0, 5461), (5461, 10923),
+                                                              (10923, 16384))]  # fmt: skip
+    assert max(per_master) <= -(-shards // 3) + 1 and min(per_master) >= shards // 3 - 1
+    assert len({shard_of(f"h{i}", shards) for i in range(50 * shards)}) == shards
 
 
 @pytest.mark.parametrize("name", ["", "a{b}", "a b", "a*", "x?", "[x]", "web:1"])
