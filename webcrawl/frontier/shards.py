@@ -105,7 +105,7 @@ class ShardRouter:
             moved = self._run_once(pending)
             if not moved:
                 break
-            self.refresh()
+            self.refresh(force=True)
             if attempt == 0:
                 for call in moved:
                     call.error = None
@@ -194,11 +194,11 @@ class ShardRouter:
             pipe.execute_command("WAIT", wait, self.wait_timeout_ms)
         return pipe.execute(raise_on_error=False)
 
-    def refresh(self) -> None:
-        """Read the cluster's slot map again (after MOVED, or a node that went away), at
-        most twice a second (it makes new connections to every node)."""
+    def refresh(self, force: bool = False) -> None:
+        """Read the cluster's slot map again: after MOVED (``force``), or after a node
+        went away at most twice a second (it makes new connections to every node)."""
         now = time.monotonic()
-        if not self.cluster or now - self._refreshed < 0.5:
+        if not self.cluster or (now - self._refreshed < 0.5 and not force):
             return
         self._refreshed = now
         self._replicas.clear()
