@@ -30,10 +30,20 @@ class S(Spider):
     name = "s"
 
 
-def cluster_client(cluster: LocalRedisCluster) -> redis.RedisCluster:
-    conn = CrawlRedis(cluster.url, "unused")
-    conn.open()
-    return conn.client
+@pytest.fixture
+def cluster_client():
+    """Opens clients of a cluster (as workers do: CrawlRedis), closed after the test."""
+    opened = []
+
+    def connect(cluster: LocalRedisCluster) -> redis.RedisCluster:
+        conn = CrawlRedis(cluster.url, "unused")
+        conn.open()
+        opened.append(conn)
+        return conn.client
+
+    yield connect
+    for conn in opened:
+        conn.close()
 
 
 def webcrawl(*args: str, redis_url: str, data_dir) -> subprocess.CompletedProcess:
@@ -51,7 +61,7 @@ def keys_per_master(cluster: LocalRedisCluster) -> dict[int, int]:
 
 
 def test_two_workers_crawl_through_a_redis_cluster_once_each_and_politely(
-    slow_demo, redis_cluster, tmp_path, workers
+    slow_demo, redis_cluster, tmp_path, workers, cluster_client
 ):
     demo = slow_demo
     items = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
@@ -95,7 +105,9 @@ def test_a_worker_killed_with_kill_9_loses_nothing_on_a_cluster(
     assert len(twice) <= 2 * 4 * 4, twice  # at most what b held (prefetch and in flight)
 
 
-def test_a_master_killed_mid_crawl_fails_over_and_no_url_is_lost(slow_demo, tmp_path, workers):
+def test_a_master_killed_mid_crawl_fails_over_and_no_url_is_lost(
+    slow_demo, tmp_path, workers, cluster_client
+):
     """kill -9 a master with a crawl running: its replica takes over, the workers retry
     until it has (nothing they hold is dropped), and every reachable page is stored.
 
@@ -167,7 +179,7 @@ def entry(queue, url):
     return url.encode(), host, 0, 0.0, queue.encode(Request(url))
 
 
-def test_every_url_is_popped_once_from_shards_on_every_master(redis_cluster):
+def test_every_url_is_popped_once_from_shards_on_every_master(redis_cluster, cluster_client):
     client = cluster_client(redis_cluster)
     queue = HostQueue(client, S(), CrawlKeys("t"))
     urls = [f"http://h{h}.example/{p}" for h in range(64) for p in range(5)]
@@ -196,7 +208,7 @@ def _move_slot(cluster: LocalRedisCluster, slot: int, src_port: int, dst_port: i
         cluster.client(port).execute_command("CLUSTER", "SETSLOT", slot, "NODE", ids[dst_port])
 
 
-def test_a_shard_moved_by_resharding_is_followed_not_lost(redis_cluster):
+def test_a_shard_moved_by_resharding_is_followed_not_lost(redis_cluster, cluster_client):
     """MOVED: the slot map is read again and the step is sent to the shard's new master."""
     client = cluster_client(redis_cluster)
     queue = HostQueue(client, S(), CrawlKeys("t"))
