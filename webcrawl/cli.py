@@ -85,54 +85,33 @@ class _Session:
 def _shard_counts(client: Any, keys: CrawlKeys, now: float) -> list[dict[str, Any]]:
     """Per shard: queued, leased, seen (exact set members or Bloom bits set), revisits
     due and scheduled, the first revisit's time and the hosts in its ready set."""
-    from webcrawl.frontier.shards import ShardRouter
-
-    per_shard = ("GET", "queued"), ("ZCARD", "delayed"), ("ZCARD", "leases"), \
-        ("SCARD", "seen"), ("BITCOUNT", "bloom"), ("ZCARD", "revisits")  # fmt: skip
-    commands = []
-    for shard, k in enumerate(keys.all_shards()):
-        commands += [(shard, name, [getattr(k, key)]) for name, key in per_shard]
-        commands += [(shard, "ZCOUNT", [k.revisits, "-inf", repr(now)]),
-                     (shard, "ZRANGE", [k.revisits, 0, 0, "WITHSCORES"]),
-                     (shard, "ZRANGE", [k.ready, 0, -1])]  # fmt: skip
-    replies = ShardRouter(client, keys).run_plain(commands)
-    for reply in replies:
-        if isinstance(reply, Exception):
-            raise reply
-    width = len(per_shard) + 3
+    pipe = client.pipeline(transaction=False)  # on a cluster, sent to each key's node
+    for k in keys.all_shards():
+        pipe.get(k.queued).zcard(k.delayed).zcard(k.leases).scard(k.seen).bitcount(k.bloom)
+        pipe.zcard(k.revisits).zcount(k.revisits, "-inf", now)
+        pipe.zrange(k.revisits, 0, 0, withscores=True).zrange(k.ready, 0, -1)
+    replies, width = pipe.execute(), 9
     shards = []
     for shard in range(keys.shards):
         queued, delayed, leased, seen, bloom_bits, revisits, due, first, hosts = \
             replies[shard * width:(shard + 1) * width]  # fmt: skip
-        shards.append({"shard": shard, "queued": int(queued or 0) + int(delayed),
-                       "leased": int(leased), "seen": int(seen), "bloom_bits": int(bloom_bits),
-                       "revisits": int(revisits), "revisit_due": int(due),
-                       "next_revisit": _first_score(first),
+        shards.append({"shard": shard, "queued": int(queued or 0) + delayed, "leased": leased,
+                       "seen": seen, "bloom_bits": bloom_bits, "revisits": revisits,
+                       "revisit_due": due, "next_revisit": first[0][1] if first else None,
                        "hosts": [h.decode() for h in hosts]})  # fmt: skip
     return shards
 
 
-def _first_score(reply: Any) -> float | None:
-    """The score in a ``ZRANGE ... 0 0 WITHSCORES`` reply (flat, or as pairs)."""
-    if not reply:
-        return None
-    first = reply[0]
-    return float(first[1]) if isinstance(first, (list, tuple)) else float(reply[1])
-
-
 def _host_sizes(client: Any, keys: CrawlKeys, shards: list[dict[str, Any]]) -> list:
     """(queued, host) of every host with queued requests, largest first."""
-    from webcrawl.frontier.shards import ShardRouter
-
-    commands, hosts = [], []
+    pipe, hosts = client.pipeline(transaction=False), []
     for s in shards:
         k = keys.shard(s["shard"])
         for host in s["hosts"]:
             hosts.append(host)
-            commands += [(s["shard"], "ZCARD", [k.host_queue(host)]),
-                         (s["shard"], "ZCARD", [k.overflow_prefix + host])]  # fmt: skip
-    counts = ShardRouter(client, keys).run_plain(commands) if commands else []
-    totals = [int(a) + int(b) for a, b in zip(counts[::2], counts[1::2], strict=True)]
+            pipe.zcard(k.host_queue(host)).zcard(k.overflow_prefix + host)
+    counts = pipe.execute() if hosts else []
+    totals = [a + b for a, b in zip(counts[::2], counts[1::2], strict=True)]
     return sorted(zip(totals, hosts, strict=True), reverse=True)
 
 

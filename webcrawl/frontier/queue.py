@@ -43,10 +43,8 @@ import random
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import redis
-from redis.exceptions import NoScriptError
 from scrapy import Request, Spider
 from scrapy.http.request import _find_method as request_to_name  # the slow, general path
 from scrapy.utils.request import request_from_dict
@@ -407,7 +405,7 @@ class _ShardWork:
     revisits: list[tuple[str, str, int, float, bytes]] = field(default_factory=list)
 
 
-_STEP_LUA, _PEEK_LUA, _COUNT_LUA, _IDLE_LUA = Lua(_STEP), Lua(_PEEK), Lua(_COUNT), Lua(_IDLE)
+_STEP_LUA, _PEEK_LUA, _COUNT_LUA = Lua(_STEP), Lua(_PEEK), Lua(_COUNT)
 _RENEW_LUA, _ACQUIRE_LUA, _SET_DELAY_LUA = Lua(_RENEW), Lua(_ACQUIRE), Lua(_SET_DELAY)
 
 
@@ -437,6 +435,7 @@ class HostQueue:
         agent = getattr(spider, "settings", None) and spider.settings.get("USER_AGENT")
         self._own_agent: bytes | None = agent.encode() if agent else None
         self.router = ShardRouter(server, keys, wait_replicas, wait_timeout)
+        self._idle = server.register_script(_IDLE)  # crawl-wide keys: one slot, redis-py's way
         self.refresh = refresh
         # per shard: when it may next have work (the clock of :meth:`_clock`); inf:
         # nothing as far as we know (another worker's push is found by the next look)
@@ -743,17 +742,9 @@ class HostQueue:
         made before its leases were acknowledged) until it is idle again.
         """
         k = self.keys
-        submitted, busy = self._crawl_script(_IDLE_LUA, [k.busy, k.start],
-                                             [worker_id, k.worker_prefix])  # fmt: skip
+        submitted, busy = self._idle(keys=[k.busy, k.start], args=[worker_id, k.worker_prefix])
         queued, due, leases = self.counts(now=now)
         return queued + due, int(submitted), int(busy), leases
-
-    def _crawl_script(self, script: Lua, keys: list[str], args: list[object]) -> Any:
-        """Run a script on the crawl-wide keys (their node)."""
-        try:
-            return self.server.evalsha(script.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            return self.server.eval(script.source, len(keys), *keys, *args)
 
     def has_work(self, *, now: float | None = None) -> bool:
         """Whether a step would find work now: a ready host, an expired lease, a due

@@ -206,27 +206,3 @@ class ShardRouter:
             self.client.nodes_manager.initialize()
         except (RedisClusterException, RedisError) as exc:
             logger.debug("Could not refresh the Redis Cluster slot map: %s", exc)
-
-    def run_plain(self, shard_commands: Sequence[tuple[int, str, Sequence[object]]]) -> list:
-        """Plain commands ``(shard, name, args)`` (reads for ``status``), results in order;
-        an exception in place of a command that failed."""
-        calls = [_Plain(shard, name, args) for shard, name, args in shard_commands]
-        groups: dict[int, tuple[redis.Redis, list[_Plain]]] = {}
-        for call in calls:
-            client = self.node_of(call.shard)
-            groups.setdefault(id(client), (client, []))[1].append(call)
-        for client, group in groups.values():
-            pipe = client.pipeline(transaction=False)
-            for call in group:
-                pipe.execute_command(call.name, *call.args)
-            for call, reply in zip(group, pipe.execute(raise_on_error=False), strict=True):
-                call.result = reply
-        return [c.result for c in calls]
-
-
-@dataclass
-class _Plain:
-    shard: int
-    name: str
-    args: Sequence[object]
-    result: object = None
