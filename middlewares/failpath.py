@@ -200,6 +200,9 @@ class FailPathMiddleware:
         self.rng = random.Random()
         self._sites: dict[str, str] = {}  # scheme://netloc -> row key
         self._refreshing: set[str] = set()
+        # per site, bumped when a re-probe deletes its counts: a store read begun before
+        # that must not put the dead counts back into the cache when it completes
+        self._epoch: dict[str, int] = {}
         self._logged: set[tuple[str, str]] = set()
         self._pending_ok: dict[str, int] = {}  # successes not yet added to the site's #ok
         self._loops: list[task.LoopingCall] = []
@@ -207,6 +210,7 @@ class FailPathMiddleware:
         self._probing = False
         self._final_probe = False  # done, or taken by another worker
         self._final_waiting = False
+        self._late: list[tuple[Any, Any]] = []  # (delayed call, its function): send-backs
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FailPathMiddleware:
@@ -229,6 +233,9 @@ class FailPathMiddleware:
         for loop in self._loops:
             if loop.running:
                 loop.stop()
+        for call, _ in self._late:
+            if call.active():
+                call.cancel()
         pending, self._pending_ok = self._pending_ok, {}
 
         def flush_and_close() -> None:
@@ -269,6 +276,7 @@ class FailPathMiddleware:
 
     async def _counts(self, site: str) -> dict[str, int]:
         counts, stale = self.cache.get(site)
+        epoch = self._epoch.get(site, 0)
         if counts is None:
             try:
                 counts = await maybe_deferred_to_future(
@@ -277,14 +285,19 @@ class FailPathMiddleware:
             except Exception as exc:  # StoreError, or anything: never fail the request
                 self._store_error("read", site, exc)
                 return {}
-            self.cache.put(site, counts)
+            self._put(site, counts, epoch)
         elif stale and site not in self._refreshing:
             self._refreshing.add(site)
             d = threads.deferToThread(self.store.failpath_row, site)
-            d.addCallbacks(lambda fresh: self.cache.put(site, fresh),
+            d.addCallbacks(lambda fresh: self._put(site, fresh, epoch),
                            lambda f: self._store_error("read", site, f.value))  # fmt: skip
             d.addBoth(lambda _: self._refreshing.discard(site))
         return counts
+
+    def _put(self, site: str, counts: dict[str, int], epoch: int) -> None:
+        """Cache a row read in ``epoch``, unless a re-probe deleted levels since."""
+        if self._epoch.get(site, 0) == epoch:
+            self.cache.put(site, counts)
 
     async def process_request(self, request: Request) -> None:
         if request.meta.get("failpath") is False:
@@ -413,6 +426,8 @@ class FailPathMiddleware:
         back instead of being lost."""
         if self._probing:
             raise DontCloseSpider("failed-path re-probe running")
+        if self._run_late():
+            raise DontCloseSpider("sending back the links of recovered paths")
         frontier = self._frontier()
         if self._final_probe or frontier is None or frontier.continuous:
             return
@@ -512,13 +527,19 @@ class FailPathMiddleware:
                 continue
             self.stats.inc_value("failpath/recovered")
             columns = [level, OK, FAIL] if level == SITE else [level]
+            self._epoch[site] = self._epoch.get(site, 0) + 1
             await maybe_deferred_to_future(
                 threads.deferToThread(self.store.failpath_delete, site, columns)
             )
+            self._epoch[site] += 1
             self.cache.drop(site)
             back = [(d, u) for d, u in links if level_contains(level, u)]
             links = [x for x in links if x not in back]
             self._send_back(frontier, key, back)
+            # workers' caches (this one's too, until now) still held the level as dead
+            # for up to FAILPATH_CACHE_TTL, and dropped (remembered) links meanwhile:
+            # once every cache has read the store again, those go back too
+            self._later(2 * self.cache.ttl + 1, self._send_back_unblocked, frontier, site)
 
     async def _probe_one(self, url: str) -> int:
         request = Request(url, dont_filter=True, meta={"failpath_probe": True, "dont_retry": True})
@@ -530,6 +551,48 @@ class FailPathMiddleware:
             logger.debug("Re-probe of %s failed: %s", url, exc)
             return 0
         return 1
+
+    def _later(self, delay: float, func: Any, *args: Any) -> None:
+        """Run ``func(*args)`` (a coroutine) in ``delay`` seconds, or when the crawl runs out
+        of work, whichever comes first."""
+        from twisted.internet import reactor  # the running one (installed by now)
+
+        def run() -> None:
+            d = deferred_from_coro(func(*args))
+            d.addErrback(lambda f: logger.error("Failed-path send-back failed:\n%s",
+                                                f.getTraceback()))  # fmt: skip
+
+        self._late = [(c, f) for c, f in self._late if c.active()]
+        self._late.append((reactor.callLater(delay, run), run))
+
+    def _run_late(self) -> bool:
+        """Run the pending delayed send-backs now; whether there were any."""
+        pending = [(c, f) for c, f in self._late if c.active()]
+        self._late = []
+        for call, run in pending:
+            call.cancel()
+            run()
+        return bool(pending)
+
+    async def _send_back_unblocked(self, frontier: Any, site: str) -> None:
+        """Send back the remembered links of ``site`` that no dead level blocks now."""
+        try:
+            counts = await maybe_deferred_to_future(
+                threads.deferToThread(self.store.failpath_row, site)
+            )
+        except StoreError as exc:
+            self._store_error("read", site, exc)
+            return
+        key = frontier.keys.failpath_links_prefix + site
+        try:
+            members = [m.decode() for m in frontier.server.zrange(key, 0, -1)]
+        except RedisError as exc:
+            logger.warning("Could not read the remembered links of %s: %s", site, exc)
+            return
+        links = [(int(d), u) for d, _, u in (m.partition(" ") for m in members)]
+        back = [(d, u) for d, u in links
+                if self.policy.blocking_level(path_levels(u), counts) is None]  # fmt: skip
+        self._send_back(frontier, key, back)
 
     def _send_back(self, frontier: Any, key: str, links: list[tuple[int, str]]) -> None:
         spider = self.crawler.spider

@@ -1,8 +1,10 @@
 """The demo web serves what its ground truth says."""
 
+import time
 import urllib.request
 from urllib.error import HTTPError
 
+from webcrawl.demo import demo_server
 from webcrawl.demo.web import DemoWeb
 
 
@@ -43,3 +45,17 @@ def test_served_pages(demo):
     assert body.startswith(b"%PDF")
     paths = [r["path"] for r in demo.requests()]
     assert paths == ["/", "/", "/robots.txt", "/no-such-page", pdf[len(home) - 1 :]]
+
+
+def test_a_fault_with_an_end_lasts_from_its_first_answer(tmp_path):
+    """``HOST:PREFIX:KIND@UNTIL``: the fault ends UNTIL seconds after the first request it
+    answered, however late after the server's start that request comes."""
+    with demo_server(2, 20, faults=["0:/s0/:429@1"]) as info:
+        home = info["seeds"][0]
+        time.sleep(1.5)  # longer than the fault lasts: it has not started yet
+        assert get(home + "s0/")[0] == 429
+        assert get(home)[0] == 200  # outside the prefix
+        time.sleep(0.5)
+        assert get(home + "s0/")[0] == 429
+        time.sleep(0.7)
+        assert get(home + "s0/")[0] == 200

@@ -37,6 +37,7 @@ def test_dead_directory_is_dropped_and_recovered_host_comes_back(tmp_path):
         web = DemoWeb(info["hosts"], info["pages_per_host"], info["seed"])
         data = tmp_path / "data"
         result = run_crawl(info["seeds"], data, *FAST, *settings, timeout=180)
+        (tmp_path / "crawl.log").write_text(result.stderr)  # kept for a failure's diagnosis
         assert result.returncode == 0, result.stderr[-3000:]
         failpaths = subprocess.run(
             [sys.executable, "-m", "webcrawl", "failpaths", "--json", "-s",
@@ -145,6 +146,30 @@ def test_a_failure_while_redis_was_not_answering_is_not_the_sites(middleware, mo
     assert mw.stats.get_value("failpath/failures") == 1 and writes == [site_of(after.url)]
 
 
+def test_a_read_begun_before_a_recovery_does_not_put_its_dead_levels_back(middleware, monkeypatch):
+    """A stale row is served while a fresh copy is read in a thread; if a re-probe deletes
+    the site's dead levels meanwhile, that read (from before) must not bring them back
+    into the cache: the site's links would be dropped after it recovered."""
+    from twisted.internet import defer
+
+    from middlewares import failpath
+
+    mw = middleware
+    reads: list[defer.Deferred] = []
+    monkeypatch.setattr(failpath.threads, "deferToThread",
+                        lambda *a, **kw: reads.append(defer.Deferred()) or reads[-1])  # fmt: skip
+    site = site_of("http://back.example/")
+    mw.cache.put(site, {SITE: 5})
+    monkeypatch.setattr(mw.cache, "ttl", -1.0)  # stale: served, and read again
+    with pytest.raises(IgnoreRequest):
+        process(mw, Request("http://back.example/a.html"))
+    assert len(reads) == 1  # the fresh read, still running
+    mw._epoch[site] = mw._epoch.get(site, 0) + 2  # a re-probe deleted the levels
+    mw.cache.drop(site)
+    reads[0].callback({SITE: 5})  # what the store had when the read began
+    assert mw.cache.get(site)[0] is None  # read again at the next request, not the old row
+
+
 def stat(log: str, name: str) -> int:
     found = re.search(rf"'{re.escape(name)}': (\d+)", log)
     return int(found.group(1)) if found else 0
@@ -222,7 +247,10 @@ def test_a_re_probe_waits_for_the_one_running(redis_server, redis_client, tmp_pa
                 time.sleep(0.05)
             time.sleep(1)  # a re-probe (of a path that resets at once) would have run by now
             assert "Re-probe of" not in worker_log.read_text()
-            time.sleep(max(0.0, 10.5 - (time.monotonic() - started)))  # the path is back
+            # the path is back 10 s after the fault first answered (the server's log)
+            first = min(r["t"] for r in map(json.loads, log.read_text().splitlines())
+                        if r["host"] == host and r["path"].startswith("/s2/a"))  # fmt: skip
+            time.sleep(max(0.0, first + 10.5 - time.time()))
             release = redis_client.register_script(
                 "if redis.call('get', KEYS[1]) == ARGV[1] then"
                 " return redis.call('del', KEYS[1]) end return 0")  # fmt: skip

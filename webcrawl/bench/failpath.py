@@ -13,7 +13,7 @@ paper's campus network took seconds), the re-probe interval by
 
 - host 0: directories that hang (``/s1/sub*/``, ``/s3/sub*/``);
 - host 1: directories that reset connections (``/s2/sub*/``);
-- host 2: directories dead (hanging) for the first ``RECOVER_AFTER`` seconds,
+- host 2: directories dead (hanging) for ``RECOVER_AFTER`` seconds from their first request,
   then back: the re-probe must bring them back into the crawl;
 - host 3: slow, every answer after 0.1 s;
 - host 4: dead (nothing listens: refused);

@@ -332,8 +332,8 @@ class Fault:
     never answers (the client's timeout ends it: a dead server behind a live
     address); "slow" answers after ``arg`` seconds.
     ``times``: how many requests to each URL fail before it works; 0: always.
-    ``until``: seconds after the server started when the fault ends (the
-    path recovers); 0: never.
+    ``until``: seconds after the first request the fault answers when it ends
+    (the path recovers); 0: never.
     """
 
     host: int
@@ -349,7 +349,7 @@ class Fault:
     def parse(cls, text: str) -> Fault:
         """``HOST:PREFIX:KIND[@UNTIL][:TIMES[:ARG]]``, e.g. ``1:/:reset:1`` (each URL of
         host 1 fails once), ``2:/:429:1:3`` (429 with Retry-After: 3, once per URL),
-        ``0:/s2/:hang@30`` (/s2/ hangs for the first 30 s), ``3:/:slow:0:0.5``."""
+        ``0:/s2/:hang@30`` (/s2/ hangs for 30 s from its first request), ``3:/:slow:0:0.5``."""
         parts = text.split(":")
         try:
             kind, _, until = parts[2].partition("@")
@@ -382,14 +382,16 @@ class DemoResource:
         self.latency = latency
         self.faults = list(faults)
         self._failed: dict[str, int] = {}  # url -> faults served
-        self.started = time.monotonic()
+        self._began: dict[int, float] = {}  # fault index -> when it first answered
 
     def _fault(self, netloc: str, path: str) -> Fault | None:
-        age = time.monotonic() - self.started
-        for fault in self.faults:
-            if fault.until and age >= fault.until:
-                continue
+        now = time.monotonic()
+        for i, fault in enumerate(self.faults):
             if self.web.hosts[fault.host] == netloc and path.startswith(fault.prefix):
+                # a fault's time runs from the first request it answers, not from the
+                # server's start: a crawl that starts late (a loaded machine) sees it all
+                if fault.until and now - self._began.setdefault(i, now) >= fault.until:
+                    continue
                 url = netloc + path
                 if fault.times and self._failed.get(url, 0) >= fault.times:
                     return None
