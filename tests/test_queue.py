@@ -1,10 +1,15 @@
 """The shared queue's Lua scripts against a real Redis."""
 
+import hashlib
+import subprocess
 import time
 
 import pytest
+import redis
+from conftest import free_port
 from scrapy import FormRequest, Request, Spider
 
+from webcrawl.frontier.bloom import BloomParams
 from webcrawl.frontier.keys import CrawlKeys
 from webcrawl.frontier.queue import DEFAULT_REQUEST_CLASSES, HostQueue
 from webcrawl.frontier.workers import WorkerRegistry
@@ -56,6 +61,76 @@ def test_batch_push_dedups_in_one_round_trip(redis_client):
     pushes = [entry(queue, "http://a/1", fp=b""), entry(queue, "http://a/1", fp=b"")]
     assert queue.step(now=1, worker_id="w", pushes=pushes, pop=False).added == 2
     assert len(queue) == 5
+
+
+def test_duplicates_are_found_before_the_step_sends_their_requests(redis_client):
+    """With many fingerprints in a step, Redis is asked first which it has (one command per
+    shard): only the new requests go to the step script; the outcome is the same."""
+    queue, keys = make(redis_client)
+    known = [entry(queue, f"http://h{i}/a") for i in range(30)]
+    assert queue.step(now=1, worker_id="w", pushes=known, pop=False).added == 30
+    scripts = redis_client.info("commandstats")["cmdstat_evalsha"]["calls"]
+    fresh = [entry(queue, f"http://h{i}/b") for i in range(10)]
+    again = [entry(queue, "http://h1/c", fp=b""), *known, *fresh]  # dont_filter: always
+    result = queue.step(now=1, worker_id="w", pushes=again, pop=False)
+    # one script call per shard that got a new request, none for shards of duplicates only
+    shards = {keys.shard_of(e[1]) for e in [again[0], *fresh]}
+    assert redis_client.info("commandstats")["cmdstat_evalsha"]["calls"] - scripts == len(shards)
+    assert (result.known, result.added) == (30, 11)
+    assert total(redis_client, keys, "SCARD", "seen") == 40 and len(queue) == 41
+    # mostly new links: not worth the extra round trip, the script alone decides
+    for step in range(10):
+        new = [entry(queue, f"http://h{i}/{step}") for i in range(20)]
+        assert queue.step(now=1, worker_id="w", pushes=new, pop=False).added == 20
+    checks = redis_client.info("commandstats")["cmdstat_smismember"]["calls"]
+    queue.step(now=1, worker_id="w", pushes=[entry(queue, f"http://h{i}/x") for i in range(20)],
+               pop=False)  # fmt: skip
+    assert redis_client.info("commandstats")["cmdstat_smismember"]["calls"] == checks
+
+
+def test_bloom_duplicates_are_found_before_the_step_too(redis_client):
+    queue, _ = make(redis_client, shards=2)
+    params = BloomParams(10_000, 0.001)
+
+    def bloom_entry(url):
+        fp = ",".join(map(str, params.offsets(hashlib.sha1(url.encode()).digest()))).encode()
+        return (fp, url.split("/")[2], 0, 0.0, queue.encode(Request(url)))
+
+    first = [bloom_entry(f"http://h{i}/a") for i in range(30)]
+    assert queue.step(now=1, worker_id="w", pushes=first, pop=False, seen_mode="bloom").added == 30
+    again = [*first, *(bloom_entry(f"http://h{i}/b") for i in range(5))]
+    result = queue.step(now=1, worker_id="w", pushes=again, pop=False, seen_mode="bloom")
+    assert (result.known, result.added) == (30, 5)
+    assert len(queue) == 35
+
+
+def test_a_redis_without_smismember_still_filters_in_the_script(tmp_path):
+    """Before Redis 6.2 there is no SMISMEMBER: the pre-check is given up (logged once), the
+    step script finds the duplicates as before.  (A real server with the command renamed
+    away, as ``rename-command`` does for an operator.)"""
+    from webcrawl.frontier.embedded_redis import redis_server_binary
+
+    port = free_port()
+    server = subprocess.Popen([redis_server_binary(), "--port", str(port), "--save", "",
+                               "--dir", str(tmp_path), "--rename-command", "SMISMEMBER", ""],
+                              stdout=subprocess.DEVNULL)  # fmt: skip
+    try:
+        client = redis.Redis(port=port)
+        for _ in range(100):
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        queue, _ = make(client)
+        pushes = [entry(queue, f"http://h{i}/a") for i in range(30)]
+        assert queue.step(now=1, worker_id="w", pushes=pushes, pop=False).added == 30
+        result = queue.step(now=1, worker_id="w", pushes=pushes, pop=False)
+        assert (result.known, result.added) == (0, 0) and not queue._precheck
+        client.close()
+    finally:
+        server.terminate()
+        server.wait()
 
 
 def test_priority_then_fifo_within_a_host(redis_client):
@@ -124,6 +199,25 @@ def test_max_per_host_parks_the_rest_in_order(redis_client):
     assert len(queue) == 10
     assert drain(queue, max_per_host=3) == [f"http://a/{i}" for i in range(10)]  # none lost
     assert redis_client.exists(keys.shard_for("a").overflow_prefix + "a") == 0
+
+
+def test_a_big_batch_of_one_host_keeps_its_order_across_the_queue_and_overflow(redis_client):
+    """A host's new requests go into its queue in ZADDs of at most 500 pairs (Lua's unpack
+    limit): 1 203 in one step, 700 of them over the cap, with other hosts' in between."""
+    queue, keys = make(redis_client, shards=1)
+    pushes = []
+    for i in range(1203):
+        pushes.append(entry(queue, f"http://a/{i}"))
+        if i % 100 == 0:
+            pushes.append(entry(queue, f"http://b/{i}"))
+    result = queue.step(now=0, worker_id="w", pushes=pushes, pop=False, max_per_host=503)
+    assert result.added == len(pushes) == 1203 + 13
+    assert redis_client.zcard(keys.shard_for("a").host_queue("a")) == 503
+    assert redis_client.zcard(keys.shard_for("a").overflow_prefix + "a") == 700
+    assert len(queue) == len(pushes)
+    urls = drain(queue, max_per_host=503)
+    assert [u for u in urls if "//a/" in u] == [f"http://a/{i}" for i in range(1203)]
+    assert [u for u in urls if "//b/" in u] == [f"http://b/{i}" for i in range(0, 1203, 100)]
 
 
 def test_leases_ack_and_expire(redis_client):

@@ -507,6 +507,9 @@ def _add_bench_parser(sub: Any) -> None:
     p.add_argument("--workers", type=int, default=4, help="frontier: worker processes")
     p.add_argument("--shards", type=int, default=16, help="frontier: FRONTIER_SHARDS")
     p.add_argument("--links", type=int, default=60, help="frontier: links per page")
+    p.add_argument("--new-links", type=int, default=None, metavar="N",
+                   help="frontier: links per page to pages not known yet (default: article "
+                        "links pick among 1000 per host, nearly all new)")  # fmt: skip
     p.add_argument("--prefetch", type=int, default=4, help="frontier: FRONTIER_PREFETCH")
     p.add_argument(
         "--target", choices=("single", "cluster", "both"), default="both",

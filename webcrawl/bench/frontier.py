@@ -84,6 +84,10 @@ def nav_urls(host: str, nav: int) -> list[str]:
     return [f"http://{host}/nav/{k}" for k in range(nav)]
 
 
+def article_urls(host: str, n: int) -> list[str]:
+    return [f"http://{host}/a/{k}" for k in range(n)]
+
+
 def fingerprint(url: str) -> bytes:
     return hashlib.sha1(url.encode()).digest()  # 20 bytes, as Scrapy's
 
@@ -100,6 +104,14 @@ class Config:
     prefetch: int
     parent: int  # the parent's pid: a worker whose parent is gone stops
     index: int = 0
+    # links per page to pages nobody knows yet; None: article links pick among ARTICLES
+    # ids per host (nearly all new: a crawl far from covering its hosts)
+    new_links: int | None = None
+
+    @property
+    def known_articles(self) -> int:
+        """Articles per host counted as crawled before the clock (with ``new_links``)."""
+        return 0 if self.new_links is None else self.own
 
     @property
     def nav(self) -> int:
@@ -141,6 +153,7 @@ class Worker:
         self.unconfirmed: list[str] = []  # their links not yet stored
         self.ackable: list[str] = []  # links stored: acknowledged with the next step
         self.prefetched: deque[tuple[Any, str]] = deque()
+        self.fresh = 0  # new links made (with new_links)
 
     def my_hosts(self) -> range:
         return range(self.cfg.index, self.cfg.hosts, self.cfg.workers)
@@ -171,9 +184,8 @@ class Worker:
         by_shard: dict[int, list[bytes]] = {}
         for i in self.my_hosts():
             host = host_name(i)
-            by_shard.setdefault(self.keys.shard_of(host), []).extend(
-                fingerprint(u) for u in nav_urls(host, self.cfg.nav)
-            )
+            known = nav_urls(host, self.cfg.nav) + article_urls(host, self.cfg.known_articles)
+            by_shard.setdefault(self.keys.shard_of(host), []).extend(map(fingerprint, known))
         for shard, fps in by_shard.items():
             pipe = self.queue.router.node_of(shard).pipeline(transaction=False)
             for start in range(0, len(fps), PREFILL_BATCH):
@@ -201,11 +213,23 @@ class Worker:
     def links(self, host: str) -> list[str]:
         cfg, rng = self.cfg, self.rng
         out = nav_urls(host, cfg.nav)
-        out += [f"http://{host}/a/{rng.randrange(ARTICLES)}" for _ in range(cfg.own)]
+        if cfg.new_links is None:
+            out += [f"http://{host}/a/{rng.randrange(ARTICLES)}" for _ in range(cfg.own)]
+            for _ in range(cfg.cross):
+                other = host_name(rng.randrange(cfg.hosts))
+                out.append(f"http://{other}/" if rng.random() < 0.5
+                           else f"http://{other}/a/{rng.randrange(ARTICLES)}")  # fmt: skip
+            return out
+        # new_links of the page's article links are new (an id no worker uses twice), the
+        # rest known; links to other hosts go to their home pages or known articles
+        new = min(cfg.new_links, cfg.own)
+        self.fresh += new
+        out += [f"http://{host}/n/{self.cfg.index}-{self.fresh - k}" for k in range(new)]
+        out += article_urls(host, cfg.own)[new:]
         for _ in range(cfg.cross):
             other = host_name(rng.randrange(cfg.hosts))
             out.append(f"http://{other}/" if rng.random() < 0.5
-                       else f"http://{other}/a/{rng.randrange(ARTICLES)}")  # fmt: skip
+                       else f"http://{other}/a/{rng.randrange(cfg.own)}")  # fmt: skip
         return out
 
     def process(self, request: Any, lease: str) -> None:
@@ -536,8 +560,11 @@ def run(args: argparse.Namespace) -> int:
     workers, shards = getattr(args, "workers", 4), getattr(args, "shards", 16)
     links, prefetch = getattr(args, "links", 60), getattr(args, "prefetch", 4)
     target = getattr(args, "target", "both")
+    new_links = getattr(args, "new_links", None)
     if workers < 1 or shards < 1 or links < 1 or prefetch < 1:
         raise ValueError("bench frontier: --workers, --shards, --links, --prefetch must be >= 1")
+    if new_links is not None and new_links < 0:
+        raise ValueError("bench frontier: --new-links must be >= 0")
     targets = ("single", "cluster") if target == "both" else (target,)
     workdir = Path(tempfile.mkdtemp(prefix="webcrawl-bench-frontier-"))
     results = []
@@ -545,7 +572,7 @@ def run(args: argparse.Namespace) -> int:
         for name in targets:
             crawl = f"benchfrontier-{name}"
             cfg = Config("", str(workdir), crawl, shards, hosts, workers, links, prefetch,
-                         os.getpid())  # fmt: skip
+                         os.getpid(), new_links=new_links)  # fmt: skip
             (workdir / name).mkdir()
             with servers(name, workdir / name, shards, crawl) as srv:
                 cfg.url = srv.url
@@ -601,11 +628,18 @@ def bound(m: dict[str, float]) -> str:
 
 def report(results: list[Result], cfg: Config, warmup: float, duration: float) -> None:
     cores = os.cpu_count() or 1
+    if cfg.new_links is None:
+        articles = f"{cfg.own} to its host's articles (one of {ARTICLES}: mostly new)"
+        known = f"its {cfg.nav} navigation pages count"
+    else:
+        articles = (f"{cfg.own} to its host's articles ({min(cfg.new_links, cfg.own)} of them "
+                    f"new, the rest known)")  # fmt: skip
+        known = f"its {cfg.nav} navigation pages and {cfg.own} articles count"
     print(f"\n{cfg.hosts} hosts in {cfg.shards} shards; a page has {cfg.links} links: "
-          f"{cfg.nav} navigation (its host's, the same on every page), {cfg.own} to its "
-          f"host's articles, {cfg.cross} to other hosts (half to a home page).  Seeds: "
-          f"each host's home page; its {cfg.nav} navigation pages count as crawled (their "
-          f"{cfg.hosts * cfg.nav} fingerprints are in the seen set).  {cfg.workers} worker "
+          f"{cfg.nav} navigation (its host's, the same on every page), {articles}, "
+          f"{cfg.cross} to other hosts (half to a home page).  Seeds: each host's home page; "
+          f"{known} as crawled (their {cfg.hosts * (cfg.nav + cfg.known_articles)} "
+          f"fingerprints are in the seen set).  {cfg.workers} worker "
           f"processes (prefetch {cfg.prefetch}, batches of {BATCH_SIZE}, local seen cache "
           f"{SEEN_CACHE}, politeness off, no HTTP); {warmup:g} s warm-up, then {duration:g} s "
           f"measured per setup.  This machine has {cores} cores for the workers and every "

@@ -24,11 +24,13 @@ under its own hash tag:
 What a worker does per page is one round trip per Redis node: :meth:`HostQueue.step`
 runs one Lua script on each shard it touches (in one pipeline per node) that
 acknowledges finished leases, pushes new requests (dupefilter check included),
-requeues expired leases and due delayed requests, and, in one shard, pops the
-next requests from the hosts whose turn it is.  Within a shard hosts take turns
-by ready time, so a host with 100 000 queued URLs does not hold up one with 10,
-and one host is never handed out twice within its delay, whichever workers ask;
-across shards a worker pops from the shards that have work in turn, from a map
+and, in one shard, requeues expired leases and due delayed requests and pops the
+next requests from the hosts whose turn it is.  With many links in a step it
+first asks each shard which of their fingerprints it has (a plain set lookup, one
+more round trip), so that a duplicate's request is never sent to a script.
+Within a shard hosts take turns by ready time, so a host with 100 000 queued
+URLs does not hold up one with 10, and one host is never handed out twice
+within its delay, whichever workers ask; across shards a worker pops from the shards that have work in turn, from a map
 of when each shard has work that every answer updates (and a look at every
 shard, one cheap script each, at most once a second).  Nothing on the per-page
 path is crawl-wide.
@@ -39,6 +41,7 @@ durations, so their own clocks may be off.
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Iterable, Sequence
@@ -53,6 +56,8 @@ from webcrawl.frontier import serialize
 from webcrawl.frontier.keys import CrawlKeys
 from webcrawl.frontier.shards import Call, Lua, ShardRouter
 
+logger = logging.getLogger(__name__)
+
 # Request classes a queue entry may name (``_class``); others are refused before
 # anything is imported (FRONTIER_REQUEST_CLASSES adds a project's own).
 DEFAULT_REQUEST_CLASSES = (
@@ -60,6 +65,13 @@ DEFAULT_REQUEST_CLASSES = (
     "scrapy.http.request.json_request.JsonRequest",
     "scrapy.http.request.rpc.XmlRpcRequest",
 )
+
+# Whether to ask which of a step's fingerprints Redis already has before the step
+# (one more round trip): when this many of its pushes are expected to be duplicates
+# (from the share of duplicates in recent steps).  A known duplicate then costs Redis
+# a set lookup (SMISMEMBER, or BITFIELD_RO for the Bloom filter) instead of the step
+# script reading its whole serialised request.
+PRECHECK_DUPLICATES = 8
 
 # A priority outside this range is clamped so the score keeps FIFO order
 # exact in a double (|priority| * 1e12 + seq < 2**53).
@@ -85,8 +97,11 @@ _NEXT_WORK = """
 local function next_work(now, names)
   local best = nil
   for _, name in ipairs(names) do
-    local top = redis.call('ZRANGE', name, 0, 0, 'WITHSCORES')
-    if #top > 0 and (best == nil or tonumber(top[2]) < best) then best = tonumber(top[2]) end
+    -- ZCARD first: a script's ZRANGE costs several times more, and most of these are empty
+    if redis.call('ZCARD', name) > 0 then
+      local top = redis.call('ZRANGE', name, 0, 0, 'WITHSCORES')
+      if best == nil or tonumber(top[2]) < best then best = tonumber(top[2]) end
+    end
   end
   if best == nil then return '-1' end
   return string.format('%.17g', math.max(0, best - now))
@@ -138,16 +153,32 @@ local function schedule(host)
   redis.call('ZADD', KEYS[1], 'NX', string.format('%.17g', math.max(now, nxt)), host)
 end
 
-local function enqueue(host, score, member)
-  -- a host holds at most max_per_host requests in its queue; the rest waits
-  -- in its overflow, and moves up as the queue drains (nothing is dropped)
-  if max_per_host > 0 and redis.call('ZCARD', hq .. host) >= max_per_host then
-    redis.call('ZADD', over .. host, score, member)
-  else
-    redis.call('ZADD', hq .. host, score, member)
+-- ZADD entries[from..to] (score, member pairs; from odd) in calls of at most 500
+-- pairs: unpack's limit
+local function zadd_all(key, entries, from, to)
+  for s = from, to, 1000 do
+    redis.call('ZADD', key, unpack(entries, s, math.min(s + 999, to)))
   end
-  redis.call('INCR', KEYS[8])
+end
+
+-- Requests into a host's queue: entries are score, member pairs.  A host holds at
+-- most max_per_host requests in its queue; the rest waits in its overflow, and
+-- moves up as the queue drains (nothing is dropped).
+local function enqueue_all(host, entries)
+  local n = #entries / 2
+  local room = n
+  if max_per_host > 0 then
+    room = math.max(0, math.min(n, max_per_host - redis.call('ZCARD', hq .. host)))
+  end
+  if room > 0 then zadd_all(hq .. host, entries, 1, 2 * room) end
+  if room < n then zadd_all(over .. host, entries, 2 * room + 1, #entries) end
   schedule(host)
+  return n
+end
+
+local function enqueue(host, score, member)
+  redis.call('INCR', KEYS[8])
+  enqueue_all(host, {score, member})
 end
 
 -- 1. acknowledgements, then leases handed back (their request could not be
@@ -165,29 +196,38 @@ for _ = 1, n_nacks do
   i = i + 2
 end
 
--- 2. new requests (fingerprint, host, priority, seconds to wait, data)
-local added = 0
-local n_push = tonumber(ARGV[i]); i = i + 1
+-- 2. new requests, by host: n requests, n hosts, then per host: host, count, and
+-- count times (fingerprint, priority, seconds to wait, data); a host's new requests
+-- go into its queue together
+local added, queued = 0, 0
+local n_push, n_hosts = tonumber(ARGV[i]), tonumber(ARGV[i+1]); i = i + 2
 local seq = 0
 if n_push > 0 then seq = redis.call('INCRBY', KEYS[7], n_push) - n_push end
-for _ = 1, n_push do
-  local fp, host, data = ARGV[i], ARGV[i+1], ARGV[i+4]
-  local prio, wait = tonumber(ARGV[i+2]), tonumber(ARGV[i+3])
-  i = i + 5
-  if is_new(fp) then
-    seq = seq + 1
-    local score = string.format('%.17g', -prio * 1e12 + seq)
-    -- the sequence number prefix keeps identical (dont_filter) requests apart
-    local member = seq .. '|' .. data
-    if wait > 0 then
-      local entry = host .. '\\n' .. score .. '\\n' .. member
-      redis.call('ZADD', KEYS[10], string.format('%.17g', now + wait), entry)
-    else
-      enqueue(host, score, member)
+for _ = 1, n_hosts do
+  local host, count = ARGV[i], tonumber(ARGV[i+1]); i = i + 2
+  local entries = {}
+  for _ = 1, count do
+    local fp, data = ARGV[i], ARGV[i+3]
+    local prio, wait = tonumber(ARGV[i+1]), tonumber(ARGV[i+2])
+    i = i + 4
+    if is_new(fp) then
+      seq = seq + 1
+      local score = string.format('%.17g', -prio * 1e12 + seq)
+      -- the sequence number prefix keeps identical (dont_filter) requests apart
+      local member = seq .. '|' .. data
+      if wait > 0 then
+        local entry = host .. '\\n' .. score .. '\\n' .. member
+        redis.call('ZADD', KEYS[10], string.format('%.17g', now + wait), entry)
+      else
+        entries[#entries + 1] = score
+        entries[#entries + 1] = member
+      end
+      added = added + 1
     end
-    added = added + 1
   end
+  if #entries > 0 then queued = queued + enqueue_all(host, entries) end
 end
+if queued > 0 then redis.call('INCRBY', KEYS[8], queued) end
 
 -- 3. revisits scheduled (url key, host, priority, seconds until due, data): one
 -- entry per URL
@@ -199,8 +239,12 @@ for _ = 1, n_rev do
   redis.call('HSET', KEYS[14], key, host .. '\\n' .. prio .. '\\n' .. data)
 end
 
--- 4. expired leases, due delayed requests and due revisits go to their host queues
-local requeued = 0
+-- 4. expired leases, due delayed requests and due revisits go to their host queues;
+-- only in a call that pops (a shard with such work is due in every worker's map, so
+-- one pops there), the rest ends here: a call that only pushes says nothing of when
+-- the shard has work ('')
+local requeued, revisited = 0, 0
+if want_pop == 0 then return {added, requeued, revisited, ''} end
 local expired = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, requeue_limit)
 for _, id in ipairs(expired) do
   local entry = redis.call('HGET', KEYS[5], id)
@@ -218,7 +262,6 @@ for _, entry in ipairs(due) do
   local host, score, member = string.match(entry, '^([^\\n]*)\\n([^\\n]*)\\n(.*)$')
   enqueue(host, score, member)
 end
-local revisited = 0
 local revisits = redis.call('ZRANGEBYSCORE', KEYS[13], '-inf', now, 'LIMIT', 0, requeue_limit)
 for _, key in ipairs(revisits) do
   local entry = redis.call('HGET', KEYS[14], key)
@@ -359,6 +402,7 @@ class StepResult:
     popped: list[tuple[Request, str]] = field(default_factory=list)  # (request, lease)
     next_ready: float | None = None  # when nothing was popped: seconds until a shard has work
     added: int = 0
+    known: int = 0  # pushes found duplicates before the step (not sent to its script)
     requeued: int = 0
     pushed: int = 0
     revisited: int = 0  # due revisits moved into the host queues
@@ -389,6 +433,20 @@ class RefusedEntry(ValueError):
 def _now_arg(now: float | None) -> str:
     """The scripts' "now": Redis's clock, unless a test simulates time."""
     return "" if now is None else repr(float(now))
+
+
+def _known(fps: list[bytes], reply: list[int], seen_mode: str) -> set[bytes]:
+    """The fingerprints a pre-check's ``reply`` (SMISMEMBER's, or BITFIELD_RO's: a bit
+    per offset) says the dupefilter has."""
+    if seen_mode != "bloom":
+        return {fp for fp, hit in zip(fps, reply, strict=True) if hit}
+    known, at = set(), 0
+    for fp in fps:
+        n = fp.count(b",") + 1
+        if all(reply[at : at + n]):
+            known.add(fp)
+        at += n
+    return known
 
 
 def lease_shard(lease: str) -> tuple[int, str]:
@@ -442,6 +500,8 @@ class HostQueue:
         self._due = [0.0] * keys.shards
         self._looked = float("-inf")
         self._cursor = random.randrange(keys.shards)  # workers start on different shards
+        self._dup_share = 0.5  # of recent steps' fingerprinted pushes: duplicates
+        self._precheck = True  # False: the server lacks SMISMEMBER (Redis < 6.2)
 
     # -- encoding ------------------------------------------------------------
 
@@ -572,9 +632,9 @@ class HostQueue:
         """Ack leases, hand back ``nacks`` ``(lease, seconds)`` (their requests go back
         to their host queues after that long), push ``(fingerprint, host, priority,
         seconds to wait, data)``, schedule ``revisits`` ``(url key, host, priority,
-        seconds until due, data)``, move expired leases and due delayed requests and
-        revisits into the host queues, and pop ``pop`` requests (True: one) from
-        ready hosts of one shard, the next in turn that has work.
+        seconds until due, data)``, and in one shard, the next in turn that has work,
+        move expired leases and due delayed requests and revisits into the host
+        queues and pop ``pop`` requests (True: one) from its ready hosts.
 
         Each shard touched is one script call; the calls go in one pipeline per
         Redis node.  Times are Redis's clock (``now`` simulates it, for tests).
@@ -594,6 +654,9 @@ class HostQueue:
         work = self._group(acks, nacks, pushes, revisits)
         want = int(pop)
         result = StepResult(pushed=len(pushes))
+        filtered = sum(1 for p in pushes if p[0])
+        if self._precheck and filtered * self._dup_share >= PRECHECK_DUPLICATES:
+            result.known = self._drop_known(work, seen_mode)
         clock = self._clock(now)
         if want and (clock - self._looked >= self.refresh or clock < self._looked):
             self.look(now=now)  # now and then, so that no shard with work is left out
@@ -619,6 +682,9 @@ class HostQueue:
                 break
         if result.calls and len(result.failed) == result.calls:
             raise next(iter(result.failed.values()))  # nothing was applied
+        if filtered:
+            dups = len(pushes) - result.added  # only fingerprinted pushes can be duplicates
+            self._dup_share += 0.2 * (min(1.0, dups / filtered) - self._dup_share)
         if want and not result.popped:
             result.next_ready = self._next_ready(now)
         return result
@@ -641,6 +707,43 @@ class HostQueue:
             work.setdefault(self.keys.shard_of(entry[1]), _ShardWork()).revisits.append(entry)
         return work
 
+    def _drop_known(self, work: dict[int, _ShardWork], seen_mode: str) -> int:
+        """Drop from ``work`` the pushes whose fingerprints their shard's dupefilter has
+        (one command per shard, one round trip per node); returns how many.
+
+        Only a hint: the step script checks every fingerprint again, so a shard whose
+        check failed, or another worker's push meanwhile, changes nothing."""
+        calls = []
+        for shard, w in work.items():
+            fps = [p[0] for p in w.pushes if p[0]]
+            if not fps:
+                continue
+            k = self.keys.shard(shard)
+            if seen_mode == "bloom":  # known: every bit of it set
+                args = [a for fp in fps for off in fp.split(b",") for a in (b"GET", b"u1", off)]
+                calls.append(Call(shard, "BITFIELD_RO", [k.bloom], args))
+            else:
+                calls.append(Call(shard, "SMISMEMBER", [k.seen], fps))
+        self.router.run(calls)
+        dropped = 0
+        for call in calls:
+            if call.error is not None:
+                if "unknown command" in str(call.error).lower():
+                    self._precheck = False
+                    logger.warning("This Redis lacks %s (Redis 6.2 has it): duplicates are "
+                                   "found by the step script alone", call.script)  # fmt: skip
+                continue
+            w = work[call.shard]
+            known = _known([p[0] for p in w.pushes if p[0]], call.result, seen_mode)
+            if known:
+                keep = [p for p in w.pushes if not p[0] or p[0] not in known]
+                dropped += len(w.pushes) - len(keep)
+                w.pushes = keep
+        for shard in [s for s, w in work.items() if not (w.acks or w.nacks or w.pushes
+                                                         or w.revisits)]:  # fmt: skip
+            del work[shard]
+        return dropped
+
     def _next_ready(self, now: float | None) -> float:
         """Seconds until a shard has work, as far as this worker knows."""
         clock = self._clock(now)
@@ -661,10 +764,14 @@ class HostQueue:
                                   len(w.nacks)]  # fmt: skip
             for lease, wait in w.nacks:
                 args += [lease, max(0.0, float(wait))]
-            args.append(len(w.pushes))
+            by_host: dict[str, list[object]] = {}
             for fingerprint, host, priority, wait, data in w.pushes:
-                args += [fingerprint, host, max(-MAX_PRIORITY, min(MAX_PRIORITY, priority)),
-                         max(0.0, float(wait)), data]  # fmt: skip
+                by_host.setdefault(host, []).extend((
+                    fingerprint, max(-MAX_PRIORITY, min(MAX_PRIORITY, priority)),
+                    max(0.0, float(wait)), data))  # fmt: skip
+            args += [len(w.pushes), len(by_host)]
+            for host, entries in by_host.items():
+                args += [host, len(entries) // 4, *entries]
             args.append(len(w.revisits))
             for key, host, priority, due, data in w.revisits:
                 args += [key, host, max(-MAX_PRIORITY, min(MAX_PRIORITY, priority)),
@@ -685,8 +792,11 @@ class HostQueue:
             result.added += int(added)
             result.requeued += int(requeued)
             result.revisited += int(revisited)
-            wait = float(next_work)
-            self._due[call.shard] = clock + (float("inf") if wait < 0 else wait)
+            if next_work:
+                wait = float(next_work)
+                self._due[call.shard] = clock + (float("inf") if wait < 0 else wait)
+            elif int(added):  # pushed to, not asked: it may have work now
+                self._due[call.shard] = min(self._due[call.shard], clock)
             for i in range(0, len(popped), 2):
                 lease = f"{call.shard}:{popped[i + 1].decode()}"
                 try:
@@ -798,6 +908,10 @@ class HostQueue:
         value = self._single(shard, _SET_DELAY_LUA, [k.delay, k.next, k.ready, k.delay_hold],
                              [host, delay, hold, not_before, _now_arg(now)])  # fmt: skip
         return float(value)
+
+    def close(self) -> None:
+        """Release what the queue holds besides the Redis client (the router's threads)."""
+        self.router.close()
 
     def clear(self) -> None:
         """Delete every shard's queues, leases, delays and revisits (not the dupefilter)."""

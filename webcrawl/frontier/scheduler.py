@@ -239,6 +239,7 @@ class Scheduler(RedisScheduler):
         except Exception:
             logger.exception("Could not hand %d buffered requests back to Redis", len(self._buffer))
         self.stats.set_value("frontier/redis_round_trips", RoundTrips.count)
+        self.queue.close()
         return threads.deferToThread(self.redis.close)
 
     # -- scheduler interface -------------------------------------------------

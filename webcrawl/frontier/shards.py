@@ -1,4 +1,4 @@
-"""Run Lua steps on the frontier's shards: one pipeline per Redis node, one round trip each.
+"""Run Lua steps (and plain commands) on the frontier's shards: one pipeline per Redis node.
 
 On one Redis (embedded or a server) every shard is on the one node, so a
 step over several shards is one pipeline.  On a Redis Cluster, calls are
@@ -25,6 +25,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import redis
@@ -33,6 +34,9 @@ from redis.exceptions import MovedError, NoScriptError, RedisClusterException, R
 from webcrawl.frontier.keys import CrawlKeys
 
 logger = logging.getLogger(__name__)
+
+# how a node's pipeline went: answered; answered, but WAIT fell short; the node failed
+_OK, _UNCONFIRMED, _NODE_DOWN = "ok", "unconfirmed", "node down"
 
 
 class Lua:
@@ -45,10 +49,10 @@ class Lua:
 
 @dataclass
 class Call:
-    """One script call on one shard."""
+    """One call on one shard: a script, or a plain command (its name) on ``keys``."""
 
     shard: int
-    script: Lua
+    script: Lua | str
     keys: Sequence[str]
     args: Sequence[object]
     confirm: bool = False  # its writes must reach FRONTIER_REDIS_WAIT_REPLICAS replicas
@@ -90,6 +94,13 @@ class ShardRouter:
         self._replicas: dict[int, tuple[int, float]] = {}  # node client -> (replicas, when)
         self._refreshed = float("-inf")
         self._alone_logged: set[int] = set()
+        self._pool: ThreadPoolExecutor | None = None  # sends to several nodes at once
+
+    def close(self) -> None:
+        """Stop the threads that send to several nodes at once (if any were started)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
 
     def node_of(self, shard: int) -> redis.Redis:
         """The client of the node serving ``shard`` (the client itself on one Redis)."""
@@ -121,13 +132,26 @@ class ShardRouter:
                 call.error = exc
                 continue
             groups.setdefault(id(client), _Group(client)).calls.append(call)
-        moved: list[Call] = []
-        for group in groups.values():
-            self._run_group(group)
-            moved += [c for c in group.calls if isinstance(c.error, MovedError)]
-        return moved
+        outcomes = self._run_groups(list(groups.values()))
+        if any(outcome == _NODE_DOWN for outcome in outcomes):
+            self.refresh()
+        self.unconfirmed += outcomes.count(_UNCONFIRMED)
+        return [c for c in calls if isinstance(c.error, MovedError)]
 
-    def _run_group(self, group: _Group) -> None:
+    def _run_groups(self, groups: list[_Group]) -> list[str]:
+        """Each node's pipeline; on several nodes, all at once (one round-trip time for
+        the step, not one per node: redis-py's pipelines block, so one thread each)."""
+        if len(groups) <= 1:
+            return [self._run_group(g) for g in groups]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="webcrawl-shards")
+        others = [self._pool.submit(self._run_group, g) for g in groups[1:]]
+        first = self._run_group(groups[0])
+        return [first, *(f.result() for f in others)]
+
+    def _run_group(self, group: _Group) -> str:
+        """Send one node's calls; returns _OK, _UNCONFIRMED (WAIT fell short) or
+        _NODE_DOWN (every call failed with the node)."""
         calls = group.calls
         try:
             wait = self._wait_for(group.client) if any(c.confirm for c in calls) else 0
@@ -135,21 +159,20 @@ class ShardRouter:
         except RedisError as exc:  # the node is down, or timed out: every call of it failed
             for call in calls:
                 call.error = exc
-            if self.cluster and not isinstance(exc, redis.TimeoutError):
-                self.refresh()
-            return
+            down = self.cluster and not isinstance(exc, redis.TimeoutError)
+            return _NODE_DOWN if down else _OK
         for call, reply in zip(calls, replies, strict=False):
             if isinstance(reply, Exception):
                 call.error = reply
             else:
                 call.result = reply
-        if wait:
-            reached = replies[-1]
-            confirmed = isinstance(reached, int) and reached >= wait
-            if not confirmed:
-                self.unconfirmed += 1
-            for call in calls:
-                call.confirmed = confirmed or not call.confirm
+        if not wait:
+            return _OK
+        reached = replies[-1]
+        confirmed = isinstance(reached, int) and reached >= wait
+        for call in calls:
+            call.confirmed = confirmed or not call.confirm
+        return _OK if confirmed else _UNCONFIRMED
 
     def _wait_for(self, client: redis.Redis) -> int:
         """Replicas to WAIT for on ``client``'s node: FRONTIER_REDIS_WAIT_REPLICAS, but no
@@ -189,7 +212,11 @@ class ShardRouter:
     def _send(self, client: redis.Redis, calls: Sequence[Call], wait: int) -> list[object]:
         pipe = client.pipeline(transaction=False)
         for call in calls:
-            pipe.execute_command("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args)
+            if isinstance(call.script, str):
+                pipe.execute_command(call.script, *call.keys, *call.args)
+            else:
+                pipe.execute_command("EVALSHA", call.script.sha, len(call.keys), *call.keys,
+                                     *call.args)  # fmt: skip
         if wait:
             pipe.execute_command("WAIT", wait, self.wait_timeout_ms)
         return pipe.execute(raise_on_error=False)
