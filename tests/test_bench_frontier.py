@@ -28,3 +28,22 @@ def test_bench_frontier_prints_its_tables_and_loses_nothing():
         added, acked, queued, leased, missing, failed = (int(x) for x in line.split()[-6:])
         assert added >= 300 and acked > 0 and queued + leased > 0, out
         assert missing == 0 and failed == 0, out
+    # one Redis: the least its per-page work can cost as plain commands, and how far we are
+    floor = next(line for line in out.splitlines() if line.startswith("native floor"))
+    assert float(floor.split()[2]) > 0 and "x it)" in floor, out
+
+
+@pytest.mark.slow
+def test_bench_frontier_new_links_sets_the_new_links_per_page():
+    cmd = [sys.executable, "-m", "webcrawl.cli", "bench", "frontier", "--hosts", "300",
+           "--duration", "2", "--workers", "2", "--target", "single",
+           "--new-links", "2"]  # fmt: skip
+    result = subprocess.run(cmd, cwd=ROOT, env=crawl_env(), capture_output=True, text=True,
+                            timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "10 to its host's articles (2 of them new, the rest known)" in out, out
+    header = next(line for line in out.splitlines() if "added/page" in line)
+    row = out.splitlines()[out.splitlines().index(header) + 1]
+    added = float(row.split()[-1])
+    assert 1.5 <= added <= 2.6, out  # 2 new per page; a seed now and then on top

@@ -63,6 +63,7 @@ SEED_BATCH = 2000  # seed pushes per step
 PREFILL_BATCH = 1000  # fingerprints per SADD
 BATCH_SIZE = 256  # FRONTIER_BATCH_SIZE: links a worker buffers at most before a step
 SEEN_CACHE = 1_000_000  # FRONTIER_SEEN_CACHE_SIZE
+FLOOR_PAGES = 3000  # pages of the native floor's plain commands
 
 SCRIPT_STATS = ("cmdstat_evalsha", "cmdstat_eval")
 # the parent's control value: what workers may do
@@ -442,6 +443,7 @@ class Result:
     per_master: dict[str, tuple[int, int]]
     memory: dict[str, int]  # used_memory growth since the seeds
     prefill_bytes: float  # used_memory per prefilled fingerprint
+    floor_us: float | None = None  # one Redis: native_floor's Redis CPU per page
 
     def total(self, name: str, counters: list[float] | None = None) -> float:
         counters = self.final if counters is None else counters
@@ -528,9 +530,15 @@ def measure(srv: Servers, cfg: Config, workdir: Path, warmup: float, duration: f
             fleet.wait_phase(DONE, 60)
         finally:
             fleet.stop()
-        queued, _, leased = HostQueue(parent.client, Spider(name="web"), keys).counts()
+        queue = HostQueue(parent.client, Spider(name="web"), keys)
+        queued, _, leased = queue.counts()
         end = used_memory(srv)
         per_master = queued_per_master(srv, cfg.crawl, cfg.shards)
+        floor = None
+        if len(srv.masters) == 1:  # last: it changes what the run left
+            added = Result(srv.name, [], {}, first, last, [], 0, 0, {}, {}, 0.0)
+            per_page = added.delta("added") / max(added.delta("acked"), 1)
+            floor = native_floor(next(iter(srv.masters.values())), queue, cfg, per_page)
     finally:
         parent.close()
     shards_of = {name: sum(1 for m in srv.shard_master.values() if m == name)
@@ -539,7 +547,51 @@ def measure(srv: Servers, cfg: Config, workdir: Path, warmup: float, duration: f
     return Result(srv.name, list(srv.masters), shards_of, first, last, list(fleet.stats),
                   queued, leased, per_master,
                   {name: end[name] - baseline[name] for name in end},
-                  sum(baseline[n] - empty[n] for n in end) / max(prefilled, 1))  # fmt: skip
+                  sum(baseline[n] - empty[n] for n in end) / max(prefilled, 1),
+                  floor)  # fmt: skip
+
+
+def native_floor(client: Any, queue: Any, cfg: Config, new_per_page: float,
+                 pages: int = FLOOR_PAGES) -> float:  # fmt: skip
+    """Redis CPU per page (us) of the least a page's frontier work can be as plain
+    pipelined commands, on the keyspace the run left: the same keys and sizes, no
+    scripts and no atomicity.  Per page: its host's turn and request popped (ZPOPMIN
+    the shard's ready set and the host queue, ZADD the host back), a lease taken and
+    acknowledged (ZADD, HSET, ZREM, HDEL); the fingerprints of its links looked up
+    (one SMISMEMBER per shard per step of ``cfg.prefetch`` pages); its new links added
+    (SADD, ZADD into a host queue).  What one Redis core of this machine can do at best."""
+    from scrapy import Request
+
+    rng = random.Random(1)
+    keys = queue.keys
+    data = b"1|" + queue.encode(Request(f"http://{host_name(0)}/a/1", meta={"depth": 1}))
+    cpu = lambda: sum(client.info("cpu")[k] for k in ("used_cpu_user", "used_cpu_sys"))  # noqa: E731
+    began = cpu()
+    pipe = client.pipeline(transaction=False)
+    checks: dict[int, list[bytes]] = {}
+    for page in range(pages):
+        host = host_name(rng.randrange(cfg.hosts))
+        k = keys.shard(keys.shard_of(host))
+        lease = f"floor-{page}"
+        pipe.zpopmin(k.ready).zpopmin(k.host_queue(host)).zadd(k.ready, {host: page})
+        pipe.zadd(k.leases, {lease: page}).hset(k.leased, lease, data)
+        pipe.zrem(k.leases, lease).hdel(k.leased, lease)
+        for url in nav_urls(host, cfg.nav) + article_urls(host, cfg.own):
+            checks.setdefault(keys.shard_of(host), []).append(fingerprint(url))
+        for _ in range(cfg.cross):
+            other = host_name(rng.randrange(cfg.hosts))
+            checks.setdefault(keys.shard_of(other), []).append(fingerprint(f"http://{other}/"))
+        for n in range(int(new_per_page) + (rng.random() < new_per_page % 1)):
+            other = host_name(rng.randrange(cfg.hosts))
+            ko = keys.shard(keys.shard_of(other))
+            pipe.sadd(ko.seen, fingerprint(f"http://{other}/floor/{page}-{n}"))
+            pipe.zadd(ko.host_queue(other), {b"%d|" % (page * 100 + n) + data: page})
+        if page % cfg.prefetch == cfg.prefetch - 1 or page == pages - 1:
+            for shard, fps in checks.items():
+                pipe.execute_command("SMISMEMBER", keys.shard(shard).seen, *fps)
+            checks = {}
+            pipe.execute()
+    return (cpu() - began) / pages * 1e6
 
 
 # -- the command ------------------------------------------------------------------------
@@ -655,11 +707,20 @@ def report(results: list[Result], cfg: Config, warmup: float, duration: float) -
         print(f"{name:<20} {m['rate']:>8.0f} {m['redis_us']:>11.0f} {m['busiest']:>13.0%} "
               f"{m['ceiling']:>14.0f} {m['client_us']:>12.0f} {m['step_us']:>8.0f} "
               f"{m['clients']:>12.2f}   {bound(m)}")  # fmt: skip
+    for r in results:
+        if r.floor_us:
+            ours = metrics(r)["redis_us"]
+            print(f"{'native floor':<20} {'':>8} {r.floor_us:>11.0f} {'':>13} "
+                  f"{1e6 / r.floor_us:>14.0f}   (the frontier's Redis work per page is "
+                  f"{ours / r.floor_us:.1f}x it)")  # fmt: skip
     print("(Redis us/pg: the masters' CPU per page; busiest Redis: the busiest master's share "
           "of a core; Redis-bound at: the pages/s at which it would use a full core; client "
           "us/pg: the workers' CPU per page, in steps: of it in HostQueue.step (redis-py, "
           "decoding); bound: Redis when a server is near a full core, else cores when the "
-          "machine's are all busy (and who uses most), else round trips)")  # fmt: skip
+          "machine's are all busy (and who uses most), else round trips; native floor: the "
+          "least Redis work of a page as plain pipelined commands on the same keys (pop, "
+          "lease, ack, a lookup per link, the new links added), no scripts: what one Redis "
+          "core of this machine can coordinate at best)")  # fmt: skip
     print(f"\n{'setup':<20} {'cmds/page':>10} {'scripts/pg':>10} {'trips/page':>10} "
           f"{'steps/page':>10} {'ms/step':>8} {'replica cores':>13}")  # fmt: skip
     for name, m in rows:
