@@ -30,10 +30,10 @@ first asks each shard which of their fingerprints it has (a plain set lookup, on
 more round trip), so that a duplicate's request is never sent to a script.
 Within a shard hosts take turns by ready time, so a host with 100 000 queued
 URLs does not hold up one with 10, and one host is never handed out twice
-within its delay, whichever workers ask; across shards a worker pops from the shards that have work in turn, from a map
-of when each shard has work that every answer updates (and a look at every
-shard, one cheap script each, at most once a second).  Nothing on the per-page
-path is crawl-wide.
+within its delay, whichever workers ask; across shards a worker pops from the
+shards that have work in turn, from a map of when each shard has work that
+every answer updates (and a look at every shard, one cheap script each, at most
+once a second).  Nothing on the per-page path is crawl-wide.
 
 Every shared time is Redis's clock (``TIME`` in the scripts); workers pass
 durations, so their own clocks may be off.
@@ -682,7 +682,7 @@ class HostQueue:
                 break
         if result.calls and len(result.failed) == result.calls:
             raise next(iter(result.failed.values()))  # nothing was applied
-        if filtered:
+        if filtered and not result.failed:
             dups = len(pushes) - result.added  # only fingerprinted pushes can be duplicates
             self._dup_share += 0.2 * (min(1.0, dups / filtered) - self._dup_share)
         if want and not result.popped:
