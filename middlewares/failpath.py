@@ -507,8 +507,7 @@ class FailPathMiddleware:
     async def _probe_site(self, frontier: Any, probe_round: ProbeRound) -> None:
         site = probe_round.site
         key = frontier.keys.failpath_links_prefix + site
-        members = [m.decode() for m in frontier.server.zrange(key, 0, -1)]
-        links = [(int(d), u) for d, _, u in (m.partition(" ") for m in members)]
+        links = _remembered(frontier, key)
 
         def under(level: str) -> list[str]:
             return [u for _, u in links if level_contains(level, u)]
@@ -585,11 +584,10 @@ class FailPathMiddleware:
             return
         key = frontier.keys.failpath_links_prefix + site
         try:
-            members = [m.decode() for m in frontier.server.zrange(key, 0, -1)]
+            links = _remembered(frontier, key)
         except RedisError as exc:
             logger.warning("Could not read the remembered links of %s: %s", site, exc)
             return
-        links = [(int(d), u) for d, _, u in (m.partition(" ") for m in members)]
         back = [(d, u) for d, u in links
                 if self.policy.blocking_level(path_levels(u), counts) is None]  # fmt: skip
         self._send_back(frontier, key, back)
@@ -605,3 +603,9 @@ class FailPathMiddleware:
             frontier.server.zrem(key, *[f"{d} {u}" for d, u in links])
             self.stats.inc_value("failpath/sent_back", len(links))
             logger.info("Sent %d links under a recovered path back into the crawl", len(links))
+
+
+def _remembered(frontier: Any, key: str) -> list[tuple[int, str]]:
+    """The (depth, url) links remembered under ``key`` (``<depth> <url>`` members)."""
+    members = (m.decode() for m in frontier.server.zrange(key, 0, -1))
+    return [(int(d), u) for d, _, u in (m.partition(" ") for m in members)]

@@ -48,16 +48,17 @@ class RedisDupeFilter(BaseDupeFilter):
         """Use the crawl's shards (called by the scheduler when it opens)."""
         self.server, self.keys = server, keys
 
+    def _attached(self) -> CrawlKeys:
+        if self.keys is None:
+            raise RuntimeError("the dupefilter was used before the scheduler attached it to Redis")
+        return self.keys
+
     def key_for(self, shard: int) -> str:
         """The shard's set (or filter)."""
-        if self.keys is None:
-            raise RuntimeError("the dupefilter was used before the scheduler attached it to Redis")
-        return getattr(self.keys.shard(shard), self.key_suffix)
+        return getattr(self._attached().shard(shard), self.key_suffix)
 
     def key_of(self, request: Request) -> str:
-        if self.keys is None:
-            raise RuntimeError("the dupefilter was used before the scheduler attached it to Redis")
-        return self.key_for(self.keys.shard_of(scope_key(request.url, "host")))
+        return self.key_for(self._attached().shard_of(scope_key(request.url, "host")))
 
     def _per_shard(self, command: str) -> list[int]:
         if self.server is None or self.keys is None:
@@ -85,9 +86,7 @@ class RedisDupeFilter(BaseDupeFilter):
         return sum(self._per_shard("SCARD"))
 
     def clear(self) -> None:
-        if self.server is not None and self.keys is not None:
-            for shard in range(self.keys.shards):
-                self.server.delete(self.key_for(shard))
+        self._per_shard("DEL")
 
     def log(self, request: Request, spider: object = None) -> None:
         if self.debug:

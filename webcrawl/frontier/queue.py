@@ -53,7 +53,7 @@ from scrapy.http.request import _find_method as request_to_name  # the slow, gen
 from scrapy.utils.request import request_from_dict
 
 from webcrawl.frontier import serialize
-from webcrawl.frontier.keys import CrawlKeys
+from webcrawl.frontier.keys import CrawlKeys, ShardKeys
 from webcrawl.frontier.shards import Call, Lua, ShardRouter
 
 logger = logging.getLogger(__name__)
@@ -435,6 +435,11 @@ def _now_arg(now: float | None) -> str:
     return "" if now is None else repr(float(now))
 
 
+def _seen_key(k: ShardKeys, seen_mode: str) -> str:
+    """The shard's dupefilter: its set of fingerprints, or its Bloom filter."""
+    return k.bloom if seen_mode == "bloom" else k.seen
+
+
 def _known(fps: list[bytes], reply: list[int], seen_mode: str) -> set[bytes]:
     """The fingerprints a pre-check's ``reply`` (SMISMEMBER's, or BITFIELD_RO's: a bit
     per offset) says the dupefilter has."""
@@ -577,8 +582,8 @@ class HostQueue:
 
     def _shard_keys(self, shard: int, seen_mode: str) -> list[str]:
         k = self.keys.shard(shard)
-        return [k.ready, k.next, k.delay, k.leases, k.leased,
-                k.bloom if seen_mode == "bloom" else k.seen, k.seq, k.queued,
+        return [k.ready, k.next, k.delay, k.leases, k.leased, _seen_key(k, seen_mode), k.seq,
+                k.queued,
                 k.host_queue_prefix, k.delayed, k.lease_seq, k.overflow_prefix,
                 k.revisits, k.revisit_requests]  # fmt: skip
 
@@ -718,12 +723,12 @@ class HostQueue:
             fps = [p[0] for p in w.pushes if p[0]]
             if not fps:
                 continue
-            k = self.keys.shard(shard)
+            key = _seen_key(self.keys.shard(shard), seen_mode)
             if seen_mode == "bloom":  # known: every bit of it set
                 args = [a for fp in fps for off in fp.split(b",") for a in (b"GET", b"u1", off)]
-                calls.append(Call(shard, "BITFIELD_RO", [k.bloom], args))
+                calls.append(Call(shard, "BITFIELD_RO", [key], args))
             else:
-                calls.append(Call(shard, "SMISMEMBER", [k.seen], fps))
+                calls.append(Call(shard, "SMISMEMBER", [key], fps))
         self.router.run(calls)
         dropped = 0
         for call in calls:
