@@ -95,12 +95,20 @@ REMOTE_CONTROL_ENABLED = False
 # --- Shared frontier (scrapy-redis) -------------------------------------------
 SCHEDULER = "webcrawl.frontier.scheduler.Scheduler"
 SCHEDULER_QUEUE_CLASS = "webcrawl.frontier.queue.HostQueue"
-# The crawl's dupefilter: RedisDupeFilter (exact, ~67 bytes per URL) or
-# RedisBloomDupeFilter (~1.8 bytes per URL at 0.1 %; false positives are skipped).
+# The crawl's dupefilter: RedisDupeFilter (exact, ~70 bytes of Redis per URL) or
+# RedisBloomDupeFilter (~3.6 bytes per URL at 0.1 %; a false positive is a new URL
+# taken for seen, never crawled).  FRONTIER_EXPECTED_URLS chooses for you.
 DUPEFILTER_CLASS = "webcrawl.frontier.dupefilter.RedisDupeFilter"
-# RedisBloomDupeFilter: URLs it is sized for, and its false-positive rate there
-# (10 million at 0.1 %: 18 MB of filter).  Each shard has its own filter, sized
-# for twice its even share (hosts are not spread evenly): 36 MB in all.
+# How many URLs you expect the crawl to know (seen, crawled or not); 0: not said.
+# Set, it chooses the dupefilter: the exact set up to 10 million URLs (0.7 GB of
+# Redis there), beyond it a Bloom filter sized for this many at BLOOM_ERROR_RATE
+# (100 million at 0.1 %: 360 MB).  A crawl keeps the dupefilter it was created
+# with; a worker with another is refused at start.
+FRONTIER_EXPECTED_URLS = 0
+# RedisBloomDupeFilter: URLs it is sized for (unless FRONTIER_EXPECTED_URLS is set),
+# and its false-positive rate there (10 million at 0.1 %: 18 MB of filter).  Each
+# shard has its own filter, sized for twice its even share (hosts are not spread
+# evenly): 36 MB in all.
 BLOOM_CAPACITY = 10_000_000
 BLOOM_ERROR_RATE = 0.001
 # The queue and dupefilter belong to the crawl, not to a worker: never wiped on

@@ -1,11 +1,22 @@
 """The Bloom-filter dupefilter: sizing, positions, and a crawl through it."""
 
 import hashlib
+import json
+import subprocess
+import sys
 
 import pytest
-from conftest import read_items, run_crawl
+from conftest import ROOT, crawl_env, read_items, run_crawl
+from scrapy.settings import Settings
 
 from webcrawl.frontier.bloom import BloomParams
+from webcrawl.frontier.dupefilter import (
+    EXACT_LIMIT,
+    RedisBloomDupeFilter,
+    RedisDupeFilter,
+    bloom_size,
+    dupefilter_class,
+)
 
 
 def test_sizing_matches_the_formulas():
@@ -58,13 +69,92 @@ def test_false_positive_rate_and_count_estimate(redis_client):
     assert redis_client.memory_usage(key) < params.bits / 8 * 1.35
 
 
+@pytest.mark.parametrize(("capacity", "rate"), [(20_000, 0.01), (8_000, 0.05)])
+def test_expected_false_positives_agree_with_a_filled_filter(capacity, rate):
+    """Fill a filter with new URLs one by one, each tested first as the dupefilter does:
+    the ones taken for seen are the false positives ``status`` estimates."""
+    params = BloomParams(capacity, rate)
+    bits = bytearray(-(-params.bits // 8))
+    taken = false_positives = i = 0
+    while taken < capacity:
+        offsets = params.offsets(hashlib.sha1(b"new-%d" % i).digest())
+        i += 1
+        if all(bits[o >> 3] >> (o & 7) & 1 for o in offsets):
+            false_positives += 1  # a new URL the filter says it has: never crawled
+            continue
+        for o in offsets:
+            bits[o >> 3] |= 1 << (o & 7)
+        taken += 1
+    expected = params.expected_false_positives(capacity)
+    # a count of rare events: within 4 standard deviations (Poisson) of the expectation
+    assert abs(false_positives - expected) < 4 * expected**0.5 + 1, (false_positives, expected)
+    assert false_positives < rate * capacity  # the rate is reached only at the end
+    assert params.expected_false_positives(0) == 0
+    assert params.false_positive_rate(capacity) == pytest.approx(rate, rel=0.05)
+
+
+def settings(**values):
+    return Settings({"DUPEFILTER_CLASS": "webcrawl.frontier.dupefilter.RedisDupeFilter",
+                     "FRONTIER_EXPECTED_URLS": 0, "BLOOM_CAPACITY": 1000,
+                     "BLOOM_ERROR_RATE": 0.001, **values})  # fmt: skip
+
+
+def test_the_expected_url_count_chooses_and_sizes_the_dupefilter():
+    assert dupefilter_class(settings()) is RedisDupeFilter
+    assert dupefilter_class(settings(FRONTIER_EXPECTED_URLS=EXACT_LIMIT)) is RedisDupeFilter
+    beyond = settings(FRONTIER_EXPECTED_URLS=EXACT_LIMIT + 1)
+    assert dupefilter_class(beyond) is RedisBloomDupeFilter
+    assert bloom_size(beyond) == (EXACT_LIMIT + 1, 0.001)
+    assert bloom_size(settings()) == (1000, 0.001)  # not said: BLOOM_CAPACITY
+    # asked for by name below the limit: a Bloom filter, sized by the expected count
+    named = settings(DUPEFILTER_CLASS="webcrawl.frontier.dupefilter.RedisBloomDupeFilter",
+                     FRONTIER_EXPECTED_URLS=5000)  # fmt: skip
+    assert dupefilter_class(named) is RedisBloomDupeFilter and bloom_size(named)[0] == 5000
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [({"FRONTIER_EXPECTED_URLS": -1}, "FRONTIER_EXPECTED_URLS must be >= 0"),
+     ({"FRONTIER_EXPECTED_URLS": "many"}, "FRONTIER_EXPECTED_URLS must be an integer"),
+     ({"FRONTIER_EXPECTED_URLS": 10, "DUPEFILTER_CLASS": "scrapy.dupefilters.RFPDupeFilter"},
+      "FRONTIER_EXPECTED_URLS .10. chooses .* DUPEFILTER_CLASS is 'scrapy.dupefilters"),
+     ({"DUPEFILTER_CLASS": "scrapy.dupefilters.RFPDupeFilter"},
+      "DUPEFILTER_CLASS must be webcrawl.frontier.dupefilter.RedisDupeFilter")],
+)  # fmt: skip
+def test_bad_dupefilter_settings_fail_with_their_name(values, message):
+    with pytest.raises(ValueError, match=message):
+        dupefilter_class(settings(**values))
+
+
+def status(data, *extra):
+    cmd = [sys.executable, "-m", "webcrawl.cli", "status", "--json",
+           "-s", f"WEBCRAWL_DATA_DIR={data}", *extra]  # fmt: skip
+    result = subprocess.run(cmd, cwd=ROOT, env=crawl_env(), capture_output=True, text=True,
+                            timeout=60)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
 def test_a_crawl_with_the_bloom_dupefilter(demo, tmp_path):
-    result = run_crawl(
-        demo.seeds, tmp_path / "data",
-        "DUPEFILTER_CLASS=webcrawl.frontier.dupefilter.RedisBloomDupeFilter",
-        "BLOOM_CAPACITY=100000", items=tmp_path / "items.jsonl",
-    )  # fmt: skip
+    """A crawl chosen a Bloom filter by its expected size: every page once; status reads the
+    filter's size as the crawl recorded it (not its own settings) and estimates the URLs
+    lost to false positives; a worker with the exact set is refused, naming both."""
+    data = tmp_path / "data"
+    bloom = ("DUPEFILTER_CLASS=webcrawl.frontier.dupefilter.RedisBloomDupeFilter",
+             "FRONTIER_EXPECTED_URLS=100000")  # fmt: skip
+    result = run_crawl(demo.seeds, data, *bloom, items=tmp_path / "items.jsonl")
     assert result.returncode == 0, result.stderr[-2000:]
     urls = [i["url"] for i in read_items(tmp_path / "items.jsonl")]
     assert sorted(urls) == sorted(demo.web.reachable())
     assert max(demo.page_fetches().values()) == 1
+    state = status(data, "-s", "BLOOM_CAPACITY=5")  # this command's settings do not matter
+    filt = state["dupefilter"]
+    assert (filt["kind"], filt["capacity"], filt["error_rate"]) == ("bloom", 100_000, 0.001)
+    # estimated from its bits; the crawl also saw URLs it did not store (links to 404s)
+    assert len(urls) <= state["seen"] <= 1.2 * len(urls)
+    assert filt["false_positives"] == 0  # a few hundred URLs in a filter for 100 000
+    assert 0 <= filt["false_positive_rate_now"] < 1e-6
+    again = run_crawl(demo.seeds, data)  # the default: the exact set
+    assert again.returncode != 0
+    assert ("was created with a Bloom filter for 100000 URLs at 0.001 false positives as its "
+            "dupefilter, this worker has an exact set") in again.stderr  # fmt: skip

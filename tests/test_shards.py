@@ -74,6 +74,42 @@ def test_the_shard_count_is_recorded_and_another_refused(redis_client):
         join_crawl(redis_client, "c", 16)
 
 
+SET = {"dupefilter": "set"}
+BLOOM = {"dupefilter": "bloom", "bloom_capacity": "1000000", "bloom_error_rate": "0.001"}
+
+
+def test_the_dupefilter_is_recorded_and_another_refused(redis_client):
+    """A set and a Bloom filter, or Bloom filters of two sizes, do not know each other's
+    URLs: the crawl keeps the one it was created with and refuses a worker with another."""
+    join_crawl(redis_client, "c", 16, BLOOM)
+    assert join_crawl(redis_client, "c", 16, BLOOM).shards == 16
+    assert join_crawl(redis_client, "c", 16).shards == 16  # commands do not ask
+    with pytest.raises(CrawlLayoutError, match=r"created with a Bloom filter for 1000000 URLs "
+                       r"at 0\.001 false positives as its dupefilter, this worker has an exact "
+                       "set"):  # fmt: skip
+        join_crawl(redis_client, "c", 16, SET)
+    with pytest.raises(CrawlLayoutError, match="this worker has a Bloom filter for 2000000"):
+        join_crawl(redis_client, "c", 16, {**BLOOM, "bloom_capacity": "2000000"})
+    join_crawl(redis_client, "d", 16, SET)
+    with pytest.raises(CrawlLayoutError, match="created with an exact set as its dupefilter"):
+        join_crawl(redis_client, "d", 16, BLOOM)
+
+
+def test_a_crawl_that_predates_the_record_is_judged_by_its_keys(redis_client):
+    """A crawl created before webcrawl recorded its dupefilter: keys of the other kind show
+    it; else the first worker to join records its own."""
+    keys = CrawlKeys("old", 16)
+    join_crawl(redis_client, "old", 16)  # shards recorded, no dupefilter
+    redis_client.sadd(keys.shard(3).seen, b"f" * 20)
+    with pytest.raises(CrawlLayoutError, match="created with an exact set as its dupefilter, "
+                       "this worker has a Bloom filter for 1000000"):  # fmt: skip
+        join_crawl(redis_client, "old", 16, BLOOM)
+    join_crawl(redis_client, "old", 16, SET)  # the same kind: recorded now
+    redis_client.delete(keys.shard(3).seen)
+    with pytest.raises(CrawlLayoutError, match="created with an exact set"):
+        join_crawl(redis_client, "old", 16, BLOOM)
+
+
 def entry(queue, url):
     return url.encode(), url.split("/")[2], 0, 0.0, queue.encode(Request(url))
 

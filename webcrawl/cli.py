@@ -115,6 +115,42 @@ def _host_sizes(client: Any, keys: CrawlKeys, shards: list[dict[str, Any]]) -> l
     return sorted(zip(totals, hosts, strict=True), reverse=True)
 
 
+def _seen(
+    client: Any, keys: CrawlKeys, shards: list[dict[str, Any]], settings: Settings
+) -> tuple[int, dict[str, Any]]:
+    """URLs the crawl has seen (a Bloom filter's: estimated from its bits), and its
+    dupefilter as recorded when the crawl was created; a Bloom filter's with the new
+    URLs expected to have been taken for seen (never crawled)."""
+    from webcrawl.frontier.dupefilter import shard_bloom_params
+    from webcrawl.frontier.layout import recorded_dupefilter
+
+    seen = sum(s["seen"] for s in shards)
+    layout = recorded_dupefilter(client, keys)
+    if not any(s["bloom_bits"] for s in shards) and layout.get("dupefilter") != "bloom":
+        return seen, {"kind": "set"}
+    if "bloom_capacity" in layout:  # as the crawl was created, not this command's settings
+        capacity, error_rate = int(layout["bloom_capacity"]), float(layout["bloom_error_rate"])
+    else:  # a crawl created before webcrawl recorded it: this command's settings
+        capacity = settings.getint("BLOOM_CAPACITY")
+        error_rate = settings.getfloat("BLOOM_ERROR_RATE")
+    params = shard_bloom_params(capacity, error_rate, keys.shards)
+    counts = [params.estimated_count(s["bloom_bits"]) for s in shards]
+    return seen + sum(counts), {
+        "kind": "bloom", "capacity": capacity, "error_rate": error_rate,
+        "false_positives": round(sum(params.expected_false_positives(n) for n in counts)),
+        "false_positive_rate_now": max(params.false_positive_rate(n) for n in counts),
+    }  # fmt: skip
+
+
+def _describe_seen(dupefilter: dict[str, Any]) -> str:
+    if dupefilter["kind"] == "set":
+        return "exact set"
+    d = dupefilter
+    return (f"Bloom filter for {d['capacity']} URLs at {d['error_rate'] * 100:.2g} % false "
+            f"positives; about {d['false_positives']} new URLs taken for seen so far (never "
+            f"crawled), {d['false_positive_rate_now'] * 100:.2g} % of new URLs now")  # fmt: skip
+
+
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     with _Session(settings) as session:
         keys = _crawl(args, settings, session.client)
@@ -124,15 +160,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         pipe = session.client.pipeline(transaction=False)
         pipe.llen(keys.start).scard(keys.scope).get(keys.failed)
         submitted, scope, failed = pipe.execute()
-        seen = sum(s["seen"] for s in shards)
-        if any(s["bloom_bits"] for s in shards):  # a Bloom dupefilter: estimate its count
-            from webcrawl.frontier.dupefilter import shard_bloom_params
-
-            params = shard_bloom_params(
-                settings.getint("BLOOM_CAPACITY"), settings.getfloat("BLOOM_ERROR_RATE"),
-                keys.shards,
-            )  # fmt: skip
-            seen += sum(params.estimated_count(s["bloom_bits"]) for s in shards)
+        seen, dupefilter = _seen(session.client, keys, shards, settings)
         queued = sum(s["queued"] for s in shards)
         leased = sum(s["leased"] for s in shards)
         due = sum(s["revisit_due"] for s in shards)
@@ -157,6 +185,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         "hosts_queued": len(sizes),
         "leased": leased,
         "seen": seen,
+        "dupefilter": dupefilter,
         "failed": int(failed or 0),
         "submitted": submitted,
         "scope_keys": scope,
@@ -175,6 +204,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     print(f"store      {store_url}")
     for name in ("queued", "leased", "seen", "submitted", "stored", "failed"):
         print(f"{name:<10} {status[name]}")
+    print(f"dupefilter {_describe_seen(dupefilter)}")
     busiest = max(shards, key=lambda s: s["queued"])
     print(f"shards     {keys.shards}; the most queued: shard {busiest['shard']} with "
           f"{busiest['queued']}")  # fmt: skip

@@ -50,6 +50,28 @@ class BloomParams:
         m = self.bits
         return [(h1 + i * h2) % m for i in range(self.hashes)]
 
+    def false_positive_rate(self, count: float) -> float:
+        """The chance that a URL the filter has not taken is taken for seen, once it holds
+        ``count`` URLs (``error_rate`` at ``capacity``)."""
+        return (1 - math.exp(-self.hashes * count / self.bits)) ** self.hashes
+
+    def expected_false_positives(self, count: float) -> float:
+        """New URLs expected to have been taken for seen (and so never crawled) while the
+        filter took ``count`` URLs.  Each was tested against the filter as it was then:
+        before the n-th insertion, rate/(1 - rate) false positives are expected at the
+        filter's rate then; their sum over n, by Simpson's rule."""
+        if count <= 0:
+            return 0.0
+
+        def per_insertion(n: float) -> float:
+            rate = min(self.false_positive_rate(n), 0.999)
+            return rate / (1 - rate)
+
+        steps = 256
+        h = count / steps
+        inner = sum((4 if i % 2 else 2) * per_insertion(i * h) for i in range(1, steps))
+        return (per_insertion(0) + inner + per_insertion(count)) * h / 3
+
     def estimated_count(self, bits_set: int) -> int:
         """Items in a filter with ``bits_set`` ones (Swamidass and Baldi)."""
         m, k = self.bits, self.hashes

@@ -7,6 +7,12 @@ raw 20-byte digests.  The scheduler checks them in batches inside the queue's
 push script; :meth:`request_seen` is the one-request path for other callers.
 Closing a worker never deletes the set: it belongs to the whole crawl
 (``webcrawl reset`` clears it).
+
+``FRONTIER_EXPECTED_URLS`` chooses between the two and sizes the filter
+(:func:`dupefilter_class`); which one a crawl was created with is recorded in
+its meta hash (:meth:`RedisDupeFilter.layout`), and a worker with another is
+refused at start (a set and a filter, or two filters of other sizes, do not
+know each other's URLs).
 """
 
 from __future__ import annotations
@@ -17,14 +23,22 @@ import redis
 from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.dupefilters import BaseDupeFilter
+from scrapy.settings import BaseSettings
+from scrapy.utils.misc import load_object
 from scrapy.utils.request import RequestFingerprinterProtocol
 
 from webcrawl.frontier.bloom import BloomParams
 from webcrawl.frontier.keys import CrawlKeys
-from webcrawl.settings_check import positive_float, positive_int
+from webcrawl.settings_check import non_negative_int, positive_float, positive_int
 from webcrawl.urls.scope import scope_key
 
 logger = logging.getLogger(__name__)
+
+# FRONTIER_EXPECTED_URLS up to this keeps the exact set (~70 bytes a URL: 0.7 GB of
+# Redis at the limit); beyond it, a Bloom filter (~3.6 bytes a URL at 0.1 %)
+EXACT_LIMIT = 10_000_000
+EXACT = "webcrawl.frontier.dupefilter.RedisDupeFilter"
+BLOOM = "webcrawl.frontier.dupefilter.RedisBloomDupeFilter"
 
 
 class RedisDupeFilter(BaseDupeFilter):
@@ -70,6 +84,11 @@ class RedisDupeFilter(BaseDupeFilter):
 
     def prepare(self) -> None:
         """Called once Redis is reachable, before the first request."""
+
+    def layout(self) -> dict[str, str]:
+        """What the crawl's meta hash records of this dupefilter (see
+        :func:`webcrawl.frontier.layout.join_crawl`)."""
+        return {"dupefilter": self.mode}
 
     def fingerprint(self, request: Request) -> bytes:
         return self.fingerprinter.fingerprint(request)
@@ -120,15 +139,20 @@ class RedisBloomDupeFilter(RedisDupeFilter):
     ) -> None:
         super().__init__(fingerprinter, debug)
         self.params = params
+        self.capacity = params.capacity  # the crawl's: from_crawler sets it
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisBloomDupeFilter:
         settings = crawler.settings
-        params = shard_bloom_params(
-            positive_int(settings, "BLOOM_CAPACITY"), positive_float(settings, "BLOOM_ERROR_RATE"),
-            positive_int(settings, "FRONTIER_SHARDS"),
-        )  # fmt: skip
-        return cls(crawler.request_fingerprinter, params, settings.getbool("DUPEFILTER_DEBUG"))
+        capacity, error_rate = bloom_size(settings)
+        params = shard_bloom_params(capacity, error_rate, positive_int(settings, "FRONTIER_SHARDS"))
+        filt = cls(crawler.request_fingerprinter, params, settings.getbool("DUPEFILTER_DEBUG"))
+        filt.capacity = capacity
+        return filt
+
+    def layout(self) -> dict[str, str]:
+        return {"dupefilter": self.mode, "bloom_capacity": str(self.capacity),
+                "bloom_error_rate": repr(self.params.error_rate)}  # fmt: skip
 
     def prepare(self) -> None:
         # Allocate the whole bitmap at once: grown by SETBIT, Redis doubles a
@@ -156,3 +180,37 @@ class RedisBloomDupeFilter(RedisDupeFilter):
 def shard_bloom_params(capacity: int, error_rate: float, shards: int) -> BloomParams:
     """Each shard's Bloom filter: twice its even share of ``capacity`` (at most all of it)."""
     return BloomParams(min(capacity, -(-2 * capacity // shards)), error_rate)
+
+
+def dupefilter_class(settings: BaseSettings) -> type[RedisDupeFilter]:
+    """The crawl's dupefilter class: ``DUPEFILTER_CLASS``; with ``FRONTIER_EXPECTED_URLS``
+    set (> 0), the exact set up to :data:`EXACT_LIMIT` URLs and a Bloom filter beyond
+    (sized by :func:`bloom_size`; also below the limit if DUPEFILTER_CLASS names it)."""
+    name = settings.get("DUPEFILTER_CLASS")
+    if isinstance(name, type):  # settings may hold the class itself
+        name = f"{name.__module__}.{name.__qualname__}"
+    expected = non_negative_int(settings, "FRONTIER_EXPECTED_URLS")
+    if expected:
+        if name not in (EXACT, BLOOM, "webcrawl.dupefilter.RedisDupeFilter",
+                        "webcrawl.dupefilter.RedisBloomDupeFilter"):  # fmt: skip
+            raise ValueError(
+                f"FRONTIER_EXPECTED_URLS ({expected}) chooses between webcrawl's exact set and "
+                f"Bloom filter, but DUPEFILTER_CLASS is {name!r}: unset one of them"
+            )
+        # a Bloom filter beyond the limit, or when DUPEFILTER_CLASS asks for one
+        name = BLOOM if expected > EXACT_LIMIT or name.endswith(".RedisBloomDupeFilter") else EXACT
+    cls = load_object(name)
+    if not (isinstance(cls, type) and issubclass(cls, RedisDupeFilter)):
+        raise ValueError(
+            "DUPEFILTER_CLASS must be webcrawl.frontier.dupefilter.RedisDupeFilter (or a "
+            f"subclass) with SCHEDULER = webcrawl.frontier.scheduler.Scheduler, got {cls!r}"
+        )
+    return cls
+
+
+def bloom_size(settings: BaseSettings) -> tuple[int, float]:
+    """(URLs, false-positive rate) the crawl's Bloom filter is sized for:
+    ``FRONTIER_EXPECTED_URLS`` if set, else ``BLOOM_CAPACITY``; ``BLOOM_ERROR_RATE``."""
+    expected = non_negative_int(settings, "FRONTIER_EXPECTED_URLS")
+    capacity = expected or positive_int(settings, "BLOOM_CAPACITY")
+    return capacity, positive_float(settings, "BLOOM_ERROR_RATE")

@@ -4,11 +4,13 @@ A crawl's shard count is fixed when its first worker starts: a host's shard
 is its hash modulo the count, so a worker with another count would queue a
 host's URLs in another shard than the one holding its queue, leases and
 fingerprints.  It is recorded in the crawl's ``meta`` hash and every worker
-checks it.
+checks it.  So is its dupefilter (an exact set, or a Bloom filter of a given
+size): a worker with another would not know the URLs the crawl has seen.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from webcrawl.frontier.keys import CrawlKeys
@@ -23,9 +25,12 @@ class CrawlLayoutError(ValueError):
     """The crawl in Redis cannot be joined with these settings."""
 
 
-def join_crawl(client: Any, crawl: str, shards: int) -> CrawlKeys:
-    """The keys of ``crawl`` with ``shards`` shards, recording the count if the crawl is
-    new; CrawlLayoutError if it was created with another count or by an older webcrawl."""
+def join_crawl(
+    client: Any, crawl: str, shards: int, dupefilter: dict[str, str] | None = None
+) -> CrawlKeys:
+    """The keys of ``crawl`` with ``shards`` shards, recording the count (and
+    ``dupefilter``, a :meth:`RedisDupeFilter.layout`) if the crawl has none yet;
+    CrawlLayoutError if it was created with others or by an older webcrawl."""
     keys = CrawlKeys(crawl, shards)
     recorded = client.hget(keys.meta, "shards")
     if recorded is None:
@@ -40,7 +45,45 @@ def join_crawl(client: Any, crawl: str, shards: int) -> CrawlKeys:
             f"URLs would be lost; set FRONTIER_SHARDS = {int(recorded)} (or start over with "
             f"`webcrawl reset --crawl {crawl} --yes`)"
         )
+    if dupefilter is not None:
+        _join_dupefilter(client, keys, dupefilter)
     return keys
+
+
+def recorded_dupefilter(client: Any, keys: CrawlKeys) -> dict[str, str]:
+    """The crawl's dupefilter as recorded (``{}`` for a crawl created before it was)."""
+    recorded = client.hget(keys.meta, "dupefilter")
+    return json.loads(recorded) if recorded else {}
+
+
+def describe_dupefilter(layout: dict[str, str]) -> str:
+    """In words, for messages: "an exact set", "a Bloom filter for N URLs at P false positives"."""
+    kind = layout.get("dupefilter")
+    if kind == "bloom" and "bloom_capacity" in layout:
+        return (f"a Bloom filter for {layout['bloom_capacity']} URLs at "
+                f"{layout.get('bloom_error_rate')} false positives")  # fmt: skip
+    return {"bloom": "a Bloom filter", "set": "an exact set"}.get(kind, f"dupefilter {kind!r}")
+
+
+def _join_dupefilter(client: Any, keys: CrawlKeys, ours: dict[str, str]) -> None:
+    recorded = recorded_dupefilter(client, keys)
+    if not recorded:
+        # none recorded (a new crawl, or one of an older webcrawl): the other kind's keys
+        # would show a crawl that has been running with it
+        kind, key = ("bloom", "bloom") if ours["dupefilter"] == "set" else ("set", "seen")
+        if any(client.exists(getattr(k, key)) for k in keys.all_shards()):
+            recorded = {"dupefilter": kind}
+        else:
+            client.hsetnx(keys.meta, "dupefilter", json.dumps(ours, sort_keys=True))
+            recorded = recorded_dupefilter(client, keys)  # another worker may have been first
+    if recorded != ours:
+        raise CrawlLayoutError(
+            f"crawl {keys.crawl!r} was created with {describe_dupefilter(recorded)} as its "
+            f"dupefilter, this worker has {describe_dupefilter(ours)}: neither knows the URLs "
+            "the other has seen; set DUPEFILTER_CLASS, FRONTIER_EXPECTED_URLS, BLOOM_CAPACITY "
+            "and BLOOM_ERROR_RATE as the crawl's first worker had them (or start over with "
+            f"`webcrawl reset --crawl {keys.crawl} --yes`)"
+        )
 
 
 def existing_crawl(client: Any, crawl: str, default_shards: int) -> tuple[CrawlKeys, bool]:

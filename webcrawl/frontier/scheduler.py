@@ -34,7 +34,7 @@ from scrapy_redis.scheduler import Scheduler as RedisScheduler
 from twisted.internet import task, threads
 from twisted.internet.defer import Deferred
 
-from webcrawl.frontier.dupefilter import RedisDupeFilter
+from webcrawl.frontier.dupefilter import dupefilter_class
 from webcrawl.frontier.keys import MAX_SHARDS, CrawlKeys
 from webcrawl.frontier.layout import join_crawl
 from webcrawl.frontier.queue import DEFAULT_REQUEST_CLASSES, HostQueue, StepResult, lease_shard
@@ -97,13 +97,7 @@ def crawl_name(settings: Any, spider_name: str) -> str:
 class Scheduler(RedisScheduler):
     def __init__(self, crawler: Crawler, redis: CrawlRedis) -> None:
         settings = crawler.settings
-        dupefilter_cls = load_object(settings.get("DUPEFILTER_CLASS"))
-        if not issubclass(dupefilter_cls, RedisDupeFilter):
-            raise ValueError(
-                "DUPEFILTER_CLASS must be webcrawl.frontier.dupefilter.RedisDupeFilter (or a "
-                "subclass) with SCHEDULER = webcrawl.frontier.scheduler.Scheduler, got "
-                f"{dupefilter_cls!r}"
-            )
+        dupefilter_cls = dupefilter_class(settings)
         queue_cls = load_object(settings.get("SCHEDULER_QUEUE_CLASS"))
         if not (isinstance(queue_cls, type) and issubclass(queue_cls, HostQueue)):
             raise ValueError(
@@ -191,7 +185,7 @@ class Scheduler(RedisScheduler):
 
         def connect() -> CrawlKeys:
             self.redis.open()
-            return join_crawl(self.redis.client, crawl, self.shards)
+            return join_crawl(self.redis.client, crawl, self.shards, self.df.layout())
 
         d = threads.deferToThread(connect)
         d.addCallback(self._opened)
