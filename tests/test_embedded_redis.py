@@ -65,3 +65,17 @@ def test_long_data_dir_uses_a_short_socket_path(tmp_path):
     assert client.ping()
     assert server.leave(client)
     assert (deep / "redis.log").exists()
+
+
+def test_host_queues_of_small_entries_are_kept_compact(tmp_path):
+    """A host queue of typical entries (~120 bytes, past Redis's default 64) stays a
+    compact list: about 120 bytes a queued URL instead of about 200."""
+    server = EmbeddedRedis(tmp_path)
+    client = server.client()
+    server.join(client)
+    try:
+        assert client.config_get("zset-max-ziplist-value") == {"zset-max-ziplist-value": "256"}
+        client.zadd("q", {b"%d|" % i + b"x" * 110: i for i in range(100)})
+        assert client.object("encoding", "q") in (b"ziplist", b"listpack")
+    finally:
+        server.leave(client)

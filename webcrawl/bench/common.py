@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from webcrawl.frontier.embedded_redis import redis_server_binary
+from webcrawl.frontier.embedded_redis import COMPACT_QUEUES, redis_server_binary
 
 
 @contextmanager
@@ -23,7 +23,7 @@ def tcp_redis(workdir: Path) -> Any:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     args = [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-            "--dir", str(workdir)]  # fmt: skip
+            "--dir", str(workdir), *COMPACT_QUEUES]  # fmt: skip
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL)
     url = f"redis://127.0.0.1:{port}/0"
     try:

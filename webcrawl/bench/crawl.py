@@ -230,22 +230,33 @@ def run_memory(args: argparse.Namespace) -> int:
         with tcp_redis(workdir) as url:
             client = redis.Redis.from_url(url)
             spider = Spider(name="web")
-            queue = HostQueue(client, spider, CrawlKeys("mem"))
             urls = [f"https://www.example{i % 50}.com/section-{i % 97}/article-{i}.html"
                     for i in range(n)]  # fmt: skip
-            for start in range(0, n, 1000):
-                pushes = []
-                for u in urls[start : start + 1000]:
-                    fp = hashlib.sha1(u.encode()).digest()
-                    host = u.split("/")[2]
-                    pushes.append((fp, host, 0, 0.0, queue.encode(Request(u))))
-                queue.step(now=0, worker_id="bench", pushes=pushes, pop=False)
-            keys = CrawlKeys("mem")
-            queue_bytes = sum(client.memory_usage(k) or 0 for k in client.scan_iter(
-                match="webcrawl:{mem:*}:hq:*"))  # fmt: skip
+            rows = []
+            # a link as a spider makes it: its depth, and its page's URL as its Referer
+            for name, hosts in (("queue, 50 hosts (long queues)", 50),
+                                ("hot queues, 100 per host", max(1, n // 100))):  # fmt: skip
+                keys = CrawlKeys(f"mem{hosts}")
+                queue = HostQueue(client, spider, keys)
+                for start in range(0, n, 1000):
+                    pushes = []
+                    for i in range(start, min(n, start + 1000)):
+                        host = f"www.example{i % hosts}.com"
+                        u = f"https://{host}/section-{i % 97}/article-{i}.html"
+                        request = Request(
+                            u,
+                            meta={"depth": 3},
+                            headers={"Referer": f"https://{host}/section-{i % 97}/"},
+                        )
+                        fp = hashlib.sha1(u.encode()).digest()
+                        pushes.append((fp, host, 0, 0.0, queue.encode(request)))
+                    queue.step(now=0, worker_id="bench", pushes=pushes, pop=False)
+                queue_bytes = sum(client.memory_usage(k) or 0 for k in client.scan_iter(
+                    match=f"webcrawl:{{mem{hosts}:*}}:hq:*"))  # fmt: skip
+                rows.append((name, queue_bytes / n, None))
+            entry = len(pushes[-1][-1])
             set_bytes = sum(client.memory_usage(k.seen) or 0 for k in keys.all_shards())
-            rows = [("queue (per-host sorted sets)", queue_bytes / n, None),
-                    ("dupefilter: exact set", set_bytes / n, 0.0)]  # fmt: skip
+            rows.append(("dupefilter: exact set", set_bytes / n, 0.0))
             for rate in (0.01, 0.001):
                 params = BloomParams(n, rate)
                 key = f"bloom-{rate}"
@@ -266,7 +277,8 @@ def run_memory(args: argparse.Namespace) -> int:
                              hits / probes))  # fmt: skip
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    print(f"\n{n} URLs\n{'structure':<32} {'bytes/URL':>10} {'false positives':>16}")
+    print(f"\n{n} URLs; a queue entry of a typical link: {entry} bytes (its URL {len(urls[-1])})")
+    print(f"{'structure':<32} {'bytes/URL':>10} {'false positives':>16}")
     for name, per_url, fp_rate in rows:
         shown = "-" if fp_rate is None else f"{fp_rate:.3%}"
         print(f"{name:<32} {per_url:>10.1f} {shown:>16}")

