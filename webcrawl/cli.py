@@ -146,9 +146,11 @@ def _describe_seen(dupefilter: dict[str, Any]) -> str:
     if dupefilter["kind"] == "set":
         return "exact set"
     d = dupefilter
+    full = d["false_positive_rate_now"] > d["error_rate"]
     return (f"Bloom filter for {d['capacity']} URLs at {d['error_rate'] * 100:.2g} % false "
             f"positives; about {d['false_positives']} new URLs taken for seen so far (never "
-            f"crawled), {d['false_positive_rate_now'] * 100:.2g} % of new URLs now")  # fmt: skip
+            f"crawled), {d['false_positive_rate_now'] * 100:.2g} % of new URLs now"
+            + ("; past its capacity: the rate climbs as it fills" if full else ""))  # fmt: skip
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:

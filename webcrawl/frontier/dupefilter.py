@@ -135,20 +135,23 @@ class RedisBloomDupeFilter(RedisDupeFilter):
     key_suffix = "bloom"
 
     def __init__(
-        self, fingerprinter: RequestFingerprinterProtocol, params: BloomParams, debug: bool = False
+        self,
+        fingerprinter: RequestFingerprinterProtocol,
+        params: BloomParams,
+        debug: bool = False,
+        capacity: int | None = None,
     ) -> None:
         super().__init__(fingerprinter, debug)
         self.params = params
-        self.capacity = params.capacity  # the crawl's: from_crawler sets it
+        self.capacity = capacity or params.capacity  # the crawl's, over all its shards
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisBloomDupeFilter:
         settings = crawler.settings
         capacity, error_rate = bloom_size(settings)
         params = shard_bloom_params(capacity, error_rate, positive_int(settings, "FRONTIER_SHARDS"))
-        filt = cls(crawler.request_fingerprinter, params, settings.getbool("DUPEFILTER_DEBUG"))
-        filt.capacity = capacity
-        return filt
+        return cls(crawler.request_fingerprinter, params, settings.getbool("DUPEFILTER_DEBUG"),
+                   capacity)  # fmt: skip
 
     def layout(self) -> dict[str, str]:
         return {"dupefilter": self.mode, "bloom_capacity": str(self.capacity),
