@@ -70,6 +70,23 @@ class Store(abc.ABC):
     def failpath_delete(self, site: str, columns: Sequence[str] | None = None) -> None:
         """Delete ``columns`` of ``site`` (None: the whole row)."""
 
+    # -- the cold frontier: queue entries beyond what a host's queue in Redis holds,
+    # under keys that sort as the host queue does (:mod:`webcrawl.frontier.cold`)
+
+    @abc.abstractmethod
+    def frontier_put(self, entries: Sequence[tuple[str, bytes]]) -> None:
+        """Write ``(key, entry)`` pairs; a key written again gets the new entry (so a
+        write retried after a lost reply is harmless)."""
+
+    @abc.abstractmethod
+    def frontier_scan(self, prefix: str, limit: int) -> list[tuple[str, bytes]]:
+        """The first ``limit`` ``(key, entry)`` pairs whose key starts with ``prefix``,
+        in key order."""
+
+    @abc.abstractmethod
+    def frontier_delete(self, keys: Sequence[str]) -> None:
+        """Delete the entries at ``keys``; keys without one are ignored."""
+
     def connect(self, wait: float = 0.0) -> None:  # noqa: B027 - SQLite opens on first use
         """Reach the store before the first page: a server that does not answer is
         waited for up to ``wait`` seconds; what waiting cannot fix (a wrong URL, a

@@ -82,8 +82,11 @@ COUNTERS = "counters"
 COUNTER_FAMILIES = {"c": {"max_versions": 1}}
 ROWS_COUNTER = (b"webpage", b"c:rows")  # row, column prefix in COUNTERS
 MARKER = b"f:n"  # 8-byte counter in every webtable row: 1 once the row is counted
+FRONTIER = "frontier"
+FRONTIER_FAMILIES = {"e": {"max_versions": 1}}
+ENTRY = b"e:q"  # a cold frontier row's queue entry
 TABLES = ((WEBTABLE, WEBTABLE_FAMILIES), (FAILPATHS, FAILPATH_FAMILIES),
-          (COUNTERS, COUNTER_FAMILIES))  # fmt: skip
+          (COUNTERS, COUNTER_FAMILIES), (FRONTIER, FRONTIER_FAMILIES))  # fmt: skip
 # HBase's table names: [namespace:]qualifier, qualifier of letters, digits, _ - .
 # (TableName.isLegalTableQualifierName); happybase adds "<prefix>_" before ours
 _PREFIX = re.compile(r"(?:[A-Za-z0-9_]+:)?[A-Za-z0-9_][A-Za-z0-9_.-]*")
@@ -712,6 +715,41 @@ class HBaseStore(Store):
                              lambda conn: conn.table(FAILPATHS).row(row, columns=cols))  # fmt: skip
         for level, value in _counts(current).items():
             self._subtract(site, row, b"c:" + level.encode(), value)
+
+    def frontier_put(self, entries: Sequence[tuple[str, bytes]]) -> None:
+        def write(conn: Any) -> None:
+            with conn.table(FRONTIER).batch(batch_size=self.options["batch_size"]) as batch:
+                for key, entry in entries:
+                    batch.put(key.encode(), {ENTRY: bytes(entry)})
+
+        self._call(f"writing {len(entries)} frontier entries", write)  # puts: idempotent
+
+    def frontier_scan(self, prefix: str, limit: int) -> list[tuple[str, bytes]]:
+        start = prefix.encode()
+        stop = _prefix_stop(start) if prefix else None
+        n = int(limit)
+        if n <= 0:
+            return []
+
+        def scan(conn: Any) -> list[tuple[bytes, dict[bytes, bytes]]]:
+            table = conn.table(FRONTIER)
+            return list(table.scan(row_start=start, row_stop=stop, limit=n,
+                                   batch_size=min(n, 1000), columns=[ENTRY]))  # fmt: skip
+
+        rows = self._call(f"scanning the frontier at {prefix!r}", scan)
+        return [(key.decode(), cells[ENTRY]) for key, cells in rows if ENTRY in cells]
+
+    def frontier_delete(self, keys: Sequence[str]) -> None:
+        """Row deletes.  A delete marker hides a put of the same row in the same
+        millisecond (HBASE-2256); cold frontier keys are never written again once
+        moved up, so none is lost that way."""
+
+        def delete(conn: Any) -> None:
+            with conn.table(FRONTIER).batch(batch_size=self.options["batch_size"]) as batch:
+                for key in keys:
+                    batch.delete(key.encode())
+
+        self._call(f"deleting {len(keys)} frontier entries", delete)
 
     def check_writable(self) -> None:
         """Both tables exist and are enabled (one cheap call each on the server)."""

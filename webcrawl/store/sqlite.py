@@ -37,6 +37,10 @@ CREATE TABLE IF NOT EXISTS failpaths (
     count  INTEGER NOT NULL,
     PRIMARY KEY (site, level)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS frontier (
+    key    TEXT PRIMARY KEY,
+    entry  BLOB NOT NULL
+) WITHOUT ROWID;
 """
 
 # Host parameters per statement: SQLite's limit is 999 before 3.32, 32766 after.
@@ -232,6 +236,23 @@ class SQLiteStore(Store):
             else:
                 conn.executemany("DELETE FROM failpaths WHERE site = ? AND level = ?",
                                  [(site, c) for c in columns])  # fmt: skip
+
+    def frontier_put(self, entries: Sequence[tuple[str, bytes]]) -> None:
+        with self._errors(f"writing {len(entries)} frontier entries"), self._conn() as conn:
+            conn.executemany("INSERT OR REPLACE INTO frontier (key, entry) VALUES (?, ?)",
+                             [(k, bytes(e)) for k, e in entries])  # fmt: skip
+
+    def frontier_scan(self, prefix: str, limit: int) -> list[tuple[str, bytes]]:
+        if limit <= 0:
+            return []
+        with self._errors(f"scanning the frontier at {prefix!r}"):
+            return [(k, bytes(e)) for k, e in self._conn().execute(
+                "SELECT key, entry FROM frontier WHERE key >= ? AND key < ? ORDER BY key "
+                "LIMIT ?", (prefix, prefix + "\U0010ffff", int(limit)))]  # fmt: skip
+
+    def frontier_delete(self, keys: Sequence[str]) -> None:
+        with self._errors(f"deleting {len(keys)} frontier entries"), self._conn() as conn:
+            conn.executemany("DELETE FROM frontier WHERE key = ?", [(k,) for k in keys])
 
     def check_writable(self) -> None:
         """Takes the write lock and lets it go (``BEGIN IMMEDIATE``; ``ROLLBACK``): waits up
