@@ -132,7 +132,9 @@ def test_cells_are_nutch_style_big_endian_under_the_reversed_url(real):
                               content=base64.b64encode(body).decode("ascii"))])  # fmt: skip
         store.failpath_add("com.example.www:http", "/bbb/", 2)
     with happybase_connection(url) as conn:
-        assert sorted(conn.tables()) == [b"counters", b"failpaths", b"webpage"]
+        assert sorted(conn.tables()) == [b"counters", b"failpaths", b"frontier", b"webpage"]
+        assert {f: d["max_versions"] for f, d in conn.table("frontier").families().items()} == {
+            b"e": 1}  # fmt: skip
         assert {f: d["max_versions"] for f, d in conn.table("webpage").families().items()} == {
             b"f": 1, b"p": 1, b"h": 1}  # fmt: skip
         assert [key for key, _ in conn.table("webpage").scan()] == [
