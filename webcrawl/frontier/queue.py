@@ -58,8 +58,6 @@ from webcrawl.frontier.shards import Call, Lua, ShardRouter
 
 logger = logging.getLogger(__name__)
 
-# Request classes a queue entry may name (``_class``); others are refused before
-# anything is imported (FRONTIER_REQUEST_CLASSES adds a project's own).
 # What a plain Request's constructor gives an argument left out: its queue entry
 # leaves these out (workers of every version read it the same way)
 _DEFAULTS = {"callback": None, "errback": None, "headers": {}, "body": b"", "cookies": {},
@@ -87,6 +85,8 @@ def _own_origin_path(url: str, headers: dict) -> str | None:
     return None
 
 
+# Request classes a queue entry may name (``_class``); others are refused before
+# anything is imported (FRONTIER_REQUEST_CLASSES adds a project's own).
 DEFAULT_REQUEST_CLASSES = (
     "scrapy.http.request.form.FormRequest",
     "scrapy.http.request.json_request.JsonRequest",
