@@ -155,9 +155,16 @@ FRONTIER_DELAY_SLACK = 0.01
 # heartbeat while the worker lives, so only a dead worker's leases expire (and
 # go back to the queue).
 FRONTIER_LEASE_TIMEOUT = 60.0
-# Requests one host may hold in its queue (Nutch's generate.max.count, Larbin's
-# maxUrlsBySite); the rest waits in the host's overflow, nothing is dropped. 0: no cap.
-FRONTIER_MAX_PER_HOST = 10_000
+# Requests of one host kept in its queue in Redis (the hot tier); the rest of the
+# host's queue waits in the store's frontier table (WEBCRAWL_STORE_URL: SQLite on
+# one machine, HBase on a cluster), in the same order, and moves up when the queue
+# falls below half.  Enough to keep a host busy between two refills.  0: every
+# queued request stays in Redis (no store needed; memory grows with the crawl).
+FRONTIER_HOT_PER_HOST = 100
+# Requests the host queues in Redis may hold in all (split evenly over the shards):
+# beyond it new requests go to the store, and hosts wait for room to be refilled.
+# About 120 bytes of Redis memory each.  0: no budget (only FRONTIER_HOT_PER_HOST).
+FRONTIER_HOT_BUDGET = 1_000_000
 # Times a failed request (connection error, DNS error, timeout, RETRY_HTTP_CODES)
 # goes back to the queue before it is recorded as failed.
 FRONTIER_RETRY_TIMES = 3

@@ -10,27 +10,28 @@ from webcrawl.frontier.cold import PRIORITY_LIMIT, cold_key, host_prefix, parse_
 def test_keys_sort_by_priority_highest_first_then_arrival():
     rng = random.Random(7)
     queued = [(rng.randint(-1000, 1000), seq) for seq in rng.sample(range(10**6), 500)]
-    keys = [cold_key(5, "www.example.org:8080", prio, seq) for prio, seq in queued]
-    assert [parse_cold_key(k)[2:] for k in sorted(keys)] == sorted(
+    keys = [cold_key("c", 5, "www.example.org:8080", prio, seq) for prio, seq in queued]
+    assert [parse_cold_key(k)[3:] for k in sorted(keys)] == sorted(
         queued, key=lambda ps: (-ps[0], ps[1]))  # fmt: skip
-    assert parse_cold_key(keys[0]) == (5, "www.example.org:8080", *queued[0])
-    extremes = [cold_key(0, "h", p, s) for p, s in ((PRIORITY_LIMIT - 1, 0), (0, 10**16 - 1),
+    assert parse_cold_key(keys[0]) == ("c", 5, "www.example.org:8080", *queued[0])
+    extremes = [cold_key("c", 0, "h", p, s) for p, s in ((PRIORITY_LIMIT - 1, 0), (0, 10**16 - 1),
                                                       (-PRIORITY_LIMIT + 1, 3))]  # fmt: skip
     assert sorted(extremes) == extremes
 
 
 def test_a_host_prefix_covers_its_own_keys_only():
-    keys = [cold_key(s, h, 0, 1) for s in (1, 2) for h in ("a.example", "a.example:81", "ab")]
-    assert [k for k in keys if k.startswith(host_prefix(1, "a.example"))] == [
-        cold_key(1, "a.example", 0, 1)]  # fmt: skip
+    keys = [cold_key("c", s, h, 0, 1) for s in (1, 2) for h in ("a.example", "a.example:81", "ab")]
+    assert [k for k in keys if k.startswith(host_prefix("c", 1, "a.example"))] == [
+        cold_key("c", 1, "a.example", 0, 1)]  # fmt: skip
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
-    [((0, "a/b", 0, 1), "not a host key"), ((0, "", 0, 1), "not a host key"),
-     ((70000, "a", 0, 1), "shard 70000 out of range"),
-     ((0, "a", PRIORITY_LIMIT, 1), "priority .* out of range"),
-     ((0, "a", 0, -1), "sequence number -1 out of range")],
+    [(("c", 0, "a/b", 0, 1), "not a host key"), (("c", 0, "", 0, 1), "not a host key"),
+     (("c", 70000, "a", 0, 1), "shard 70000 out of range"),
+     (("c", 0, "a", PRIORITY_LIMIT, 1), "priority .* out of range"),
+     (("c", 0, "a", 0, -1), "sequence number -1 out of range"),
+     (("a/b", 0, "a", 0, 1), "not a crawl name")],
 )  # fmt: skip
 def test_bad_keys_are_refused(args, message):
     with pytest.raises(ValueError, match=message):

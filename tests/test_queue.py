@@ -190,36 +190,6 @@ def test_hosts_take_turns(redis_client):
     assert hosts[8:] == ["big"] * 4  # small hosts are done after two rounds
 
 
-def test_max_per_host_parks_the_rest_in_order(redis_client):
-    queue, keys = make(redis_client)
-    pushes = [entry(queue, f"http://a/{i}", priority=-i) for i in range(10)]
-    queue.step(now=0, worker_id="w", pushes=pushes, pop=False, max_per_host=3)
-    assert redis_client.zcard(keys.shard_for("a").host_queue("a")) == 3
-    assert redis_client.zcard(keys.shard_for("a").overflow_prefix + "a") == 7
-    assert len(queue) == 10
-    assert drain(queue, max_per_host=3) == [f"http://a/{i}" for i in range(10)]  # none lost
-    assert redis_client.exists(keys.shard_for("a").overflow_prefix + "a") == 0
-
-
-def test_a_big_batch_of_one_host_keeps_its_order_across_the_queue_and_overflow(redis_client):
-    """A host's new requests go into its queue in ZADDs of at most 500 pairs (Lua's unpack
-    limit): 1 203 in one step, 700 of them over the cap, with other hosts' in between."""
-    queue, keys = make(redis_client, shards=1)
-    pushes = []
-    for i in range(1203):
-        pushes.append(entry(queue, f"http://a/{i}"))
-        if i % 100 == 0:
-            pushes.append(entry(queue, f"http://b/{i}"))
-    result = queue.step(now=0, worker_id="w", pushes=pushes, pop=False, max_per_host=503)
-    assert result.added == len(pushes) == 1203 + 13
-    assert redis_client.zcard(keys.shard_for("a").host_queue("a")) == 503
-    assert redis_client.zcard(keys.shard_for("a").overflow_prefix + "a") == 700
-    assert len(queue) == len(pushes)
-    urls = drain(queue, max_per_host=503)
-    assert [u for u in urls if "//a/" in u] == [f"http://a/{i}" for i in range(1203)]
-    assert [u for u in urls if "//b/" in u] == [f"http://b/{i}" for i in range(0, 1203, 100)]
-
-
 def test_leases_ack_and_expire(redis_client):
     queue, keys = make(redis_client)
     queue.step(now=0, worker_id="w", pop=False,

@@ -2,14 +2,15 @@
 (:meth:`webcrawl.store.base.Store.frontier_put`) beyond what its queue in Redis
 holds.
 
-A key sorts as the host queue does: by shard, host, then priority (highest
-first), then arrival (the shard's sequence number), so a scan of a host's
-prefix yields its next requests in the order Redis would have popped them::
+A key sorts as the host queue does: by crawl, shard, host, then priority
+(highest first), then arrival (the shard's sequence number), so a scan of a
+host's prefix yields its next requests in the order Redis would have popped
+them::
 
-    <shard, 4 hex digits>/<host>/<11 digits: OFFSET - priority>/<16 digits: seq>
+    <crawl>/<shard, 4 hex digits>/<host>/<11 digits: OFFSET - priority>/<16 digits: seq>
 
-Hosts (``scope_key(url, "host")``: a host and maybe a port) hold no ``/``,
-so one host's prefix never covers another's.
+Crawl names and hosts (``scope_key(url, "host")``: a host and maybe a port)
+hold no ``/``, so one host's prefix never covers another's.
 """
 
 from __future__ import annotations
@@ -19,26 +20,33 @@ _OFFSET = 5 * 10**10  # OFFSET - priority: 11 digits, higher priorities first
 _SEQ_LIMIT = 10**16
 
 
-def host_prefix(shard: int, host: str) -> str:
-    """The prefix of every cold key of ``host`` (in ``shard``)."""
+def crawl_prefix(crawl: str) -> str:
+    """The prefix of every cold key of ``crawl``."""
+    if not crawl or "/" in crawl:
+        raise ValueError(f"not a crawl name: {crawl!r}")
+    return crawl + "/"
+
+
+def host_prefix(crawl: str, shard: int, host: str) -> str:
+    """The prefix of every cold key of ``host`` (in ``shard`` of ``crawl``)."""
     if not 0 <= shard < 0x10000:
         raise ValueError(f"shard {shard} out of range")
     if not host or "/" in host:
         raise ValueError(f"not a host key: {host!r}")
-    return f"{shard:04x}/{host}/"
+    return f"{crawl_prefix(crawl)}{shard:04x}/{host}/"
 
 
-def cold_key(shard: int, host: str, priority: int, seq: int) -> str:
+def cold_key(crawl: str, shard: int, host: str, priority: int, seq: int) -> str:
     """The key of a queued request of ``host`` with ``priority`` that arrived as
     ``seq``-th of its shard."""
     if not -PRIORITY_LIMIT < priority < PRIORITY_LIMIT:
         raise ValueError(f"priority {priority} out of range (|priority| < {PRIORITY_LIMIT})")
     if not 0 <= seq < _SEQ_LIMIT:
         raise ValueError(f"sequence number {seq} out of range")
-    return f"{host_prefix(shard, host)}{_OFFSET - priority:011d}/{seq:016d}"
+    return f"{host_prefix(crawl, shard, host)}{_OFFSET - priority:011d}/{seq:016d}"
 
 
-def parse_cold_key(key: str) -> tuple[int, str, int, int]:
-    """``(shard, host, priority, seq)`` of a cold key."""
-    shard, host, priority, seq = key.split("/")
-    return int(shard, 16), host, _OFFSET - int(priority), int(seq)
+def parse_cold_key(key: str) -> tuple[str, int, str, int, int]:
+    """``(crawl, shard, host, priority, seq)`` of a cold key."""
+    crawl, shard, host, priority, seq = key.split("/")
+    return crawl, int(shard, 16), host, _OFFSET - int(priority), int(seq)

@@ -100,8 +100,56 @@ class ShardKeys:
 
     @property
     def overflow_prefix(self) -> str:
-        """``<prefix>hqo:<host>``: a host's requests beyond FRONTIER_MAX_PER_HOST."""
+        """``<prefix>hqo:<host>``: a host's overflow, from versions before the cold tier
+        (drained as its queue is)."""
         return self.prefix + "hqo:"
+
+    @property
+    def cold(self) -> str:
+        """Hash host -> its requests in the cold tier: in the store, or spilling to it."""
+        return self.prefix + "cold"
+
+    @property
+    def cold_total(self) -> str:
+        """Counter of the shard's requests in the cold tier."""
+        return self.prefix + "cold_n"
+
+    @property
+    def spill(self) -> str:
+        """Sorted set of requests on their way to the store (host, score and request), by
+        when a worker may take them (a claim that is not completed expires)."""
+        return self.prefix + "spill"
+
+    @property
+    def spilling(self) -> str:
+        """Hash host -> its requests in :attr:`spill` (no refill before they are stored)."""
+        return self.prefix + "spill_n"
+
+    @property
+    def refill_wait(self) -> str:
+        """Sorted set of hosts whose queue wants a refill from the store, by when they asked."""
+        return self.prefix + "refill_wait"
+
+    @property
+    def refilling(self) -> str:
+        """Sorted set of hosts being refilled, by the deadline of the refill's lease."""
+        return self.prefix + "refilling"
+
+    @property
+    def refill(self) -> str:
+        """Hash host -> ``<token>|<room>`` of its refill lease."""
+        return self.prefix + "refill"
+
+    @property
+    def reserved(self) -> str:
+        """Counter of queue places promised to refills in progress (FRONTIER_HOT_BUDGET)."""
+        return self.prefix + "reserved"
+
+    @property
+    def moved_prefix(self) -> str:
+        """``<prefix>moved:<host>``: store rows a refill put in the host's queue but has not
+        deleted from the store yet (none is put there twice)."""
+        return self.prefix + "moved:"
 
     @property
     def ready(self) -> str:

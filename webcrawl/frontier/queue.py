@@ -53,8 +53,10 @@ from scrapy.http.request import _find_method as request_to_name  # the slow, gen
 from scrapy.utils.request import request_from_dict
 
 from webcrawl.frontier import serialize
+from webcrawl.frontier.cold import cold_key, crawl_prefix, host_prefix, parse_cold_key
 from webcrawl.frontier.keys import CrawlKeys, ShardKeys
 from webcrawl.frontier.shards import Call, Lua, ShardRouter
+from webcrawl.store.base import Store, StoreError
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +102,11 @@ DEFAULT_REQUEST_CLASSES = (
 # script reading its whole serialised request.
 PRECHECK_DUPLICATES = 8
 
+# Spilled requests a worker takes to the store at once (and the spill set's size from
+# which a step that only pushes takes them); refill leases one step hands out per shard.
+SPILL_BATCH = 500
+REFILLS_PER_STEP = 4
+
 # A priority outside this range is clamped so the score keeps FIFO order
 # exact in a double (|priority| * 1e12 + seq < 2**53).
 MAX_PRIORITY = 8000
@@ -136,16 +143,48 @@ end
 """
 
 
-def _with_clock(script: str) -> str:
+# The cold tier (FRONTIER_HOT_PER_HOST): a script that uses these declares, before them,
+# a local table T of its keys (queued, reserved, cold, cold_total, refill_wait, hq: the
+# host queue prefix).
+_TIERS = """
+local function num(v) return tonumber(v or '0') or 0 end
+
+-- queue places left under the shard's budget (budget 0: no limit)
+local function budget_room(budget)
+  if budget <= 0 then return 1e15 end
+  return budget - num(redis.call('GET', T.queued)) - num(redis.call('GET', T.reserved))
+end
+
+-- a host with requests in the cold tier and its queue under half full asks for a refill
+local function want_refill(host, per_host, now)
+  if per_host > 0 and num(redis.call('HGET', T.cold, host)) > 0
+      and redis.call('ZCARD', T.hq .. host) * 2 < per_host then
+    redis.call('ZADD', T.refill_wait, 'NX', string.format('%.17g', now), host)
+  end
+end
+
+local function add_cold(host, n)
+  if redis.call('HINCRBY', T.cold, host, n) <= 0 then redis.call('HDEL', T.cold, host) end
+  redis.call('INCRBY', T.cold_total, n)
+end
+"""
+
+
+def _with_clock(script: str, tiers: str = "") -> str:
     """``script`` with ``clock(now_arg)`` (Redis's time, or the caller's in tests) and
-    ``next_work(now, keys)``."""
+    ``next_work(now, keys)``; with ``tiers`` (a Lua table of key names, ``T``), the cold
+    tier's functions (``_TIERS``) too."""
+    if tiers:
+        script = f"local T = {tiers}\n{_TIERS}{script}"
     return _CLOCK + _NEXT_WORK + script
 
 
 # One step on one shard.  KEYS: 1 ready, 2 next, 3 delay, 4 leases, 5 leased,
 # 6 seen (or the Bloom filter), 7 seq, 8 queued, 9 host queue prefix, 10 delayed,
-# 11 lease_seq, 12 overflow prefix, 13 revisits, 14 revisit requests.  Every key,
-# the per-host ones included, carries the shard's hash tag: one slot.
+# 11 lease_seq, 12 overflow prefix, 13 revisits, 14 revisit requests, then the cold
+# tier's: 15 cold, 16 cold_total, 17 spill, 18 spilling, 19 refill_wait, 20 refilling,
+# 21 refill, 22 reserved, 23 moved prefix.  Every key, the per-host ones included,
+# carries the shard's hash tag: one slot.
 _STEP = _with_clock("""
 local now = clock(ARGV[1])
 local default_delay = tonumber(ARGV[2])
@@ -154,7 +193,10 @@ local want_pop = tonumber(ARGV[4])
 local requeue_limit = tonumber(ARGV[5])
 local slack = tonumber(ARGV[6])
 local bloom = ARGV[7] == 'bloom'
-local max_per_host = tonumber(ARGV[8])
+local hot_per_host = tonumber(ARGV[8])
+local budget = tonumber(ARGV[9])
+local spill_batch = tonumber(ARGV[10])
+local max_grants = tonumber(ARGV[11])
 local hq, over = KEYS[9], KEYS[12]
 
 -- is a request new?  '' (dont_filter) always; else add it to the seen set, or
@@ -189,28 +231,99 @@ local function zadd_all(key, entries, from, to)
 end
 
 -- Requests into a host's queue: entries are score, member pairs.  A host holds at
--- most max_per_host requests in its queue; the rest waits in its overflow, and
--- moves up as the queue drains (nothing is dropped).
-local function enqueue_all(host, entries)
+-- most hot_per_host requests in its queue, and the shard at most budget; the rest
+-- goes to the cold tier: into the spill set, from which a worker moves it to the
+-- store.  Once a host has requests in the cold tier its new ones follow them there,
+-- in order, and move up with the refills.
+local function enqueue_all(host, entries, force)
   local n = #entries / 2
   local room = n
-  if max_per_host > 0 then
-    room = math.max(0, math.min(n, max_per_host - redis.call('ZCARD', hq .. host)))
+  if hot_per_host > 0 and not force then
+    if num(redis.call('HGET', T.cold, host)) > 0 then
+      room = 0
+    else
+      room = math.min(n, hot_per_host - redis.call('ZCARD', hq .. host), budget_room(budget))
+      room = math.max(0, room)
+    end
   end
-  if room > 0 then zadd_all(hq .. host, entries, 1, 2 * room) end
-  if room < n then zadd_all(over .. host, entries, 2 * room + 1, #entries) end
-  schedule(host)
+  if room > 0 then
+    zadd_all(hq .. host, entries, 1, 2 * room)
+    redis.call('INCRBY', KEYS[8], room)
+    schedule(host)
+  end
+  if room < n then
+    local spilled = {}
+    for s = 2 * room + 1, #entries, 2 do
+      spilled[#spilled + 1] = '0'
+      spilled[#spilled + 1] = host .. '\\n' .. entries[s] .. '\\n' .. entries[s + 1]
+    end
+    zadd_all(KEYS[17], spilled, 1, #spilled)
+    redis.call('HINCRBY', KEYS[18], host, n - room)
+    add_cold(host, n - room)
+  end
   return n
 end
 
-local function enqueue(host, score, member)
-  redis.call('INCR', KEYS[8])
-  enqueue_all(host, {score, member})
+local function enqueue(host, score, member, force)
+  enqueue_all(host, {score, member}, force)
+end
+
+-- Up to spill_batch requests of the spill set, claimed for lease_timeout seconds (a
+-- claim that is not completed expires, and the next worker stores them again)
+local function claim_spills()
+  local claimed = redis.call('ZRANGEBYSCORE', KEYS[17], '-inf', now, 'LIMIT', 0, spill_batch)
+  local until_ = string.format('%.17g', now + lease_timeout)
+  for _, entry in ipairs(claimed) do redis.call('ZADD', KEYS[17], 'XX', until_, entry) end
+  return claimed
+end
+
+-- Refill leases for hosts waiting for one (at most max_grants): {host, token, room,
+-- rows a dead worker's refill moved up but did not delete from the store}.  A host
+-- is refilled only when none of its requests is on its way to the store (the rows
+-- come up in order), by one worker at a time, within the shard's budget.
+local function grant_refills()
+  local grants = {}
+  if hot_per_host <= 0 then return grants end
+  for _, h in ipairs(redis.call('ZRANGEBYSCORE', KEYS[20], '-inf', now, 'LIMIT', 0, 20)) do
+    -- the worker of this refill died: the host waits again
+    redis.call('ZREM', KEYS[20], h)
+    local lease = redis.call('HGET', KEYS[21], h)
+    if lease then redis.call('DECRBY', KEYS[22], tonumber(string.match(lease, '|(%d+)$'))) end
+    redis.call('HDEL', KEYS[21], h)
+    redis.call('ZADD', KEYS[19], 'NX', string.format('%.17g', now), h)
+  end
+  local room_left, looked = budget_room(budget), 0
+  while #grants < max_grants and room_left > 0 and looked < 4 * max_grants do
+    looked = looked + 1
+    local top = redis.call('ZPOPMIN', KEYS[19])
+    if #top == 0 then break end
+    local h = top[1]
+    local room = math.min(hot_per_host - redis.call('ZCARD', hq .. h), room_left)
+    if room > 0 and num(redis.call('HGET', T.cold, h)) > 0
+        and num(redis.call('HGET', KEYS[18], h)) == 0 then
+      local token = tostring(redis.call('INCR', KEYS[11]))
+      redis.call('HSET', KEYS[21], h, token .. '|' .. room)
+      redis.call('ZADD', KEYS[20], string.format('%.17g', now + lease_timeout), h)
+      redis.call('INCRBY', KEYS[22], room)
+      room_left = room_left - room
+      grants[#grants + 1] = {h, token, room, redis.call('SMEMBERS', KEYS[23] .. h)}
+    end
+  end
+  return grants
+end
+
+-- When the shard has work: its ready hosts, leases, delayed requests and revisits, its
+-- spill set, refill leases that may expire, and hosts waiting for a refill when the
+-- budget has room for them
+local function shard_next_work()
+  local names = {KEYS[1], KEYS[4], KEYS[10], KEYS[13], KEYS[17], KEYS[20]}
+  if budget_room(budget) > 0 then names[#names + 1] = KEYS[19] end
+  return next_work(now, names)
 end
 
 -- 1. acknowledgements, then leases handed back (their request could not be
 -- completed: it goes back to its host queue when the lease expires, after a wait)
-local i = 9
+local i = 12
 local n_acks = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n_acks do
   redis.call('ZREM', KEYS[4], ARGV[i])
@@ -226,7 +339,7 @@ end
 -- 2. new requests, by host: n requests, n hosts, then per host: host, count, and
 -- count times (fingerprint, priority, seconds to wait, data); a host's new requests
 -- go into its queue together
-local added, queued = 0, 0
+local added = 0
 local n_push, n_hosts = tonumber(ARGV[i]), tonumber(ARGV[i+1]); i = i + 2
 local seq = 0
 if n_push > 0 then seq = redis.call('INCRBY', KEYS[7], n_push) - n_push end
@@ -252,9 +365,8 @@ for _ = 1, n_hosts do
       added = added + 1
     end
   end
-  if #entries > 0 then queued = queued + enqueue_all(host, entries) end
+  if #entries > 0 then enqueue_all(host, entries) end
 end
-if queued > 0 then redis.call('INCRBY', KEYS[8], queued) end
 
 -- 3. revisits scheduled (url key, host, priority, seconds until due, data): one
 -- entry per URL
@@ -269,9 +381,16 @@ end
 -- 4. expired leases, due delayed requests and due revisits go to their host queues;
 -- only in a call that pops (a shard with such work is due in every worker's map, so
 -- one pops there), the rest ends here: a call that only pushes says nothing of when
--- the shard has work ('')
+-- the shard has work (''), and takes spilled requests to store only when there are
+-- a batch of them
 local requeued, revisited = 0, 0
-if want_pop == 0 then return {added, requeued, revisited, ''} end
+if want_pop == 0 then
+  local spills = {}
+  if hot_per_host > 0 and redis.call('ZCARD', KEYS[17]) >= spill_batch then
+    spills = claim_spills()
+  end
+  return {added, requeued, revisited, '', {}, spills}
+end
 local expired = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, requeue_limit)
 for _, id in ipairs(expired) do
   local entry = redis.call('HGET', KEYS[5], id)
@@ -279,7 +398,8 @@ for _, id in ipairs(expired) do
   redis.call('HDEL', KEYS[5], id)
   if entry then
     local host, score, member = string.match(entry, '^([^\\n]*)\\n([^\\n]*)\\n(.*)$')
-    enqueue(host, score, member)
+    -- back to its host queue, whatever its limits: it was there, and comes first
+    enqueue(host, score, member, true)
     requeued = requeued + 1
   end
 end
@@ -305,16 +425,18 @@ end
 -- 5. pop up to want_pop requests, each from the host whose turn it is (a
 -- host handed out is not ready again before its delay, so with a delay one
 -- call never hands out one host twice)
-local out = {added, requeued, revisited, false}
+local out = {added, requeued, revisited, false, false, false}
 local tries = 0
-while #out < 4 + 2 * want_pop and tries < 10 + 2 * want_pop do
+while #out < 6 + 2 * want_pop and tries < 10 + 2 * want_pop do
   tries = tries + 1
   local top = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
   if #top == 0 or tonumber(top[2]) > now then break end
   local host = top[1]
   local item = redis.call('ZPOPMIN', hq .. host)
   if #item == 0 then
+    -- its requests left are in the cold tier: it is ready again when they move up
     redis.call('ZREM', KEYS[1], host)
+    want_refill(host, hot_per_host, now)
   else
     redis.call('DECR', KEYS[8])
     local up = redis.call('ZPOPMIN', over .. host)
@@ -327,6 +449,7 @@ while #out < 4 + 2 * want_pop and tries < 10 + 2 * want_pop do
     else
       redis.call('ZREM', KEYS[1], host)
     end
+    want_refill(host, hot_per_host, now)
     local id = tostring(redis.call('INCR', KEYS[11]))
     redis.call('ZADD', KEYS[4], string.format('%.17g', now + lease_timeout), id)
     redis.call('HSET', KEYS[5], id, host .. '\\n' .. item[2] .. '\\n' .. item[1])
@@ -334,20 +457,106 @@ while #out < 4 + 2 * want_pop and tries < 10 + 2 * want_pop do
     out[#out + 1] = id
   end
 end
-out[4] = next_work(now, {KEYS[1], KEYS[4], KEYS[10], KEYS[13]})
+out[5] = grant_refills()
+out[6] = {}
+if hot_per_host > 0 then out[6] = claim_spills() end
+out[4] = shard_next_work()
 return out
-""")
+""", tiers="{queued = KEYS[8], reserved = KEYS[22], cold = KEYS[15], cold_total = KEYS[16], "
+         "refill_wait = KEYS[19], hq = KEYS[9]}")  # fmt: skip
 
-# When does a shard have work (see _NEXT_WORK)?  KEYS: ready, leases, delayed, revisits.
+# A worker stored these spilled requests (ARGV: now, hot_per_host, entries...): they
+# leave the spill set, and a host none of whose requests is spilling any more may be
+# refilled.  Entries already gone (another worker's claim after ours expired) count
+# once.  KEYS: spill, spilling, cold, refill_wait, host queue prefix.
+_SPILLED = _with_clock("""
+local now, per_host, done = clock(ARGV[1]), tonumber(ARGV[2]), 0
+for k = 3, #ARGV do
+  if redis.call('ZREM', KEYS[1], ARGV[k]) == 1 then
+    done = done + 1
+    local host = string.match(ARGV[k], '^([^\\n]*)\\n')
+    if redis.call('HINCRBY', KEYS[2], host, -1) <= 0 then
+      redis.call('HDEL', KEYS[2], host)
+      want_refill(host, per_host, now)
+    end
+  end
+end
+return done
+""", tiers="{cold = KEYS[3], refill_wait = KEYS[4], hq = KEYS[5]}")  # fmt: skip
+
+# A refill: rows of a host's cold tier read from the store move into its queue, if the
+# caller's lease (ARGV[3], its token) is still the host's.  ARGV: now, host, token,
+# hot_per_host, '1' if the store had no more rows of the host, then (row key, score,
+# member) per row.  A row is put in the queue once: its key joins the host's moved
+# set in the same step, and a row already there (put there by a refill whose worker
+# died before deleting it from the store) is skipped.  Returns how many moved up, or
+# -1 (the lease is another's: nothing done).  KEYS: 1 ready, 2 next, 3 queued,
+# 4 reserved, 5 cold, 6 cold_total, 7 refill_wait, 8 host queue prefix, 9 refill,
+# 10 moved prefix, 11 spilling.
+_REFILL = _with_clock("""
+local now, host, token = clock(ARGV[1]), ARGV[2], ARGV[3]
+local lease = redis.call('HGET', KEYS[9], host)
+if not lease or string.match(lease, '^([^|]*)|') ~= token then return -1 end
+local entries = {}
+for k = 6, #ARGV, 3 do
+  if redis.call('SADD', KEYS[10] .. host, ARGV[k]) == 1 then
+    entries[#entries + 1] = ARGV[k + 1]
+    entries[#entries + 1] = ARGV[k + 2]
+  end
+end
+local n = #entries / 2
+for s = 1, #entries, 1000 do
+  redis.call('ZADD', T.hq .. host, unpack(entries, s, math.min(s + 999, #entries)))
+end
+if n > 0 then
+  redis.call('INCRBY', T.queued, n)
+  add_cold(host, -n)
+end
+redis.call('DECRBY', T.reserved, tonumber(string.match(lease, '|(%d+)$')))
+redis.call('HSET', KEYS[9], host, token .. '|0')
+if ARGV[5] == '1' then
+  -- the store has no more of its rows: what the count says beyond those on their way
+  -- there is not in the cold tier
+  local extra = num(redis.call('HGET', T.cold, host)) - num(redis.call('HGET', KEYS[11], host))
+  if extra > 0 then add_cold(host, -extra) end
+end
+if redis.call('EXISTS', T.hq .. host) == 1 then
+  local nxt = tonumber(redis.call('HGET', KEYS[2], host) or '0')
+  redis.call('ZADD', KEYS[1], 'NX', string.format('%.17g', math.max(now, nxt)), host)
+end
+return n
+""", tiers="{queued = KEYS[3], reserved = KEYS[4], cold = KEYS[5], cold_total = KEYS[6], "
+         "refill_wait = KEYS[7], hq = KEYS[8]}")  # fmt: skip
+
+# The rows of a refill are deleted from the store: the lease ends (ARGV: now, host,
+# token, hot_per_host).  KEYS: refill, refilling, moved prefix, cold, refill_wait,
+# host queue prefix.
+_REFILLED = _with_clock("""
+local now, host, token = clock(ARGV[1]), ARGV[2], ARGV[3]
+local lease = redis.call('HGET', KEYS[1], host)
+if not lease or string.match(lease, '^([^|]*)|') ~= token then return 0 end
+redis.call('HDEL', KEYS[1], host)
+redis.call('ZREM', KEYS[2], host)
+redis.call('DEL', KEYS[3] .. host)
+want_refill(host, tonumber(ARGV[4]), now)
+return 1
+""", tiers="{cold = KEYS[4], refill_wait = KEYS[5], hq = KEYS[6]}")  # fmt: skip
+
+# When does a shard have work (see _NEXT_WORK)?  KEYS: ready, leases, delayed, revisits,
+# spill, refilling, refill_wait (work when the budget, ARGV[2], has room), queued,
+# reserved.
 _PEEK = _with_clock("""
-return next_work(clock(ARGV[1]), KEYS)
-""")
+local names = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]}
+if budget_room(tonumber(ARGV[2])) > 0 then names[#names + 1] = KEYS[7] end
+return next_work(clock(ARGV[1]), names)
+""", tiers="{queued = KEYS[8], reserved = KEYS[9]}")  # fmt: skip
 
-# A shard's counts: {queued (host queues and delayed), revisits due now, leases}.
-# KEYS: queued, delayed, revisits, leases.
+# A shard's counts: {queued (host queues, delayed and the cold tier), revisits due now,
+# leases}.  KEYS: queued, delayed, revisits, leases, cold_total.
 _COUNT = _with_clock("""
 local now = clock(ARGV[1])
-return {tonumber(redis.call('GET', KEYS[1]) or '0') + redis.call('ZCARD', KEYS[2]),
+return {tonumber(redis.call('GET', KEYS[1]) or '0') + redis.call('ZCARD', KEYS[2])
+          + tonumber(redis.call('GET', KEYS[5]) or '0'),
         redis.call('ZCOUNT', KEYS[3], '-inf', now), redis.call('ZCARD', KEYS[4])}
 """)
 
@@ -452,6 +661,17 @@ class StepResult:
         return self.popped[0][1] if self.popped else None
 
 
+@dataclass
+class TierStats:
+    """What a worker's queue moved between Redis and the store (the cold tier)."""
+
+    spilled: int = 0  # requests stored
+    refilled: int = 0  # requests moved up into their host queues
+    refills: int = 0  # refill leases completed
+    store_seconds: float = 0.0  # time in store calls
+    errors: int = 0  # spills or refills left to expire (store or Redis error)
+
+
 class RefusedEntry(ValueError):
     """A queue entry this worker will not turn into a request (unreadable, or a class
     that is not allowed)."""
@@ -496,6 +716,7 @@ class _ShardWork:
 
 
 _STEP_LUA, _PEEK_LUA, _COUNT_LUA = Lua(_STEP), Lua(_PEEK), Lua(_COUNT)
+_SPILLED_LUA, _REFILL_LUA, _REFILLED_LUA = Lua(_SPILLED), Lua(_REFILL), Lua(_REFILLED)
 _RENEW_LUA, _ACQUIRE_LUA, _SET_DELAY_LUA = Lua(_RENEW), Lua(_ACQUIRE), Lua(_SET_DELAY)
 
 
@@ -517,7 +738,16 @@ class HostQueue:
         wait_replicas: int = 0,
         wait_timeout: float = 1.0,
         refresh: float = 1.0,
+        store: Store | None = None,
+        hot_per_host: int = 0,
+        hot_budget: int = 0,
     ) -> None:
+        if hot_per_host < 0 or hot_budget < 0:
+            raise ValueError("hot_per_host and hot_budget must be >= 0")
+        if hot_per_host and store is None:
+            raise ValueError("a frontier with a cold tier (hot_per_host > 0) needs a store")
+        if hot_budget and not hot_per_host:
+            raise ValueError("a budget (FRONTIER_HOT_BUDGET) needs FRONTIER_HOT_PER_HOST > 0")
         self.server = server
         self.spider = spider
         self.keys = keys
@@ -534,6 +764,11 @@ class HostQueue:
         self._cursor = random.randrange(keys.shards)  # workers start on different shards
         self._dup_share = 0.5  # of recent steps' fingerprinted pushes: duplicates
         self._precheck = True  # False: the server lacks SMISMEMBER (Redis < 6.2)
+        self.store = store
+        self.hot_per_host = hot_per_host
+        # the budget of a shard: hosts spread evenly over the shards
+        self.shard_budget = -(-hot_budget // keys.shards) if hot_budget else 0
+        self.tier_stats = TierStats()
 
     # -- encoding ------------------------------------------------------------
 
@@ -623,7 +858,8 @@ class HostQueue:
         return [k.ready, k.next, k.delay, k.leases, k.leased, _seen_key(k, seen_mode), k.seq,
                 k.queued,
                 k.host_queue_prefix, k.delayed, k.lease_seq, k.overflow_prefix,
-                k.revisits, k.revisit_requests]  # fmt: skip
+                k.revisits, k.revisit_requests, k.cold, k.cold_total, k.spill, k.spilling,
+                k.refill_wait, k.refilling, k.refill, k.reserved, k.moved_prefix]  # fmt: skip
 
     def look(self, *, now: float | None = None) -> list[float]:
         """Ask every shard when it has work (one round trip per node); returns and
@@ -631,8 +867,10 @@ class HostQueue:
         calls = []
         for shard in range(self.keys.shards):
             k = self.keys.shard(shard)
-            calls.append(Call(shard, _PEEK_LUA, [k.ready, k.leases, k.delayed, k.revisits],
-                              [_now_arg(now)]))  # fmt: skip
+            calls.append(Call(shard, _PEEK_LUA, [k.ready, k.leases, k.delayed, k.revisits,
+                                                 k.spill, k.refilling, k.refill_wait, k.queued,
+                                                 k.reserved],
+                              [_now_arg(now), self.shard_budget]))  # fmt: skip
         self.router.run(calls)
         clock = self._clock(now)
         self._looked = clock
@@ -669,7 +907,6 @@ class HostQueue:
         requeue_limit: int = 20,
         slack: float = 0.0,
         seen_mode: str = "set",
-        max_per_host: int = 0,
         now: float | None = None,
     ) -> StepResult:
         """Ack leases, hand back ``nacks`` ``(lease, seconds)`` (their requests go back
@@ -686,9 +923,11 @@ class HostQueue:
         the shard's Bloom filter.  A host's delay (``default_delay`` unless set
         per host) is stretched by ``slack`` seconds, when it is not 0, for the
         jitter between a request leaving a worker and reaching the server.
-        ``max_per_host`` (0: no cap) bounds a host's queue; what is over waits
-        in its overflow, in order.  Popped entries that cannot be read are
-        refused: listed in ``refused``, for the caller to acknowledge (drop).
+        With a cold tier (``hot_per_host``), what is over a host's limit or the
+        budget goes to the store, and comes back as the host's queue drains
+        (:meth:`_spill`, :meth:`_refill`, after the step's calls).  Popped entries
+        that cannot be read are refused: listed in ``refused``, for the caller to
+        acknowledge (drop).
 
         A shard whose call fails is listed in ``failed`` and nothing of its part
         was applied; if every call fails, the first error is raised.
@@ -718,7 +957,7 @@ class HostQueue:
                 break
             self._run(work, pop_shard, want, result, now=now, default_delay=default_delay,
                       lease_timeout=lease_timeout, requeue_limit=requeue_limit, slack=slack,
-                      seen_mode=seen_mode, max_per_host=max_per_host)  # fmt: skip
+                      seen_mode=seen_mode)  # fmt: skip
             work = {}
             # the shard in turn had nothing after all (another worker took it): the next
             if result.popped or pop_shard is None or len(tried) >= 4:
@@ -797,13 +1036,14 @@ class HostQueue:
 
     def _run(self, work: dict[int, _ShardWork], pop_shard: int | None, want: int,
              result: StepResult, *, now: float | None, default_delay: float,
-             lease_timeout: float, requeue_limit: int, slack: float, seen_mode: str,
-             max_per_host: int) -> None:  # fmt: skip
+             lease_timeout: float, requeue_limit: int, slack: float,
+             seen_mode: str) -> None:  # fmt: skip
         calls = []
         for shard, w in work.items():
             args: list[object] = [_now_arg(now), default_delay, lease_timeout,
                                   want if shard == pop_shard else 0, requeue_limit, slack,
-                                  seen_mode, max_per_host, len(w.acks), *w.acks,
+                                  seen_mode, self.hot_per_host, self.shard_budget, SPILL_BATCH,
+                                  REFILLS_PER_STEP, len(w.acks), *w.acks,
                                   len(w.nacks)]  # fmt: skip
             for lease, wait in w.nacks:
                 args += [lease, max(0.0, float(wait))]
@@ -831,7 +1071,7 @@ class HostQueue:
                 continue
             if not call.confirmed:
                 result.unconfirmed.add(call.shard)
-            added, requeued, revisited, next_work, *popped = call.result
+            added, requeued, revisited, next_work, grants, spills, *popped = call.result
             result.added += int(added)
             result.requeued += int(requeued)
             result.revisited += int(revisited)
@@ -846,6 +1086,87 @@ class HostQueue:
                     result.popped.append((self.decode(popped[i]), lease))
                 except RefusedEntry as exc:
                     result.refused.append((lease, str(exc)))
+            self._move(call.shard, spills, grants, now=now)
+
+    def _move(self, shard: int, spills: list[bytes], grants: list, *, now: float | None) -> None:
+        """What a step call handed this worker to move between the tiers."""
+        if spills:
+            self._spill(shard, spills, now=now)
+        for host, token, room, stale in grants or ():
+            self._refill(shard, host.decode(), token.decode(), int(room),
+                         [k.decode() for k in stale], now=now)  # fmt: skip
+
+    def _spill(self, shard: int, entries: list[bytes], *, now: float | None) -> None:
+        """Store claimed spill entries (``host\\nscore\\n<seq>|data``) in the cold tier, then
+        take them out of the spill set.  Storing again is harmless (same row, same key):
+        if this worker dies in between, the claim expires and another stores them."""
+        crawl = self.keys.crawl
+        rows = []
+        for entry in entries:
+            host, score, member = entry.split(b"\n", 2)
+            seq, data = member.split(b"|", 1)
+            priority = round((int(seq) - float(score)) / 1e12)
+            rows.append((cold_key(crawl, shard, host.decode(), priority, int(seq)), data))
+        k = self.keys.shard(shard)
+        started = time.perf_counter()
+        try:
+            self.store.frontier_put(rows)
+            self.tier_stats.store_seconds += time.perf_counter() - started
+            self._single(shard, _SPILLED_LUA,
+                         [k.spill, k.spilling, k.cold, k.refill_wait, k.host_queue_prefix],
+                         [_now_arg(now), self.hot_per_host, *entries])  # fmt: skip
+        except (StoreError, redis.RedisError) as exc:
+            self.tier_stats.errors += 1
+            logger.warning("Could not move %d requests to the store (retried when their "
+                           "claim expires): %s", len(entries), exc)  # fmt: skip
+            return
+        self.tier_stats.spilled += len(rows)
+
+    def _refill(self, shard: int, host: str, token: str, room: int, stale: list[str], *,
+                now: float | None) -> None:  # fmt: skip
+        """Move up to ``room`` of ``host``'s next requests from the store into its queue,
+        under the refill lease ``token``.
+
+        Exactly once, whatever the moment a worker dies: the rows go into the queue
+        in one script that also records their keys in the host's moved set (and skips
+        keys already there); only then are they deleted from the store, and only then
+        is the moved set cleared, with the lease.  A dead worker's lease expires and
+        the next refill of the host first deletes the rows its moved set names
+        (``stale``)."""
+        k = self.keys.shard(shard)
+        started = time.perf_counter()
+        try:
+            if stale:
+                self.store.frontier_delete(stale)
+            rows = self.store.frontier_scan(host_prefix(self.keys.crawl, shard, host), room)
+            self.tier_stats.store_seconds += time.perf_counter() - started
+            args: list[object] = [_now_arg(now), host, token, self.hot_per_host,
+                                  "1" if len(rows) < room else "0"]  # fmt: skip
+            for key, data in rows:
+                priority, seq = parse_cold_key(key)[3:]
+                args += [key, repr(float(-priority * 10**12 + seq)), b"%d|%s" % (seq, data)]
+            moved = int(self._single(shard, _REFILL_LUA,
+                                     [k.ready, k.next, k.queued, k.reserved, k.cold,
+                                      k.cold_total, k.refill_wait, k.host_queue_prefix, k.refill,
+                                      k.moved_prefix, k.spilling], args))  # fmt: skip
+            if moved < 0:
+                logger.warning("Refill of %s: the lease expired (another worker has it)", host)
+                return
+            started = time.perf_counter()
+            if rows:
+                self.store.frontier_delete([key for key, _ in rows])
+            self.tier_stats.store_seconds += time.perf_counter() - started
+            self._single(shard, _REFILLED_LUA,
+                         [k.refill, k.refilling, k.moved_prefix, k.cold, k.refill_wait,
+                          k.host_queue_prefix],
+                         [_now_arg(now), host, token, self.hot_per_host])  # fmt: skip
+        except (StoreError, redis.RedisError) as exc:
+            self.tier_stats.errors += 1
+            logger.warning("Could not refill %s from the store (retried when the lease "
+                           "expires): %s", host, exc)  # fmt: skip
+            return
+        self.tier_stats.refilled += moved
+        self.tier_stats.refills += 1
 
     def _single(self, shard: int, script: Lua, keys: list[str], args: list[object]) -> object:
         (call,) = self.router.run([Call(shard, script, keys, args)])
@@ -872,7 +1193,8 @@ class HostQueue:
         calls = []
         for shard in range(self.keys.shards):
             k = self.keys.shard(shard)
-            calls.append(Call(shard, _COUNT_LUA, [k.queued, k.delayed, k.revisits, k.leases],
+            calls.append(Call(shard, _COUNT_LUA, [k.queued, k.delayed, k.revisits, k.leases,
+                                                  k.cold_total],
                               [_now_arg(now)]))  # fmt: skip
         totals = [0, 0, 0]
         for call in self.router.run(calls):
@@ -960,7 +1282,22 @@ class HostQueue:
         """Delete every shard's queues, leases, delays and revisits (not the dupefilter)."""
         for k in self.keys.all_shards():
             hosts = [h.decode() for h in self.server.zrange(k.ready, 0, -1)]
+            hosts += [h.decode() for h in self.server.hkeys(k.cold)]
+            hosts += [h.decode() for h in self.server.zrange(k.refilling, 0, -1)]
             names = [k.host_queue(h) for h in hosts] + [k.overflow_prefix + h for h in hosts]
+            names += [k.moved_prefix + h for h in hosts]
             names += [k.ready, k.next, k.leases, k.leased, k.seq, k.queued, k.delayed,
-                      k.lease_seq, k.revisits, k.revisit_requests]  # fmt: skip
+                      k.lease_seq, k.revisits, k.revisit_requests, k.cold, k.cold_total, k.spill,
+                      k.spilling, k.refill_wait, k.refilling, k.refill, k.reserved]  # fmt: skip
             self.server.delete(*names)
+        if self.store is not None:
+            self.clear_cold(self.store, self.keys.crawl)
+
+    @staticmethod
+    def clear_cold(store: Store, crawl: str) -> int:
+        """Delete ``crawl``'s cold tier from ``store``; returns how many rows."""
+        deleted = 0
+        while rows := store.frontier_scan(crawl_prefix(crawl), 1000):
+            store.frontier_delete([key for key, _ in rows])
+            deleted += len(rows)
+        return deleted

@@ -47,6 +47,7 @@ from webcrawl.settings_check import (
     positive_float,
     positive_int,
 )
+from webcrawl.store import open_store, store_url_from_settings
 from webcrawl.urls.scope import scope_key
 
 logger = logging.getLogger(__name__)
@@ -89,6 +90,19 @@ def shard_settings(settings: Any) -> tuple[int, int, float]:
             positive_float(settings, "FRONTIER_REDIS_WAIT_TIMEOUT"))  # fmt: skip
 
 
+def tier_settings(settings: Any) -> tuple[int, int]:
+    """FRONTIER_HOT_PER_HOST and FRONTIER_HOT_BUDGET, checked."""
+    if "FRONTIER_MAX_PER_HOST" in settings:  # retired: not a setting any more
+        raise ValueError("FRONTIER_MAX_PER_HOST is gone: FRONTIER_HOT_PER_HOST bounds a host's "
+                         "queue in Redis (the rest waits in the store)")  # fmt: skip
+    per_host = non_negative_int(settings, "FRONTIER_HOT_PER_HOST")
+    budget = non_negative_int(settings, "FRONTIER_HOT_BUDGET")
+    if budget and not per_host:
+        raise ValueError("FRONTIER_HOT_BUDGET needs FRONTIER_HOT_PER_HOST > 0 (0 keeps every "
+                         "queued request in Redis)")  # fmt: skip
+    return per_host, budget
+
+
 def crawl_name(settings: Any, spider_name: str) -> str:
     """The crawl's namespace in Redis: ``WEBCRAWL_CRAWL``, else the spider's name."""
     return settings.get("WEBCRAWL_CRAWL") or spider_name
@@ -128,7 +142,10 @@ class Scheduler(RedisScheduler):
         self.start_grace = non_negative_float(settings, "FRONTIER_START_GRACE")
         self.host_delay = non_negative_float(settings, "FRONTIER_HOST_DELAY")
         self.delay_slack = non_negative_float(settings, "FRONTIER_DELAY_SLACK")
-        self.max_per_host = int(non_negative_float(settings, "FRONTIER_MAX_PER_HOST"))
+        self.hot_per_host, self.hot_budget = tier_settings(settings)
+        # the cold tier's store (the pipelines' one): connected in open(), off the reactor
+        self.store = open_store(store_url_from_settings(settings)) if self.hot_per_host else None
+        self.store_connect_wait = non_negative_float(settings, "WEBCRAWL_STORE_CONNECT_WAIT")
         self.request_classes = request_classes(settings)
         self.lease_timeout = positive_float(settings, "FRONTIER_LEASE_TIMEOUT")
         self.heartbeat_interval = positive_float(settings, "STATUS_HEARTBEAT_INTERVAL")
@@ -184,6 +201,8 @@ class Scheduler(RedisScheduler):
         CrawlKeys(crawl, self.shards)  # a name that cannot name keys fails here
 
         def connect() -> CrawlKeys:
+            if self.store is not None:
+                self.store.connect(self.store_connect_wait)
             self.redis.open()
             return join_crawl(self.redis.client, crawl, self.shards, self.df.layout())
 
@@ -195,7 +214,9 @@ class Scheduler(RedisScheduler):
         self.server = self.redis.client
         self.queue = self.queue_cls(self.server, self.spider, keys, self.request_classes,
                                     wait_replicas=self.wait_replicas,
-                                    wait_timeout=self.wait_timeout)  # fmt: skip
+                                    wait_timeout=self.wait_timeout, store=self.store,
+                                    hot_per_host=self.hot_per_host,
+                                    hot_budget=self.hot_budget)  # fmt: skip
         self.df.attach(self.server, keys)
         self.registry = WorkerRegistry(self.server, keys)
         self.keys = keys
@@ -223,7 +244,7 @@ class Scheduler(RedisScheduler):
         if self._wake_call is not None and self._wake_call.active():
             self._wake_call.cancel()
         if self.keys is None:  # never opened (Redis unreachable, a bad setting)
-            return threads.deferToThread(self.redis.close)
+            return threads.deferToThread(self._close_connections)
         try:
             if self._prefetched:  # popped but never handed out: their leases end now
                 self.queue.renew([lease for _, lease in self._prefetched], 0.0)
@@ -233,8 +254,22 @@ class Scheduler(RedisScheduler):
         except Exception:
             logger.exception("Could not hand %d buffered requests back to Redis", len(self._buffer))
         self.stats.set_value("frontier/redis_round_trips", RoundTrips.count)
+        self._tier_stats()
         self.queue.close()
-        return threads.deferToThread(self.redis.close)
+        return threads.deferToThread(self._close_connections)
+
+    def _close_connections(self) -> None:
+        self.redis.close()
+        if self.store is not None:
+            self.store.close()
+
+    def _tier_stats(self) -> None:
+        """What this worker moved between Redis and the store (the cold tier)."""
+        tiers = self.queue.tier_stats
+        for name, value in (("spilled", tiers.spilled), ("refilled", tiers.refilled),
+                            ("tier_errors", tiers.errors)):  # fmt: skip
+            if value:
+                self.stats.set_value(f"frontier/{name}", value)
 
     # -- scheduler interface -------------------------------------------------
 
@@ -338,7 +373,7 @@ class Scheduler(RedisScheduler):
                 worker_id=self.worker_id, acks=acks, nacks=nacks, pushes=batch, pop=pop,
                 revisits=revisits, default_delay=self.host_delay,
                 lease_timeout=self.lease_timeout, slack=self.delay_slack,
-                seen_mode=self.df.mode, max_per_host=self.max_per_host,
+                seen_mode=self.df.mode,
             )  # fmt: skip
         except RedisError as exc:
             self._outage("reach the frontier (requests kept, will retry)", exc)
@@ -539,6 +574,7 @@ class Scheduler(RedisScheduler):
         self._last_beat = (now, pages)
         info = worker_info(self._started, stats, now, rate, idle=self._idle)
         self.registry.beat(self.worker_id, info, self.heartbeat_ttl)
+        self._tier_stats()
         leases = [*self._leases.values(), *(lease for _, lease in self._prefetched),
                   *self._unconfirmed, *self._ackable]  # fmt: skip
         self.queue.renew(leases, self.lease_timeout)

@@ -1,0 +1,231 @@
+"""The frontier's two tiers: host queues in Redis, the rest in the store, against a real
+Redis and a real SQLite store, with workers killed (SIGKILL) in the middle of a move."""
+
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from scrapy import Request, Spider
+
+from webcrawl.frontier.keys import CrawlKeys
+from webcrawl.frontier.queue import HostQueue
+from webcrawl.store.sqlite import SQLiteStore
+
+
+class S(Spider):
+    name = "s"
+
+
+def make(redis_client, store, shards=4, per_host=3, budget=0):
+    keys = CrawlKeys("t", shards)
+    return HostQueue(redis_client, S(), keys, store=store, hot_per_host=per_host,
+                     hot_budget=budget), keys  # fmt: skip
+
+
+@pytest.fixture
+def store(tmp_path):
+    with SQLiteStore(tmp_path / "webtable.sqlite3") as store:
+        yield store
+
+
+def entry(queue, url, priority=0):
+    return (
+        url.encode(),
+        url.split("/")[2],
+        priority,
+        0.0,
+        queue.encode(Request(url, priority=priority)),
+    )
+
+
+def drain(queue, now=1000.0, check=None):
+    """Pop and acknowledge until no shard has work; ``check()`` after every step."""
+    urls, ack = [], []
+    while True:
+        result = queue.step(now=now, acks=ack)
+        ack = [lease for _, lease in result.popped]
+        urls += [request.url for request, _ in result.popped]
+        if check:
+            check()
+        if not result.popped and not any(wait <= 0 for wait in queue.look(now=now)):
+            queue.step(now=now, acks=ack, pop=False)
+            return urls
+
+
+def hot(redis_client, keys):
+    """Requests in the host queues of each shard."""
+    counts = []
+    for k in keys.all_shards():
+        names = redis_client.keys(k.host_queue_prefix + "*")
+        counts.append(sum(redis_client.zcard(n) for n in names))
+    return counts
+
+
+def test_a_host_keeps_its_limit_in_redis_and_the_rest_comes_back_from_the_store_in_order(
+    redis_client, store
+):  # fmt: skip
+    queue, keys = make(redis_client, store)
+    pushes = [entry(queue, f"http://a/{i}", priority=-(i // 4)) for i in range(10)]
+    result = queue.step(now=0, pushes=pushes, pop=False)
+    assert result.added == 10 and len(queue) == 10  # the cold tier counts as queued
+    assert redis_client.zcard(keys.shard_for("a").host_queue("a")) == 3
+    assert redis_client.hget(keys.shard_for("a").cold, "a") == b"7"
+    assert drain(queue) == [f"http://a/{i}" for i in range(10)]  # none lost, in order
+    assert len(queue) == 0 and store.frontier_scan("t/", 100) == []
+    assert queue.tier_stats.spilled == queue.tier_stats.refilled == 7
+    k = keys.shard_for("a")
+    assert not redis_client.exists(k.cold, k.spill, k.spilling, k.refill, k.refilling,
+                                   k.refill_wait, k.moved_prefix + "a")  # fmt: skip
+    assert int(redis_client.get(k.reserved)) == int(redis_client.get(k.cold_total)) == 0
+
+
+def test_a_big_batch_keeps_its_order_across_the_tiers(redis_client, store):
+    """1 203 requests of one host in one step (500 per ZADD: Lua's unpack limit), other
+    hosts' between them; spilled in batches, refilled in order."""
+    queue, _ = make(redis_client, store, shards=1, per_host=503)
+    pushes = []
+    for i in range(1203):
+        pushes.append(entry(queue, f"http://a/{i}"))
+        if i % 100 == 0:
+            pushes.append(entry(queue, f"http://b/{i}"))
+    assert queue.step(now=0, pushes=pushes, pop=False).added == len(pushes) == 1203 + 13
+    assert len(queue) == len(pushes)
+    urls = drain(queue)
+    assert [u for u in urls if "//a/" in u] == [f"http://a/{i}" for i in range(1203)]
+    assert [u for u in urls if "//b/" in u] == [f"http://b/{i}" for i in range(0, 1203, 100)]
+
+
+def test_the_budget_bounds_redis_and_every_host_gets_its_turn(redis_client, store):
+    """FRONTIER_HOT_BUDGET: over all hosts of a shard, never more in Redis than its share;
+    hosts with all their requests in the store still take turns (refills wait for room)."""
+    queue, keys = make(redis_client, store, shards=2, per_host=4, budget=10)  # 5 per shard
+    pushes = [entry(queue, f"http://h{h}/{i}") for h in range(12) for i in range(6)]
+    queue.step(now=0, pushes=pushes, pop=False)
+    peaks = [0, 0]
+
+    def check():
+        peaks[:] = [max(p, n) for p, n in zip(peaks, hot(redis_client, keys), strict=True)]
+
+    urls = drain(queue, check=check)
+    assert sorted(urls) == sorted(f"http://h{h}/{i}" for h in range(12) for i in range(6))
+    assert max(peaks) <= 5 and sum(peaks) > 0
+    for h in range(12):  # each host in order
+        assert [u for u in urls if f"//h{h}/" in u] == [f"http://h{h}/{i}" for i in range(6)]
+
+
+def test_a_host_with_requests_only_in_the_store_is_work(redis_client, store):
+    queue, keys = make(redis_client, store, per_host=1)
+    queue.step(now=0, pushes=[entry(queue, f"http://a/{i}") for i in range(3)], pop=False)
+    first = queue.step(now=1000)
+    assert first.request.url == "http://a/0"
+    assert redis_client.zcard(keys.shard_for("a").host_queue("a")) == 0
+    assert redis_client.zcard(keys.shard_for("a").ready) == 0
+    assert queue.idle_check("w", now=1000)[0] == 2  # queued counts the cold tier
+    assert queue.has_work(now=1000)
+    assert drain(queue) == ["http://a/1", "http://a/2"]
+
+
+def test_a_requeued_lease_of_a_host_with_cold_requests_keeps_its_place(redis_client, store):
+    """An expired lease goes back in the tier order: its request comes before the later
+    ones of its host, none is lost."""
+    queue, _ = make(redis_client, store, per_host=2)
+    queue.step(now=0, pushes=[entry(queue, f"http://a/{i}") for i in range(6)], pop=False)
+    assert queue.step(now=0, lease_timeout=10).request.url == "http://a/0"  # dies unacked
+    assert drain(queue, now=100) == [f"http://a/{i}" for i in range(6)]
+
+
+def test_a_refill_whose_lease_expired_does_nothing(redis_client, store):
+    """A worker paused past its refill lease finds the host refilled by another: its late
+    insert is refused, nothing is queued twice."""
+    queue, _ = make(redis_client, store, per_host=2)
+    queue.step(now=0, pushes=[entry(queue, f"http://a/{i}") for i in range(6)], pop=False)
+    grants = []
+    refill = queue._refill
+    queue._refill = lambda *args, **kw: grants.append(args)  # the paused worker
+    queue.step(now=0, lease_timeout=5)
+    queue.step(now=0, lease_timeout=5)  # the queue is empty: a refill lease, not used
+    assert len(grants) == 1
+    queue._refill = refill
+    urls = drain(queue, now=100)  # the lease expired: another refill
+    refill(*grants[0], now=100)  # the paused worker wakes up
+    assert sorted(urls) == [f"http://a/{i}" for i in range(6)]  # a/0, a/1: expired leases
+    assert len(queue) == 0 and drain(queue, now=200) == []
+
+
+VICTIM = textwrap.dedent("""
+    import json, os, signal, sys
+    import redis
+    from scrapy import Request, Spider
+    from webcrawl.frontier.keys import CrawlKeys
+    from webcrawl.frontier.queue import HostQueue
+    from webcrawl.store.sqlite import SQLiteStore
+
+    url, path, point, log = sys.argv[1:5]
+
+    class Dying(SQLiteStore):
+        scanned = False
+        def frontier_put(self, entries):
+            super().frontier_put(entries)
+            if point == "spilled":  # stored, not yet out of the spill set
+                os.kill(os.getpid(), signal.SIGKILL)
+        def frontier_scan(self, prefix, limit):
+            if point == "granted":  # a refill lease, nothing read yet
+                os.kill(os.getpid(), signal.SIGKILL)
+            self.scanned = True
+            return super().frontier_scan(prefix, limit)
+        def frontier_delete(self, keys):
+            if point == "moved" and self.scanned:  # in the queue, still in the store
+                os.kill(os.getpid(), signal.SIGKILL)
+            super().frontier_delete(keys)
+            if point == "deleted" and self.scanned:  # deleted, the lease not yet ended
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    class S(Spider):
+        name = "s"
+
+    queue = HostQueue(redis.Redis.from_url(url), S(), CrawlKeys("t", 4), store=Dying(path),
+                      hot_per_host=3)
+    ack = []
+    with open(log, "a") as out:
+        while True:
+            result = queue.step(now=1000, acks=ack, lease_timeout=30)
+            ack = [lease for _, lease in result.popped]
+            for request, _ in result.popped:
+                out.write(request.url + "\\n")
+                out.flush()
+""")
+
+
+@pytest.mark.parametrize("point", ["spilled", "granted", "moved", "deleted"])
+def test_kill_9_in_the_middle_of_a_move_loses_and_repeats_nothing(
+    redis_server, redis_client, store, tmp_path, point
+):  # fmt: skip
+    """A worker dies (SIGKILL) at each point of a spill or a refill; another goes on
+    after the dead worker's leases expire: every request is popped exactly once, each
+    host's in order."""
+    queue, _ = make(redis_client, store)
+    urls = [f"http://h{h}.example/{i}" for i in range(700) for h in range(3)]
+    queue.step(now=0, pushes=[entry(queue, u) for u in urls], pop=False)  # 1 391 to spill
+    log = tmp_path / "victim.log"
+    victim = subprocess.run([sys.executable, "-c", VICTIM, redis_server.url, str(store.path),
+                             point, str(log)], timeout=120, capture_output=True)  # fmt: skip
+    assert victim.returncode == -signal.SIGKILL, victim.stderr.decode()[-2000:]
+    before = log.read_text().split() if log.exists() else []
+    after = drain(queue, now=2000)  # the victim's leases (30 s) have expired by then
+    popped = before + after
+    assert len(popped) == len(set(popped)) == len(urls)
+    for h in range(3):
+        assert [u for u in popped if f"//h{h}." in u] == [u for u in urls if f"//h{h}." in u]
+    assert store.frontier_scan("t/", 10) == [] and len(queue) == 0
+
+
+def test_reset_clears_the_crawls_cold_tier_only(redis_client, store):
+    queue, _ = make(redis_client, store, shards=1, per_host=1)
+    queue.step(now=0, pushes=[entry(queue, f"http://a/{i}") for i in range(600)], pop=False)
+    assert len(store.frontier_scan("t/", 1000)) == 500  # 599 spilled: a batch stored at once
+    store.frontier_put([("other/0000/a/x/y", b"{}")])
+    queue.clear()
+    assert store.frontier_scan("t/", 1000) == [] and len(queue) == 0
+    assert store.frontier_scan("other/", 10) == [("other/0000/a/x/y", b"{}")]
