@@ -137,7 +137,7 @@ class ShardKeys:
 
     @property
     def refill(self) -> str:
-        """Hash host -> ``<token>|<room>`` of its refill lease."""
+        """Hash host -> ``<token>|<room>|<its cold count then>`` of its refill lease."""
         return self.prefix + "refill"
 
     @property

@@ -288,7 +288,7 @@ local function grant_refills()
     -- the worker of this refill died: the host waits again
     redis.call('ZREM', KEYS[20], h)
     local lease = redis.call('HGET', KEYS[21], h)
-    if lease then redis.call('DECRBY', KEYS[22], tonumber(string.match(lease, '|(%d+)$'))) end
+    if lease then redis.call('DECRBY', KEYS[22], tonumber(string.match(lease, '^[^|]*|(%d+)'))) end
     redis.call('HDEL', KEYS[21], h)
     redis.call('ZADD', KEYS[19], 'NX', string.format('%.17g', now), h)
   end
@@ -298,11 +298,15 @@ local function grant_refills()
     local top = redis.call('ZPOPMIN', KEYS[19])
     if #top == 0 then break end
     local h = top[1]
-    local room = math.min(hot_per_host - redis.call('ZCARD', hq .. h), room_left)
-    if room > 0 and num(redis.call('HGET', T.cold, h)) > 0
-        and num(redis.call('HGET', KEYS[18], h)) == 0 then
+    local room = math.max(0, math.min(hot_per_host - redis.call('ZCARD', hq .. h), room_left))
+    -- wanted: room, rows in the store and none on its way there; or rows a dead
+    -- worker's refill moved up are still in the store (deleted by this refill)
+    local wanted = room > 0 and num(redis.call('HGET', T.cold, h)) > 0
+      and num(redis.call('HGET', KEYS[18], h)) == 0
+    if wanted or redis.call('EXISTS', KEYS[23] .. h) == 1 then
       local token = tostring(redis.call('INCR', KEYS[11]))
-      redis.call('HSET', KEYS[21], h, token .. '|' .. room)
+      local cold = num(redis.call('HGET', T.cold, h))
+      redis.call('HSET', KEYS[21], h, token .. '|' .. room .. '|' .. cold)
       redis.call('ZADD', KEYS[20], string.format('%.17g', now + lease_timeout), h)
       redis.call('INCRBY', KEYS[22], room)
       room_left = room_left - room
@@ -492,7 +496,7 @@ return done
 # died before deleting it from the store) is skipped.  Returns how many moved up, or
 # -1 (the lease is another's: nothing done).  KEYS: 1 ready, 2 next, 3 queued,
 # 4 reserved, 5 cold, 6 cold_total, 7 refill_wait, 8 host queue prefix, 9 refill,
-# 10 moved prefix, 11 spilling.
+# 10 moved prefix.
 _REFILL = _with_clock("""
 local now, host, token = clock(ARGV[1]), ARGV[2], ARGV[3]
 local lease = redis.call('HGET', KEYS[9], host)
@@ -512,12 +516,14 @@ if n > 0 then
   redis.call('INCRBY', T.queued, n)
   add_cold(host, -n)
 end
-redis.call('DECRBY', T.reserved, tonumber(string.match(lease, '|(%d+)$')))
-redis.call('HSET', KEYS[9], host, token .. '|0')
+local room, cold = string.match(lease, '^[^|]*|(%d+)|(%d+)$')
+redis.call('DECRBY', T.reserved, tonumber(room))
+redis.call('HSET', KEYS[9], host, token .. '|0|0')
 if ARGV[5] == '1' then
-  -- the store has no more of its rows: what the count says beyond those on their way
-  -- there is not in the cold tier
-  local extra = num(redis.call('HGET', T.cold, host)) - num(redis.call('HGET', KEYS[11], host))
+  -- the store had fewer rows than asked for: the host's count at the grant (when none
+  -- was on its way to the store) beyond the rows read is not in the store (rows stored
+  -- since can only make the difference smaller)
+  local extra = math.min(tonumber(cold) - (#ARGV - 5) / 3, num(redis.call('HGET', T.cold, host)))
   if extra > 0 then add_cold(host, -extra) end
 end
 if redis.call('EXISTS', T.hq .. host) == 1 then
@@ -668,6 +674,7 @@ class TierStats:
     spilled: int = 0  # requests stored
     refilled: int = 0  # requests moved up into their host queues
     refills: int = 0  # refill leases completed
+    recovered: int = 0  # rows a dead worker's refill left in the store, deleted
     store_seconds: float = 0.0  # time in store calls
     errors: int = 0  # spills or refills left to expire (store or Redis error)
 
@@ -1137,7 +1144,10 @@ class HostQueue:
         started = time.perf_counter()
         try:
             if stale:
+                logger.info("Refill of %s: deleting from the store %d rows that a refill "
+                            "whose worker died had moved up", host, len(stale))  # fmt: skip
                 self.store.frontier_delete(stale)
+                self.tier_stats.recovered += len(stale)
             rows = self.store.frontier_scan(host_prefix(self.keys.crawl, shard, host), room)
             self.tier_stats.store_seconds += time.perf_counter() - started
             args: list[object] = [_now_arg(now), host, token, self.hot_per_host,
@@ -1148,7 +1158,7 @@ class HostQueue:
             moved = int(self._single(shard, _REFILL_LUA,
                                      [k.ready, k.next, k.queued, k.reserved, k.cold,
                                       k.cold_total, k.refill_wait, k.host_queue_prefix, k.refill,
-                                      k.moved_prefix, k.spilling], args))  # fmt: skip
+                                      k.moved_prefix], args))  # fmt: skip
             if moved < 0:
                 logger.warning("Refill of %s: the lease expired (another worker has it)", host)
                 return
