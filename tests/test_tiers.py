@@ -1,6 +1,7 @@
 """The frontier's two tiers: host queues in Redis, the rest in the store, against a real
 Redis and a real SQLite store, with workers killed (SIGKILL) in the middle of a move."""
 
+import json
 import signal
 import subprocess
 import sys
@@ -229,3 +230,30 @@ def test_reset_clears_the_crawls_cold_tier_only(redis_client, store):
     queue.clear()
     assert store.frontier_scan("t/", 1000) == [] and len(queue) == 0
     assert store.frontier_scan("other/", 10) == [("other/0000/a/x/y", b"{}")]
+
+
+def test_status_counts_the_requests_in_the_store(redis_server, redis_client, tmp_path):
+    """`webcrawl status` counts a crawl's requests in both tiers, and its hosts whose
+    requests are all in the store."""
+    from test_cli import webcrawl
+
+    from webcrawl.frontier.layout import join_crawl
+
+    data = tmp_path / "data"
+    keys = join_crawl(redis_client, "t", 4)
+    with SQLiteStore(data / "webtable.sqlite3") as store:
+        queue = HostQueue(redis_client, S(), keys, store=store, hot_per_host=2)
+        pushes = [entry(queue, f"http://h{h}/{i}") for h in range(3) for i in range(300)]
+        queue.step(now=0, pushes=pushes, pop=False)  # spilled, stored in a batch of 500
+        queue.step(now=0, pushes=[entry(queue, "http://only/0")], pop=False)
+    redis_url = f"REDIS_URL={redis_server.url}"
+    status = json.loads(webcrawl("status", "--json", "--crawl", "t", "-s", redis_url,
+                                 data_dir=data).stdout)  # fmt: skip
+    assert status["queued"] == 901 and status["queued_in_store"] == 3 * 298
+    assert status["queued_per_host"]["h0"] == 300 and status["hosts_queued"] == 4
+    human = webcrawl("status", "--crawl", "t", "-s", redis_url, data_dir=data).stdout
+    assert "queued     901 (7 in Redis, 894 in the store)" in human
+    reset = webcrawl("reset", "--yes", "--crawl", "t", "-s", redis_url, data_dir=data).stdout
+    assert "and 500 queued requests in sqlite:" in reset  # the rest: spilling, in Redis
+    with SQLiteStore(data / "webtable.sqlite3") as store:
+        assert store.frontier_scan("t/", 10) == []

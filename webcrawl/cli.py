@@ -26,6 +26,7 @@ from typing import Any
 
 from scrapy.settings import Settings
 
+from webcrawl.frontier.cold import clear_cold
 from webcrawl.frontier.keys import CrawlKeys
 from webcrawl.frontier.redisconn import CrawlRedis
 from webcrawl.frontier.workers import WorkerRegistry
@@ -83,35 +84,42 @@ class _Session:
 
 
 def _shard_counts(client: Any, keys: CrawlKeys, now: float) -> list[dict[str, Any]]:
-    """Per shard: queued, leased, seen (exact set members or Bloom bits set), revisits
-    due and scheduled, the first revisit's time and the hosts in its ready set."""
+    """Per shard: queued (in Redis, and in the store's cold tier), leased, seen (exact set
+    members or Bloom bits set), revisits due and scheduled, the first revisit's time and
+    the hosts with queued requests (ready, or waiting for a refill)."""
     pipe = client.pipeline(transaction=False)  # on a cluster, sent to each key's node
     for k in keys.all_shards():
         pipe.get(k.queued).zcard(k.delayed).zcard(k.leases).scard(k.seen).bitcount(k.bloom)
         pipe.zcard(k.revisits).zcount(k.revisits, "-inf", now)
         pipe.zrange(k.revisits, 0, 0, withscores=True).zrange(k.ready, 0, -1)
-    replies, width = pipe.execute(), 9
+        pipe.get(k.cold_total).hkeys(k.cold)
+    replies, width = pipe.execute(), 11
     shards = []
     for shard in range(keys.shards):
-        queued, delayed, leased, seen, bloom_bits, revisits, due, first, hosts = \
+        queued, delayed, leased, seen, bloom_bits, revisits, due, first, hosts, cold, cold_hosts = \
             replies[shard * width:(shard + 1) * width]  # fmt: skip
-        shards.append({"shard": shard, "queued": int(queued or 0) + delayed, "leased": leased,
-                       "seen": seen, "bloom_bits": bloom_bits, "revisits": revisits,
-                       "revisit_due": due, "next_revisit": first[0][1] if first else None,
-                       "hosts": [h.decode() for h in hosts]})  # fmt: skip
+        hot, cold = int(queued or 0) + delayed, int(cold or 0)
+        names = dict.fromkeys(h.decode() for h in [*hosts, *cold_hosts])
+        shards.append({"shard": shard, "queued": hot + cold, "hot": hot, "cold": cold,
+                       "leased": leased, "seen": seen, "bloom_bits": bloom_bits,
+                       "revisits": revisits, "revisit_due": due,
+                       "next_revisit": first[0][1] if first else None,
+                       "hosts": list(names)})  # fmt: skip
     return shards
 
 
 def _host_sizes(client: Any, keys: CrawlKeys, shards: list[dict[str, Any]]) -> list:
-    """(queued, host) of every host with queued requests, largest first."""
+    """(queued, host) of every host with queued requests (in Redis or the store), largest
+    first."""
     pipe, hosts = client.pipeline(transaction=False), []
     for s in shards:
         k = keys.shard(s["shard"])
         for host in s["hosts"]:
             hosts.append(host)
-            pipe.zcard(k.host_queue(host)).zcard(k.overflow_prefix + host)
+            pipe.zcard(k.host_queue(host)).zcard(k.overflow_prefix + host).hget(k.cold, host)
     counts = pipe.execute() if hosts else []
-    totals = [a + b for a, b in zip(counts[::2], counts[1::2], strict=True)]
+    totals = [a + b + int(c or 0) for a, b, c in zip(counts[::3], counts[1::3], counts[2::3],
+                                                     strict=True)]  # fmt: skip
     return sorted(zip(totals, hosts, strict=True), reverse=True)
 
 
@@ -164,6 +172,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         submitted, scope, failed = pipe.execute()
         seen, dupefilter = _seen(session.client, keys, shards, settings)
         queued = sum(s["queued"] for s in shards)
+        cold = sum(s["cold"] for s in shards)
         leased = sum(s["leased"] for s in shards)
         due = sum(s["revisit_due"] for s in shards)
         revisits = sum(s["revisits"] for s in shards)
@@ -182,6 +191,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         "store": store_url,
         "shards": keys.shards,
         "queued": queued,
+        "queued_in_store": cold,
         "queued_per_shard": [s["queued"] for s in shards],
         "queued_per_host": {host: n for n, host in sizes[: args.top]},
         "hosts_queued": len(sizes),
@@ -205,7 +215,8 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     print(f"redis      {redis_desc}")
     print(f"store      {store_url}")
     for name in ("queued", "leased", "seen", "submitted", "stored", "failed"):
-        print(f"{name:<10} {status[name]}")
+        tiers = f" ({queued - cold} in Redis, {cold} in the store)" if name == "queued" else ""
+        print(f"{name:<10} {status[name]}{tiers}")
     print(f"dupefilter {_describe_seen(dupefilter)}")
     busiest = max(shards, key=lambda s: s["queued"])
     print(f"shards     {keys.shards}; the most queued: shard {busiest['shard']} with "
@@ -352,7 +363,8 @@ def cmd_reset(args: argparse.Namespace, settings: Settings) -> int:
     if not args.yes:
         print(
             f"webcrawl reset: this deletes crawl {crawl!r}'s queue, dupefilter and "
-            "workers in Redis (the store is kept); add --yes to do it",
+            "workers in Redis, and the queued requests it keeps in the store (its pages "
+            "are kept); add --yes to do it",
             file=sys.stderr,
         )
         return 2
@@ -364,7 +376,11 @@ def cmd_reset(args: argparse.Namespace, settings: Settings) -> int:
         names = sorted(names)
         for i in range(0, len(names), 1000):
             session.client.delete(*names[i : i + 1000])
-    print(f"reset crawl {crawl!r}: deleted {len(names)} keys")
+    store_url = store_url_from_settings(settings)
+    with open_store(store_url) as store:
+        cold = clear_cold(store, keys.crawl)
+    print(f"reset crawl {crawl!r}: deleted {len(names)} keys, and {cold} queued requests "
+          f"in {store_url}")  # fmt: skip
     return 0
 
 
@@ -481,7 +497,7 @@ def _add_bench_parser(sub: Any) -> None:
     p.add_argument(
         "what", nargs="?", default="crawl",
         choices=("crawl", "politeness", "memory", "failpath", "simhash", "revisit", "incremental",
-                 "store", "frontier"),
+                 "store", "frontier", "tiers"),
         help="crawl: pages/s and Redis calls/page vs plain Scrapy and scrapy-redis; "
         "politeness: achieved vs configured per-host rate; memory: bytes/URL in Redis; "
         "failpath: the seed-000 paper's experiment (filter off vs its three parameter sets); "
@@ -492,9 +508,18 @@ def _add_bench_parser(sub: Any) -> None:
         "or --hbase URL); frontier: scale without the network: synthetic worker processes drive "
         "the real frontier steps over --hosts hosts, on one Redis and on a local 3-master Redis "
         "Cluster (pages/s, Redis commands, round trips and CPU per page, per-master balance, "
-        "memory per queued URL)",
+        "memory per queued URL); tiers: --urls synthetic URLs over --hosts hosts through the "
+        "frontier's two tiers (Redis memory per URL, store rows and bytes, refill throughput "
+        "against the pop rate)",
     )  # fmt: skip
-    p.add_argument("--urls", type=int, default=200_000, help="memory: URLs to insert")
+    p.add_argument(
+        "--urls",
+        type=int,
+        default=None,
+        help="memory: URLs to insert, default 200000; tiers: default 10000000",
+    )
+    p.add_argument("--hot-per-host", type=int, default=100, help="tiers: FRONTIER_HOT_PER_HOST")
+    p.add_argument("--hot-budget", type=int, default=1_000_000, help="tiers: FRONTIER_HOT_BUDGET")
     p.add_argument("--rows", type=int, default=20_000, help="store: rows written and read")
     p.add_argument("--row-bytes", type=int, default=8000, help="store: text bytes per row")
     p.add_argument("--batch", type=int, default=200, help="store: rows per write batch")
@@ -508,7 +533,7 @@ def _add_bench_parser(sub: Any) -> None:
         type=int,
         default=None,
         help="seed hosts of the demo web (with --site: mirrors of the site), default 4; "
-        "frontier: synthetic hosts, default 100000",
+        "frontier and tiers: synthetic hosts, default 100000",
     )
     p.add_argument("--pages", type=int, default=1500, help="pages per host")
     p.add_argument("--runs", type=int, default=3, help="runs per setup (the median is shown)")
@@ -534,7 +559,8 @@ def _add_bench_parser(sub: Any) -> None:
         type=float,
         default=None,
         help="incremental: real seconds of continuous crawling, default 120; frontier: "
-        "seconds measured per setup (after a warm-up), default 20",
+        "seconds measured per setup (after a warm-up), default 20; tiers: seconds of "
+        "popping, default 20",
     )
     p.add_argument("--workers", type=int, default=4, help="frontier: worker processes")
     p.add_argument("--shards", type=int, default=16, help="frontier: FRONTIER_SHARDS")
@@ -550,9 +576,14 @@ def _add_bench_parser(sub: Any) -> None:
 
     def bench(args: argparse.Namespace, settings: Settings) -> int:
         # --hosts and --duration mean other things to frontier: so do their defaults
-        if args.what != "frontier":
+        if args.what not in ("frontier", "tiers"):
             args.hosts = 4 if args.hosts is None else args.hosts
             args.duration = 120.0 if args.duration is None else args.duration
+        elif args.what == "tiers":
+            args.hosts = 100_000 if args.hosts is None else args.hosts
+            args.duration = 20.0 if args.duration is None else args.duration
+        if args.urls is None:
+            args.urls = 10_000_000 if args.what == "tiers" else 200_000
         return cmd_bench(args, settings)
 
     p.set_defaults(func=bench)

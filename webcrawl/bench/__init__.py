@@ -12,7 +12,7 @@ import importlib
 
 _MODULES = {"crawl": "crawl", "politeness": "crawl", "memory": "crawl", "failpath": "failpath",
             "revisit": "revisit", "simhash": "simhash", "store": "store",
-            "incremental": "incremental", "frontier": "frontier"}  # fmt: skip
+            "incremental": "incremental", "frontier": "frontier", "tiers": "tiers"}  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:

@@ -15,6 +15,11 @@ hold no ``/``, so one host's prefix never covers another's.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from webcrawl.store.base import Store
+
 PRIORITY_LIMIT = 10**10  # |priority| below this (Scrapy's are small integers)
 _OFFSET = 5 * 10**10  # OFFSET - priority: 11 digits, higher priorities first
 _SEQ_LIMIT = 10**16
@@ -50,3 +55,12 @@ def parse_cold_key(key: str) -> tuple[str, int, str, int, int]:
     """``(crawl, shard, host, priority, seq)`` of a cold key."""
     crawl, shard, host, priority, seq = key.split("/")
     return crawl, int(shard, 16), host, _OFFSET - int(priority), int(seq)
+
+
+def clear_cold(store: Store, crawl: str) -> int:
+    """Delete ``crawl``'s cold tier from ``store``; returns how many rows."""
+    deleted = 0
+    while rows := store.frontier_scan(crawl_prefix(crawl), 1000):
+        store.frontier_delete([key for key, _ in rows])
+        deleted += len(rows)
+    return deleted

@@ -53,7 +53,7 @@ from scrapy.http.request import _find_method as request_to_name  # the slow, gen
 from scrapy.utils.request import request_from_dict
 
 from webcrawl.frontier import serialize
-from webcrawl.frontier.cold import cold_key, crawl_prefix, host_prefix, parse_cold_key
+from webcrawl.frontier.cold import clear_cold, cold_key, host_prefix, parse_cold_key
 from webcrawl.frontier.keys import CrawlKeys, ShardKeys
 from webcrawl.frontier.shards import Call, Lua, ShardRouter
 from webcrawl.store.base import Store, StoreError
@@ -676,6 +676,8 @@ class TierStats:
     refills: int = 0  # refill leases completed
     recovered: int = 0  # rows a dead worker's refill left in the store, deleted
     store_seconds: float = 0.0  # time in store calls
+    spill_seconds: float = 0.0  # time in spills (store and Redis)
+    refill_seconds: float = 0.0  # time in refills (store and Redis)
     errors: int = 0  # spills or refills left to expire (store or Redis error)
 
 
@@ -1097,11 +1099,15 @@ class HostQueue:
 
     def _move(self, shard: int, spills: list[bytes], grants: list, *, now: float | None) -> None:
         """What a step call handed this worker to move between the tiers."""
+        stats, started = self.tier_stats, time.perf_counter()
         if spills:
             self._spill(shard, spills, now=now)
+        moved = time.perf_counter()
         for host, token, room, stale in grants or ():
             self._refill(shard, host.decode(), token.decode(), int(room),
                          [k.decode() for k in stale], now=now)  # fmt: skip
+        stats.spill_seconds += moved - started
+        stats.refill_seconds += time.perf_counter() - moved
 
     def _spill(self, shard: int, entries: list[bytes], *, now: float | None) -> None:
         """Store claimed spill entries (``host\\nscore\\n<seq>|data``) in the cold tier, then
@@ -1301,13 +1307,4 @@ class HostQueue:
                       k.spilling, k.refill_wait, k.refilling, k.refill, k.reserved]  # fmt: skip
             self.server.delete(*names)
         if self.store is not None:
-            self.clear_cold(self.store, self.keys.crawl)
-
-    @staticmethod
-    def clear_cold(store: Store, crawl: str) -> int:
-        """Delete ``crawl``'s cold tier from ``store``; returns how many rows."""
-        deleted = 0
-        while rows := store.frontier_scan(crawl_prefix(crawl), 1000):
-            store.frontier_delete([key for key, _ in rows])
-            deleted += len(rows)
-        return deleted
+            clear_cold(self.store, self.keys.crawl)
