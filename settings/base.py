@@ -165,6 +165,10 @@ FRONTIER_HOT_PER_HOST = 100
 # beyond it new requests go to the store, and hosts wait for room to be refilled.
 # About 120 bytes of Redis memory each.  0: no budget (only FRONTIER_HOT_PER_HOST).
 FRONTIER_HOT_BUDGET = 1_000_000
+# Seconds ahead that the revisit schedule in Redis holds: revisits due later wait in
+# the store's frontier table, and move to Redis (checked with each heartbeat) as they
+# come within this horizon.  0: every scheduled revisit is in Redis.
+FRONTIER_REVISIT_HORIZON = 86400.0
 # Times a failed request (connection error, DNS error, timeout, RETRY_HTTP_CODES)
 # goes back to the queue before it is recorded as failed.
 FRONTIER_RETRY_TIMES = 3

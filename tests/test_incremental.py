@@ -32,6 +32,9 @@ def test_continuous_crawl_revisits_changed_pages_and_leaves_unchanged_ones_alone
     store_url = f"sqlite:///{tmp_path / 'webtable.sqlite3'}"
     settings = ["WEBCRAWL_CONTINUOUS=True", "REVISIT_MIN_INTERVAL=1", "REVISIT_MAX_INTERVAL=40",
                 "REVISIT_INITIAL_INTERVAL=3", f"REDIS_URL={redis_server.url}",
+                # revisits due in more than 5 s wait in the store, and move to Redis with
+                # the heartbeats (every 0.5 s) as they come within 5 s
+                "FRONTIER_REVISIT_HORIZON=5",
                 f"WEBCRAWL_STORE_URL={store_url}", "LOG_LEVEL=INFO",
                 f"WEBCRAWL_CRAWL=incr-{time.monotonic_ns()}"]  # fmt: skip
     with demo_server(2, 40, log, change_speed=SPEED) as info:
@@ -87,6 +90,10 @@ def test_continuous_crawl_revisits_changed_pages_and_leaves_unchanged_ones_alone
     # rows carry the revisit plan
     row = rows[crawled[0]]
     assert row["revisit_interval"] and row["next_visit"] and row["revisit_method"]
+    stats = [(tmp_path / f"w{i}.log").read_text().split("Dumping Scrapy stats")[-1]
+             for i in range(2)]  # fmt: skip
+    assert any("'revisit/beyond_horizon'" in s and "'revisit/within_horizon'" in s
+               for s in stats)  # fmt: skip
 
 
 def crawl_for(seconds, seeds, data_dir, *settings):

@@ -257,3 +257,27 @@ def test_status_counts_the_requests_in_the_store(redis_server, redis_client, tmp
     assert "and 500 queued requests in sqlite:" in reset  # the rest: spilling, in Redis
     with SQLiteStore(data / "webtable.sqlite3") as store:
         assert store.frontier_scan("t/", 10) == []
+
+
+def test_revisits_beyond_the_horizon_wait_in_the_store(redis_client, store):
+    """FRONTIER_REVISIT_HORIZON: a revisit due later waits in the store (sorted by due
+    time) and reaches Redis's schedule when it comes within the horizon, once."""
+    queue, keys = make(redis_client, store)
+    day, now = 86400.0, 1.7e9
+    far = [(f"k{i}", "a", -1, now + day * (2 + i), queue.encode(Request(f"http://a/{i}")))
+           for i in range(3)]  # fmt: skip
+    queue.put_far_revisits(far)
+    assert sum(redis_client.zcard(k.revisits) for k in keys.all_shards()) == 0
+    assert queue.move_revisits_up(day, now=now) == 0  # none within a day yet
+    assert queue.move_revisits_up(day, now=now + 1.5 * day) == 1  # k0: due in half a day
+    k = keys.shard_for("a")
+    assert redis_client.zrange(k.revisits, 0, -1) == [b"k0"]
+    assert redis_client.hget(k.revisit_requests, "k0").startswith(b"a\n-1\n")
+    assert queue.move_revisits_up(day, now=now + 1.5 * day) == 0  # moved once
+    assert queue.move_revisits_up(day, now=now + 10 * day) == 2
+    assert store.frontier_scan("t/", 10) == []
+    due = queue.step(now=redis_client.time()[0] + 20 * day)  # Redis's clock, far ahead
+    assert due.revisited == 3 and due.request.url.startswith("http://a/")
+    redis_client.set(keys.revisit_mover, "1")  # another worker is moving them
+    queue.put_far_revisits(far[:1])
+    assert queue.move_revisits_up(day, now=now + 10 * day) == 0

@@ -1,6 +1,6 @@
 """Row keys of the cold frontier: a host's queued requests kept in the store
 (:meth:`webcrawl.store.base.Store.frontier_put`) beyond what its queue in Redis
-holds.
+holds, and revisits due beyond the horizon (:func:`revisit_key`).
 
 A key sorts as the host queue does: by crawl, shard, host, then priority
 (highest first), then arrival (the shard's sequence number), so a scan of a
@@ -55,6 +55,24 @@ def parse_cold_key(key: str) -> tuple[str, int, str, int, int]:
     """``(crawl, shard, host, priority, seq)`` of a cold key."""
     crawl, shard, host, priority, seq = key.split("/")
     return crawl, int(shard, 16), host, _OFFSET - int(priority), int(seq)
+
+
+def revisit_prefix(crawl: str) -> str:
+    """The prefix of ``crawl``'s revisits beyond the horizon (no shard is ``~r``)."""
+    return crawl_prefix(crawl) + "~r/"
+
+
+def revisit_key(crawl: str, due: float, url_key: str) -> str:
+    """The key of a revisit due at ``due`` (Unix time): they sort by due time."""
+    if not 0 <= due < 10**11 or "/" in url_key:
+        raise ValueError(f"bad revisit: due {due!r}, URL key {url_key!r}")
+    return f"{revisit_prefix(crawl)}{round(due * 1000):014d}/{url_key}"
+
+
+def parse_revisit_key(key: str) -> tuple[float, str]:
+    """``(due, url key)`` of a revisit key."""
+    due, url_key = key.rsplit("/", 2)[1:]
+    return int(due) / 1000, url_key
 
 
 def clear_cold(store: Store, crawl: str) -> int:

@@ -287,6 +287,11 @@ class CrawlKeys:
         return self.prefix + "workers"
 
     @property
+    def revisit_mover(self) -> str:
+        """The worker moving revisits that fall due soon from the store to Redis (a lease)."""
+        return self.prefix + "revisit_mover"
+
+    @property
     def busy(self) -> str:
         """Hash of worker id -> time it became busy, for workers not idle."""
         return self.prefix + "busy"

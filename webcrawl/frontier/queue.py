@@ -53,7 +53,15 @@ from scrapy.http.request import _find_method as request_to_name  # the slow, gen
 from scrapy.utils.request import request_from_dict
 
 from webcrawl.frontier import serialize
-from webcrawl.frontier.cold import clear_cold, cold_key, host_prefix, parse_cold_key
+from webcrawl.frontier.cold import (
+    clear_cold,
+    cold_key,
+    host_prefix,
+    parse_cold_key,
+    parse_revisit_key,
+    revisit_key,
+    revisit_prefix,
+)
 from webcrawl.frontier.keys import CrawlKeys, ShardKeys
 from webcrawl.frontier.shards import Call, Lua, ShardRouter
 from webcrawl.store.base import Store, StoreError
@@ -305,8 +313,9 @@ local function grant_refills()
       and num(redis.call('HGET', KEYS[18], h)) == 0
     if wanted or redis.call('EXISTS', KEYS[23] .. h) == 1 then
       local token = tostring(redis.call('INCR', KEYS[11]))
-      local cold = num(redis.call('HGET', T.cold, h))
-      redis.call('HSET', KEYS[21], h, token .. '|' .. room .. '|' .. cold)
+      -- the host's rows in the store now: its count, less what is on its way there
+      local stored = num(redis.call('HGET', T.cold, h)) - num(redis.call('HGET', KEYS[18], h))
+      redis.call('HSET', KEYS[21], h, token .. '|' .. room .. '|' .. math.max(0, stored))
       redis.call('ZADD', KEYS[20], string.format('%.17g', now + lease_timeout), h)
       redis.call('INCRBY', KEYS[22], room)
       room_left = room_left - room
@@ -520,9 +529,8 @@ local room, cold = string.match(lease, '^[^|]*|(%d+)|(%d+)$')
 redis.call('DECRBY', T.reserved, tonumber(room))
 redis.call('HSET', KEYS[9], host, token .. '|0|0')
 if ARGV[5] == '1' then
-  -- the store had fewer rows than asked for: the host's count at the grant (when none
-  -- was on its way to the store) beyond the rows read is not in the store (rows stored
-  -- since can only make the difference smaller)
+  -- the store had fewer rows than asked for: the rows it should have held at the grant
+  -- beyond those read are not there (rows stored since can only make this smaller)
   local extra = math.min(tonumber(cold) - (#ARGV - 5) / 3, num(redis.call('HGET', T.cold, host)))
   if extra > 0 then add_cold(host, -extra) end
 end
@@ -1183,6 +1191,51 @@ class HostQueue:
             return
         self.tier_stats.refilled += moved
         self.tier_stats.refills += 1
+
+    def put_far_revisits(self, revisits: Sequence[tuple[str, str, int, float, bytes]]) -> None:
+        """Revisits ``(url key, host, priority, due as Unix time, data)`` due beyond the
+        horizon: into the store, until :meth:`move_revisits_up` brings them to Redis."""
+        rows = [(revisit_key(self.keys.crawl, due, key),
+                 b"%s\n%d\n%s" % (host.encode(), priority, data))
+                for key, host, priority, due, data in revisits]  # fmt: skip
+        self.store.frontier_put(rows)
+
+    def move_revisits_up(self, horizon: float, *, now: float, batch: int = 500) -> int:
+        """Move the revisits the store holds that fall due within ``horizon`` seconds of
+        ``now`` (Unix time) into the revisit schedule in Redis; returns how many.
+
+        One worker at a time (a lease in Redis).  Each batch goes to Redis first (a
+        revisit is one entry per URL: sending it again changes nothing), then leaves
+        the store; a worker that dies between the two leaves rows that the next one
+        sends again."""
+        k = self.keys
+        lease = max(30.0, 10.0 * batch / 1000)
+        if not self.server.set(k.revisit_mover, "1", nx=True, px=int(lease * 1000)):
+            return 0
+        moved = 0
+        try:
+            while True:
+                rows = self.store.frontier_scan(revisit_prefix(k.crawl), batch)
+                due_rows = [
+                    (key, v) for key, v in rows if parse_revisit_key(key)[0] <= now + horizon
+                ]
+                if not due_rows:
+                    return moved
+                revisits = []
+                for key, value in due_rows:
+                    due, url_key = parse_revisit_key(key)
+                    host, priority, data = value.split(b"\n", 2)
+                    revisits.append((url_key, host.decode(), int(priority), max(0.0, due - now),
+                                     data))  # fmt: skip
+                result = self.step(revisits=revisits, pop=False)
+                if result.failed:
+                    raise next(iter(result.failed.values()))
+                self.store.frontier_delete([key for key, _ in due_rows])
+                moved += len(due_rows)
+                if len(due_rows) < batch:
+                    return moved
+        finally:
+            self.server.delete(k.revisit_mover)
 
     def _single(self, shard: int, script: Lua, keys: list[str], args: list[object]) -> object:
         (call,) = self.router.run([Call(shard, script, keys, args)])

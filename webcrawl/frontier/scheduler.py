@@ -47,7 +47,7 @@ from webcrawl.settings_check import (
     positive_float,
     positive_int,
 )
-from webcrawl.store import open_store, store_url_from_settings
+from webcrawl.store import StoreError, open_store, store_url_from_settings
 from webcrawl.urls.scope import scope_key
 
 logger = logging.getLogger(__name__)
@@ -90,8 +90,8 @@ def shard_settings(settings: Any) -> tuple[int, int, float]:
             positive_float(settings, "FRONTIER_REDIS_WAIT_TIMEOUT"))  # fmt: skip
 
 
-def tier_settings(settings: Any) -> tuple[int, int]:
-    """FRONTIER_HOT_PER_HOST and FRONTIER_HOT_BUDGET, checked."""
+def tier_settings(settings: Any) -> tuple[int, int, float]:
+    """FRONTIER_HOT_PER_HOST, FRONTIER_HOT_BUDGET and FRONTIER_REVISIT_HORIZON, checked."""
     if "FRONTIER_MAX_PER_HOST" in settings:  # retired: not a setting any more
         raise ValueError("FRONTIER_MAX_PER_HOST is gone: FRONTIER_HOT_PER_HOST bounds a host's "
                          "queue in Redis (the rest waits in the store)")  # fmt: skip
@@ -100,7 +100,7 @@ def tier_settings(settings: Any) -> tuple[int, int]:
     if budget and not per_host:
         raise ValueError("FRONTIER_HOT_BUDGET needs FRONTIER_HOT_PER_HOST > 0 (0 keeps every "
                          "queued request in Redis)")  # fmt: skip
-    return per_host, budget
+    return per_host, budget, non_negative_float(settings, "FRONTIER_REVISIT_HORIZON")
 
 
 def crawl_name(settings: Any, spider_name: str) -> str:
@@ -142,31 +142,24 @@ class Scheduler(RedisScheduler):
         self.start_grace = non_negative_float(settings, "FRONTIER_START_GRACE")
         self.host_delay = non_negative_float(settings, "FRONTIER_HOST_DELAY")
         self.delay_slack = non_negative_float(settings, "FRONTIER_DELAY_SLACK")
-        self.hot_per_host, self.hot_budget = tier_settings(settings)
+        self.hot_per_host, self.hot_budget, self.revisit_horizon = tier_settings(settings)
         # the cold tier's store (the pipelines' one): connected in open(), off the reactor
-        self.store = open_store(store_url_from_settings(settings)) if self.hot_per_host else None
+        self.store = (open_store(store_url_from_settings(settings))
+                      if self.hot_per_host or self.revisit_horizon else None)  # fmt: skip
         self.store_connect_wait = non_negative_float(settings, "WEBCRAWL_STORE_CONNECT_WAIT")
         self.request_classes = request_classes(settings)
         self.lease_timeout = positive_float(settings, "FRONTIER_LEASE_TIMEOUT")
         self.heartbeat_interval = positive_float(settings, "STATUS_HEARTBEAT_INTERVAL")
         self.heartbeat_ttl = positive_float(settings, "STATUS_HEARTBEAT_TTL")
-        if self.heartbeat_ttl <= self.heartbeat_interval:
-            raise ValueError(
-                f"STATUS_HEARTBEAT_TTL ({self.heartbeat_ttl}) must be longer than "
-                f"STATUS_HEARTBEAT_INTERVAL ({self.heartbeat_interval})"
-            )
-        if self.lease_timeout <= self.heartbeat_interval:
-            raise ValueError(
-                f"FRONTIER_LEASE_TIMEOUT ({self.lease_timeout}) must be longer than "
-                f"STATUS_HEARTBEAT_INTERVAL ({self.heartbeat_interval}): leases are renewed "
-                "with each heartbeat"
-            )
+        self._check_heartbeat()
         self.shards, self.wait_replicas, self.wait_timeout = shard_settings(settings)
         self.worker_id = new_worker_id()
         self.keys: CrawlKeys | None = None
         self.closed = False
         self._buffer: list[tuple[bytes, str, int, float, bytes]] = []
+        # revisits for Redis's schedule, and (beyond the horizon) for the store's
         self._revisits: list[tuple[str, str, int, float, bytes]] = []
+        self._far_revisits: list[tuple[str, str, int, float, bytes]] = []
         self._leases: dict[Request, str] = {}  # handed to the engine, not yet acknowledged
         # Leases the engine is done with wait for their outlinks: acknowledged only in
         # the step after the one that stored (and, with FRONTIER_REDIS_WAIT_REPLICAS,
@@ -185,6 +178,19 @@ class Scheduler(RedisScheduler):
         self._started = time.time()
         self._last_beat = (self._started, 0)
         self._loops: list[task.LoopingCall] = []
+
+    def _check_heartbeat(self) -> None:
+        if self.heartbeat_ttl <= self.heartbeat_interval:
+            raise ValueError(
+                f"STATUS_HEARTBEAT_TTL ({self.heartbeat_ttl}) must be longer than "
+                f"STATUS_HEARTBEAT_INTERVAL ({self.heartbeat_interval})"
+            )
+        if self.lease_timeout <= self.heartbeat_interval:
+            raise ValueError(
+                f"FRONTIER_LEASE_TIMEOUT ({self.lease_timeout}) must be longer than "
+                f"STATUS_HEARTBEAT_INTERVAL ({self.heartbeat_interval}): leases are renewed "
+                "with each heartbeat"
+            )
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Scheduler:
@@ -250,6 +256,7 @@ class Scheduler(RedisScheduler):
                 self.queue.renew([lease for _, lease in self._prefetched], 0.0)
                 self._prefetched.clear()
             self._flush()
+            self._put_far_revisits()
             self.registry.remove(self.worker_id)
         except Exception:
             logger.exception("Could not hand %d buffered requests back to Redis", len(self._buffer))
@@ -262,6 +269,32 @@ class Scheduler(RedisScheduler):
         self.redis.close()
         if self.store is not None:
             self.store.close()
+
+    def _put_far_revisits(self) -> None:
+        """Revisits beyond FRONTIER_REVISIT_HORIZON into the store (kept on an outage)."""
+        if not self._far_revisits:
+            return
+        try:
+            self.queue.put_far_revisits(self._far_revisits)
+        except StoreError as exc:
+            logger.warning("Could not store %d revisits (kept, will retry): %s",
+                           len(self._far_revisits), exc)  # fmt: skip
+            return
+        self.stats.inc_value("revisit/beyond_horizon", len(self._far_revisits))
+        self._far_revisits = []
+
+    def _move_revisits_up(self) -> None:
+        """Revisits the store holds that fall due within the horizon: into Redis."""
+        if not self.revisit_horizon:
+            return
+        self._put_far_revisits()
+        try:
+            moved = self.queue.move_revisits_up(self.revisit_horizon, now=time.time())
+        except StoreError as exc:
+            logger.warning("Could not read the revisits in the store: %s", exc)
+            return
+        if moved:
+            self.stats.inc_value("revisit/within_horizon", moved)
 
     def _tier_stats(self) -> None:
         """What this worker moved between Redis and the store (the cold tier)."""
@@ -303,6 +336,12 @@ class Scheduler(RedisScheduler):
         data = self.queue.encode(request)
         key = hashlib.sha1(request.url.encode()).hexdigest()[:20]
         host = scope_key(request.url, "host")
+        if self.revisit_horizon and due - time.time() > self.revisit_horizon:
+            # beyond the horizon: in the store, brought to Redis as it comes near
+            self._far_revisits.append((key, host, request.priority, due, data))
+            if len(self._far_revisits) >= self.batch_size:
+                self._put_far_revisits()
+            return
         # ``due`` is this worker's clock: it goes to Redis as seconds from now
         self._revisits.append((key, host, request.priority, max(0.0, due - time.time()), data))
         if len(self._revisits) >= self.batch_size:
@@ -575,6 +614,7 @@ class Scheduler(RedisScheduler):
         info = worker_info(self._started, stats, now, rate, idle=self._idle)
         self.registry.beat(self.worker_id, info, self.heartbeat_ttl)
         self._tier_stats()
+        self._move_revisits_up()
         leases = [*self._leases.values(), *(lease for _, lease in self._prefetched),
                   *self._unconfirmed, *self._ackable]  # fmt: skip
         self.queue.renew(leases, self.lease_timeout)
