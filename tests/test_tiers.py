@@ -281,3 +281,23 @@ def test_revisits_beyond_the_horizon_wait_in_the_store(redis_client, store):
     redis_client.set(keys.revisit_mover, "1")  # another worker is moving them
     queue.put_far_revisits(far[:1])
     assert queue.move_revisits_up(day, now=now + 10 * day) == 0
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [({"FRONTIER_MAX_PER_HOST": 10}, "FRONTIER_MAX_PER_HOST is gone: FRONTIER_HOT_PER_HOST"),
+     ({"FRONTIER_HOT_PER_HOST": 0, "FRONTIER_HOT_BUDGET": 5}, "FRONTIER_HOT_BUDGET needs"),
+     ({"FRONTIER_HOT_PER_HOST": -1}, "FRONTIER_HOT_PER_HOST"),
+     ({"FRONTIER_REVISIT_HORIZON": "soon"}, "FRONTIER_REVISIT_HORIZON")],
+)  # fmt: skip
+def test_bad_tier_settings_fail_at_start_with_their_name(given, message):
+    from scrapy.settings import Settings
+
+    from webcrawl.frontier.scheduler import tier_settings
+
+    settings = Settings()
+    settings.setmodule("settings.base")
+    assert tier_settings(settings) == (100, 1_000_000, 86400.0)
+    settings.setdict(given)
+    with pytest.raises(ValueError, match=message):
+        tier_settings(settings)

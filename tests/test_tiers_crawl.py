@@ -90,6 +90,7 @@ def test_a_worker_killed_in_a_refill_loses_and_repeats_nothing(
     assert all(agents.count("steady") == 1 and "victim" in agents
                for agents in twice.values()), twice  # fmt: skip
     assert len(twice) <= 8, twice
+    assert depth_order_breaks(demo, [u for u in server_order(demo) if u in expected]) == []
     assert (
         Counter(i["url"] for i in read_items(tmp_path / "steady.jsonl")).most_common(1)[0][1] == 1
     )
