@@ -297,7 +297,19 @@ def test_bad_tier_settings_fail_at_start_with_their_name(given, message):
 
     settings = Settings()
     settings.setmodule("settings.base")
-    assert tier_settings(settings) == (100, 1_000_000, 86400.0)
+    assert tier_settings(settings) == (100, 500_000, 86400.0)
     settings.setdict(given)
     with pytest.raises(ValueError, match=message):
         tier_settings(settings)
+
+
+def test_a_crawl_with_requests_in_the_store_refuses_workers_without_the_tier(
+    redis_client, store
+):  # fmt: skip
+    from webcrawl.frontier.scheduler import check_no_cold_tier
+
+    queue, keys = make(redis_client, store, per_host=1)
+    check_no_cold_tier(redis_client, keys)
+    queue.step(now=0, pushes=[entry(queue, f"http://a/{i}") for i in range(3)], pop=False)
+    with pytest.raises(ValueError, match="has 2 queued requests in the store: FRONTIER_HOT_PER"):
+        check_no_cold_tier(redis_client, keys)

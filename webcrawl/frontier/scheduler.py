@@ -103,6 +103,18 @@ def tier_settings(settings: Any) -> tuple[int, int, float]:
     return per_host, budget, non_negative_float(settings, "FRONTIER_REVISIT_HORIZON")
 
 
+def check_no_cold_tier(client: Any, keys: CrawlKeys) -> None:
+    """Refuse FRONTIER_HOT_PER_HOST=0 for a crawl with requests in the store's tier: no
+    worker would bring them back (and the crawl would wait for them forever)."""
+    pipe = client.pipeline(transaction=False)
+    for k in keys.all_shards():
+        pipe.get(k.cold_total)
+    cold = sum(int(n or 0) for n in pipe.execute())
+    if cold > 0:
+        raise ValueError(f"crawl {keys.crawl!r} has {cold} queued requests in the store: "
+                         "FRONTIER_HOT_PER_HOST must be > 0 to bring them back")  # fmt: skip
+
+
 def crawl_name(settings: Any, spider_name: str) -> str:
     """The crawl's namespace in Redis: ``WEBCRAWL_CRAWL``, else the spider's name."""
     return settings.get("WEBCRAWL_CRAWL") or spider_name
@@ -210,7 +222,10 @@ class Scheduler(RedisScheduler):
             if self.store is not None:
                 self.store.connect(self.store_connect_wait)
             self.redis.open()
-            return join_crawl(self.redis.client, crawl, self.shards, self.df.layout())
+            keys = join_crawl(self.redis.client, crawl, self.shards, self.df.layout())
+            if not self.hot_per_host:
+                check_no_cold_tier(self.redis.client, keys)
+            return keys
 
         d = threads.deferToThread(connect)
         d.addCallback(self._opened)
