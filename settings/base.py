@@ -163,8 +163,9 @@ FRONTIER_LEASE_TIMEOUT = 60.0
 FRONTIER_HOT_PER_HOST = 100
 # Requests the host queues in Redis may hold in all (split evenly over the shards):
 # beyond it new requests go to the store, and hosts wait for room to be refilled.
-# About 120 bytes of Redis memory each.  0: no budget (only FRONTIER_HOT_PER_HOST).
-FRONTIER_HOT_BUDGET = 1_000_000
+# About 120 bytes of Redis memory each (500 000: ~60 MB, 5 000 hosts with full queues).
+# 0: no budget (only FRONTIER_HOT_PER_HOST).
+FRONTIER_HOT_BUDGET = 500_000
 # Seconds ahead that the revisit schedule in Redis holds: revisits due later wait in
 # the store's frontier table, and move to Redis (checked with each heartbeat) as they
 # come within this horizon.  0: every scheduled revisit is in Redis.

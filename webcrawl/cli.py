@@ -519,7 +519,7 @@ def _add_bench_parser(sub: Any) -> None:
         help="memory: URLs to insert, default 200000; tiers: default 10000000",
     )
     p.add_argument("--hot-per-host", type=int, default=100, help="tiers: FRONTIER_HOT_PER_HOST")
-    p.add_argument("--hot-budget", type=int, default=1_000_000, help="tiers: FRONTIER_HOT_BUDGET")
+    p.add_argument("--hot-budget", type=int, default=500_000, help="tiers: FRONTIER_HOT_BUDGET")
     p.add_argument("--rows", type=int, default=20_000, help="store: rows written and read")
     p.add_argument("--row-bytes", type=int, default=8000, help="store: text bytes per row")
     p.add_argument("--batch", type=int, default=200, help="store: rows per write batch")
