@@ -17,11 +17,11 @@ TINY = ("FRONTIER_HOT_PER_HOST=2", "FRONTIER_HOST_DELAY=0.1", "FRONTIER_LEASE_TI
 # A worker that kills itself in its 5th refill: the refilled requests are in Redis, not
 # yet deleted from the store (the moment a crash could queue them twice).
 DIES_IN_A_REFILL = """import os, signal
-from webcrawl.frontier import queue
+from webcrawl.frontier import queue, scripts
 _single, _refills = queue.HostQueue._single, []
 def _dying(self, shard, script, keys, args):
     result = _single(self, shard, script, keys, args)
-    if script is queue._REFILL_LUA and int(result) > 0:
+    if script is scripts.REFILL and int(result) > 0:
         _refills.append(result)
         if len(_refills) == 5:
             os.kill(os.getpid(), signal.SIGKILL)
