@@ -20,6 +20,8 @@ USER_AGENT = "webcrawl/0.1 (+https://github.com/webcrawl/webcrawl)"
 ROBOTSTXT_OBEY = True
 # Scrapy's robots.txt middleware, replaced by ours: Scrapy 2.19's lets requests
 # that wait for a host's robots.txt through unchecked (see middlewares/robotstxt.py).
+# A redirect to another scheme than http(s) is refused and recorded
+# (middlewares/schemes.py, below Scrapy's RedirectMiddleware at 600).
 # Scrapy's retry middleware, replaced by ours: retries go back to the frontier
 # with back-off instead of being retried at once by the same worker.
 DOWNLOADER_MIDDLEWARES = {
@@ -31,7 +33,20 @@ DOWNLOADER_MIDDLEWARES = {
     "middlewares.adaptive_delay.AdaptiveDelayMiddleware": 560,
     "middlewares.failpath.FailPathMiddleware": 540,
     "middlewares.politeness.PolitenessMiddleware": 950,
+    "middlewares.schemes.SchemeGuardMiddleware": 580,
 }
+# Download handlers: Scrapy's HTTP/1.1 handler with the address policy checked on
+# each new connection (handlers/http.py): no fetch reaches a loopback, private,
+# link-local, CGNAT, multicast or reserved address, whatever the URL's host name
+# resolves to, unless the seeds' own hosts or WEBCRAWL_ALLOWED_NETWORKS allow it.
+DOWNLOAD_HANDLERS = {
+    "http": "handlers.http.GuardedHTTPDownloadHandler",
+    "https": "handlers.http.GuardedHTTPDownloadHandler",
+}
+# Networks (CIDR, or single addresses) workers may connect to although they are not
+# globally reachable, e.g. ["10.20.0.0/16", "fd00:1::/64"] for an intranet crawl.
+# The seeds' hosts (host and port) are always allowed.  Empty: none.
+WEBCRAWL_ALLOWED_NETWORKS: list[str] = []
 # Failed-path filtering and elastic waiting (seed 000; webcrawl/failpath/rules.py).
 # Defaults are the paper's first parameter set.  Each request waits
 # MIN_DELAY + (MAX_DELAY - MIN_DELAY) * c / HEIGHTEN seconds for an answer (its
@@ -170,6 +185,11 @@ FRONTIER_HOT_BUDGET = 500_000
 # the store's frontier table, and move to Redis (checked with each heartbeat) as they
 # come within this horizon.  0: every scheduled revisit is in Redis.
 FRONTIER_REVISIT_HORIZON = 86400.0
+# New URLs a host may take in all (a crawl trap's bound, as Heritrix's queue budget
+# and Larbin's per-site limit): beyond, its new links are dropped, counted in
+# traps/host_budget, and `webcrawl status` lists the host.  Revisits do not count.
+# 0: no limit.
+FRONTIER_MAX_PAGES_PER_HOST = 100_000
 # Times a failed request (connection error, DNS error, timeout, RETRY_HTTP_CODES)
 # goes back to the queue before it is recorded as failed.
 FRONTIER_RETRY_TIMES = 3
@@ -209,6 +229,12 @@ WEBCRAWL_CONTINUOUS = False
 # Seconds between two checks of the crawl's start key for `webcrawl submit` seeds.
 WEBCRAWL_SUBMIT_POLL_INTERVAL = 2.0
 # Link extensions not followed: Scrapy's list, minus documents worth recording.
+# Crawl traps (webcrawl/safety/traps.py): links longer than this many characters are
+# not followed (0: no limit)...
+WEBCRAWL_MAX_URL_LENGTH = 2048
+# ...nor links whose path has one segment more than this many times
+# (/a/b/a/b/a/b: "a" three times).  0: no limit.
+WEBCRAWL_MAX_SEGMENT_REPEATS = 2
 WEBCRAWL_DENY_EXTENSIONS = sorted(
     set(IGNORED_EXTENSIONS) - {"pdf", "doc", "docx", "odt", "xls", "xlsx", "ods", "ppt", "pptx"}
 )

@@ -29,7 +29,9 @@ from twisted.python.failure import Failure
 
 from webcrawl import extract
 from webcrawl.page import Page
-from webcrawl.settings_check import check_choice, choice, positive_float
+from webcrawl.safety.policy import address_policy, url_hosts
+from webcrawl.safety.traps import TrapRules
+from webcrawl.settings_check import check_choice, choice, non_negative_int, positive_float
 from webcrawl.urls.scope import MODES, Scope
 from webcrawl.urls.seeds import parse_seed_lines, read_seeds
 from webcrawl.urls.urlkey import BadURLError, canonical_url
@@ -64,7 +66,13 @@ class WebSpider(Spider):
         spider.link_extractor = LinkExtractor(
             deny_extensions=crawler.settings.getlist("WEBCRAWL_DENY_EXTENSIONS"), unique=True
         )
-        spider._scope_refreshed = 0.0
+        spider._scope_refreshed = spider._seed_hosts_read = 0.0
+        spider.trap_rules = TrapRules(
+            non_negative_int(crawler.settings, "WEBCRAWL_MAX_URL_LENGTH"),
+            non_negative_int(crawler.settings, "WEBCRAWL_MAX_SEGMENT_REPEATS"),
+        )
+        spider.address_policy = address_policy(crawler)
+        spider.address_policy.refresh = spider._shared_seed_hosts
         spider._bad_seeds = 0
         spider.seed_urls = spider._read_seeds()
         spider._poll = task.LoopingCall(spider._pull_submitted)
@@ -83,9 +91,18 @@ class WebSpider(Spider):
         return frontier_of(self.crawler)  # None: Scrapy's own scheduler, local scope only
 
     def _share_scope(self, urls: list[str]) -> None:
-        """Put ``urls``' hosts in scope here and, for the other workers, in Redis."""
+        """Put ``urls``' hosts in scope here and, for the other workers, in Redis; the
+        same for the address policy (a seed's host is fetched whatever its address)."""
         self.scope.add_urls(urls)
+        hosts = url_hosts(urls)
+        self.address_policy.allow_hosts(hosts)
         frontier = self._frontier
+        if frontier is not None and hosts:
+            try:
+                frontier.server.sadd(frontier.keys.seed_hosts,
+                                     *(f"{h}|{p}" for h, p in hosts))  # fmt: skip
+            except RedisError as exc:
+                logger.warning("Could not share the seeds' hosts in Redis: %s", exc)
         if frontier is not None and self.scope.mode != "broad":
             keys = {self.scope.key(u) for u in urls}
             try:
@@ -94,6 +111,26 @@ class WebSpider(Spider):
             except RedisError as exc:
                 logger.warning("Could not share the seeds' scope in Redis: %s", exc)
             self._refresh_scope(force=True)
+
+    def _shared_seed_hosts(self) -> set[tuple[str, int]]:
+        """The seeds' hosts other workers put in Redis (read at most once a second: the
+        address policy asks before it refuses a host)."""
+        frontier = self._frontier
+        now = time.monotonic()
+        if frontier is None or now - self._seed_hosts_read < 1.0:
+            return set()
+        self._seed_hosts_read = now
+        try:
+            shared = frontier.server.smembers(frontier.keys.seed_hosts)
+        except RedisError as exc:
+            logger.warning("Could not read the crawl's seed hosts from Redis: %s", exc)
+            return set()
+        hosts = set()
+        for item in shared:
+            host, _, port = item.decode().rpartition("|")
+            if port.isdigit():
+                hosts.add((host, int(port)))
+        return hosts
 
     def _refresh_scope(self, force: bool = False) -> None:
         """Add the scope other workers' seeds put in Redis (at most once a second)."""
@@ -238,9 +275,14 @@ class WebSpider(Spider):
         outlinks: dict[str, None] = {}
         for link in self.link_extractor.extract_links(response):
             try:
-                outlinks[canonical_url(link.url)] = None
+                url = canonical_url(link.url)
             except BadURLError:
                 continue
+            trap = self.trap_rules.why(url)
+            if trap is not None:  # neither followed nor kept as an outlink
+                self.crawler.stats.inc_value(f"traps/{trap}")
+                continue
+            outlinks[url] = None
         page.outlinks = list(outlinks)
         yield page
         for url in page.outlinks:

@@ -83,7 +83,8 @@ def test_depth_limit(demo, tmp_path):
 
 
 def test_scope_broad_follows_other_hosts(demo, tmp_path):
-    result = run_crawl(demo.seeds[:1], tmp_path / "data", "WEBCRAWL_SCOPE=broad")
+    result = run_crawl(demo.seeds[:1], tmp_path / "data", "WEBCRAWL_SCOPE=broad",
+                       "WEBCRAWL_ALLOWED_NETWORKS=127.0.0.0/8")  # the other demo hosts  # fmt: skip
     assert result.returncode == 0
     urls = {r["url"] for r in stored_rows(tmp_path / "data")}
     assert urls == set(demo.web.reachable(demo.seeds[:1], scope="broad"))

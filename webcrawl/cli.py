@@ -161,6 +161,22 @@ def _describe_seen(dupefilter: dict[str, Any]) -> str:
             + ("; past its capacity: the rate climbs as it fills" if full else ""))  # fmt: skip
 
 
+def _hosts_over_budget(client: Any, keys: CrawlKeys) -> list[tuple[int, str]]:
+    """(new URLs taken, host) of the hosts whose new URLs went over the per-host budget."""
+    pipe = client.pipeline(transaction=False)
+    for k in keys.all_shards():
+        pipe.smembers(k.over_budget)
+    per_shard = pipe.execute()
+    pipe = client.pipeline(transaction=False)
+    hosts = []
+    for k, members in zip(keys.all_shards(), per_shard, strict=True):
+        for host in sorted(members):
+            hosts.append(host.decode())
+            pipe.hget(k.host_pages, host)
+    counts = pipe.execute() if hosts else []
+    return sorted(((int(n or 0), h) for n, h in zip(counts, hosts, strict=True)), reverse=True)
+
+
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     with _Session(settings) as session:
         keys = _crawl(args, settings, session.client)
@@ -179,6 +195,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         firsts = [s["next_revisit"] for s in shards if s["next_revisit"] is not None]
         first = min(firsts) if firsts else None
         sizes = _host_sizes(session.client, keys, shards)
+        over_budget = _hosts_over_budget(session.client, keys)
         workers = WorkerRegistry(session.client, keys).live()
         redis_desc = session.redis.description
     store_url = store_url_from_settings(settings)
@@ -207,6 +224,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         "next_revisit": first,
         "workers": workers,
         "dead_paths": dead,
+        "hosts_over_budget": {host: n for n, host in over_budget},
     }
     if args.json:
         print(json.dumps(status, indent=2))
@@ -230,9 +248,19 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         print(f"hosts      {len(sizes)} with queued requests; the largest:")
         for n, host in sizes[: args.top]:
             print(f"  {host:<40} {n:>8}")
+    if over_budget:
+        print(f"budget     {len(over_budget)} hosts took FRONTIER_MAX_PAGES_PER_HOST new URLs "
+              "(more were dropped):")  # fmt: skip
+        for n, host in over_budget[: args.top]:
+            print(f"  {host:<40} {n:>8}")
     print(f"dead paths {len(dead)}" + ("; the most failed:" if dead else ""))
     for entry in sorted(dead, key=lambda d: -d["failures"])[: args.top]:
         print(f"  {entry['url']:<50} {entry['failures']:>6} failures")
+    _print_workers(workers, now)
+    return 0
+
+
+def _print_workers(workers: list[dict[str, Any]], now: float) -> None:
     print(f"workers    {len(workers)} alive")
     if workers:
         header = f"  {'worker':<32} {'state':<5} {'pages':>7} {'items':>7} {'errors':>6} "
@@ -243,7 +271,6 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
                 f"{w['errors']:>6} {w['rate']:>8.1f} {_ago(now - w['started']):>8} "
                 f"{_ago(now - w['last_seen']):>6}"
             )
-    return 0
 
 
 def _failpath_entries(store: Any, settings: Settings) -> list[dict[str, Any]]:

@@ -152,6 +152,16 @@ class ShardKeys:
         return self.prefix + "moved:"
 
     @property
+    def host_pages(self) -> str:
+        """Hash: per host, the new URLs it took (FRONTIER_MAX_PAGES_PER_HOST)."""
+        return self.prefix + "host_pages"
+
+    @property
+    def over_budget(self) -> str:
+        """Set of the hosts that had new URLs dropped over FRONTIER_MAX_PAGES_PER_HOST."""
+        return self.prefix + "over_budget"
+
+    @property
     def ready(self) -> str:
         """Sorted set of hosts with queued requests, by the time they may be fetched from."""
         return self.prefix + "ready"
@@ -275,6 +285,12 @@ class CrawlKeys:
     def scope(self) -> str:
         """Set of scope keys (hosts or domains) the crawl's seeds put in scope."""
         return self.prefix + "scope"
+
+    @property
+    def seed_hosts(self) -> str:
+        """Set of the seeds' ``host:port``: allowed by the address policy whatever they
+        resolve to (:mod:`webcrawl.safety.addresses`)."""
+        return self.prefix + "seed_hosts"
 
     @property
     def failed(self) -> str:

@@ -137,6 +137,7 @@ class StepResult:
     requeued: int = 0
     pushed: int = 0
     revisited: int = 0  # due revisits moved into the host queues
+    over_budget: int = 0  # new URLs dropped: their host took FRONTIER_MAX_PAGES_PER_HOST
     refused: list[tuple[str, str]] = field(default_factory=list)  # (lease, why): unreadable
     # shards whose call failed (node down, failing over, slot migrating): what the step
     # had for them was not applied, the caller keeps it and sends it again
@@ -234,9 +235,10 @@ class HostQueue:
         store: Store | None = None,
         hot_per_host: int = 0,
         hot_budget: int = 0,
+        max_pages_per_host: int = 0,
     ) -> None:
-        if hot_per_host < 0 or hot_budget < 0:
-            raise ValueError("hot_per_host and hot_budget must be >= 0")
+        if hot_per_host < 0 or hot_budget < 0 or max_pages_per_host < 0:
+            raise ValueError("hot_per_host, hot_budget and max_pages_per_host must be >= 0")
         if hot_per_host and store is None:
             raise ValueError("a frontier with a cold tier (hot_per_host > 0) needs a store")
         if hot_budget and not hot_per_host:
@@ -263,6 +265,7 @@ class HostQueue:
         # the budget of a shard: hosts spread evenly over the shards
         self.shard_budget = -(-hot_budget // keys.shards) if hot_budget else 0
         self.tier_stats = TierStats()
+        self.max_pages_per_host = max_pages_per_host  # 0: no limit
 
     # -- encoding ------------------------------------------------------------
 
@@ -353,7 +356,8 @@ class HostQueue:
                 k.queued,
                 k.host_queue_prefix, k.delayed, k.lease_seq, k.overflow_prefix,
                 k.revisits, k.revisit_requests, k.cold, k.cold_total, k.spill, k.spilling,
-                k.refill_wait, k.refilling, k.refill, k.reserved, k.moved_prefix]  # fmt: skip
+                k.refill_wait, k.refilling, k.refill, k.reserved, k.moved_prefix,
+                k.host_pages, k.over_budget]  # fmt: skip
 
     def look(self, *, now: float | None = None) -> list[float]:
         """Ask every shard when it has work (one round trip per node); returns and
@@ -537,7 +541,8 @@ class HostQueue:
             args: list[object] = [_now_arg(now), default_delay, lease_timeout,
                                   want if shard == pop_shard else 0, requeue_limit, slack,
                                   seen_mode, self.hot_per_host, self.shard_budget, SPILL_BATCH,
-                                  REFILLS_PER_STEP, len(w.acks), *w.acks,
+                                  REFILLS_PER_STEP, self.max_pages_per_host,
+                                  len(w.acks), *w.acks,
                                   len(w.nacks)]  # fmt: skip
             for lease, wait in w.nacks:
                 args += [lease, max(0.0, float(wait))]
@@ -565,8 +570,9 @@ class HostQueue:
                 continue
             if not call.confirmed:
                 result.unconfirmed.add(call.shard)
-            added, requeued, revisited, next_work, grants, spills, *popped = call.result
+            added, requeued, revisited, next_work, grants, spills, over, *popped = call.result
             result.added += int(added)
+            result.over_budget += int(over)
             result.requeued += int(requeued)
             result.revisited += int(revisited)
             if next_work:

@@ -155,6 +155,7 @@ class Scheduler(RedisScheduler):
         self.host_delay = non_negative_float(settings, "FRONTIER_HOST_DELAY")
         self.delay_slack = non_negative_float(settings, "FRONTIER_DELAY_SLACK")
         self.hot_per_host, self.hot_budget, self.revisit_horizon = tier_settings(settings)
+        self.max_pages_per_host = non_negative_int(settings, "FRONTIER_MAX_PAGES_PER_HOST")
         # the cold tier's store (the pipelines' one): connected in open(), off the reactor
         self.store = (open_store(store_url_from_settings(settings))
                       if self.hot_per_host or self.revisit_horizon else None)  # fmt: skip
@@ -237,7 +238,8 @@ class Scheduler(RedisScheduler):
                                     wait_replicas=self.wait_replicas,
                                     wait_timeout=self.wait_timeout, store=self.store,
                                     hot_per_host=self.hot_per_host,
-                                    hot_budget=self.hot_budget)  # fmt: skip
+                                    hot_budget=self.hot_budget,
+                                    max_pages_per_host=self.max_pages_per_host)  # fmt: skip
         self.df.attach(self.server, keys)
         self.registry = WorkerRegistry(self.server, keys)
         self.keys = keys
@@ -481,8 +483,11 @@ class Scheduler(RedisScheduler):
         self._seen.update(fp for fp, *_ in batch if fp)
         if result.added:
             self.stats.inc_value("scheduler/enqueued/redis", result.added)
-        if len(batch) > result.added:
-            self.stats.inc_value("dupefilter/filtered", len(batch) - result.added)
+        if result.over_budget:
+            self.stats.inc_value("traps/host_budget", result.over_budget)
+        if len(batch) > result.added + result.over_budget:
+            self.stats.inc_value("dupefilter/filtered",
+                                 len(batch) - result.added - result.over_budget)  # fmt: skip
         if revisits:
             self.stats.inc_value("revisit/scheduled", len(revisits) - len(self._revisits))
         if result.revisited:

@@ -81,8 +81,8 @@ def _with_clock(script: str, tiers: str = "") -> str:
 # 6 seen (or the Bloom filter), 7 seq, 8 queued, 9 host queue prefix, 10 delayed,
 # 11 lease_seq, 12 overflow prefix, 13 revisits, 14 revisit requests, then the cold
 # tier's: 15 cold, 16 cold_total, 17 spill, 18 spilling, 19 refill_wait, 20 refilling,
-# 21 refill, 22 reserved, 23 moved prefix.  Every key, the per-host ones included,
-# carries the shard's hash tag: one slot.
+# 21 refill, 22 reserved, 23 moved prefix; 24 host_pages, 25 over_budget.  Every key,
+# the per-host ones included, carries the shard's hash tag: one slot.
 _STEP = _with_clock("""
 local now = clock(ARGV[1])
 local default_delay = tonumber(ARGV[2])
@@ -95,6 +95,7 @@ local hot_per_host = tonumber(ARGV[8])
 local budget = tonumber(ARGV[9])
 local spill_batch = tonumber(ARGV[10])
 local max_grants = tonumber(ARGV[11])
+local max_pages = tonumber(ARGV[12])
 local hq, over = KEYS[9], KEYS[12]
 
 -- is a request new?  '' (dont_filter) always; else add it to the seen set, or
@@ -226,7 +227,7 @@ end
 
 -- 1. acknowledgements, then leases handed back (their request could not be
 -- completed: it goes back to its host queue when the lease expires, after a wait)
-local i = 12
+local i = 13
 local n_acks = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n_acks do
   redis.call('ZREM', KEYS[4], ARGV[i])
@@ -241,19 +242,32 @@ end
 
 -- 2. new requests, by host: n requests, n hosts, then per host: host, count, and
 -- count times (fingerprint, priority, seconds to wait, data); a host's new requests
--- go into its queue together
-local added = 0
+-- go into its queue together.  A host takes at most max_pages new URLs in all
+-- (FRONTIER_MAX_PAGES_PER_HOST, 0: no limit); beyond, new URLs are dropped (and seen)
+-- and the host joins the set of hosts over their budget.
+local added, over_budget = 0, 0
 local n_push, n_hosts = tonumber(ARGV[i]), tonumber(ARGV[i+1]); i = i + 2
 local seq = 0
 if n_push > 0 then seq = redis.call('INCRBY', KEYS[7], n_push) - n_push end
 for _ = 1, n_hosts do
   local host, count = ARGV[i], tonumber(ARGV[i+1]); i = i + 2
   local entries = {}
+  local pages, counted, over_before = 0, 0, over_budget
+  if max_pages > 0 then pages = num(redis.call('HGET', KEYS[24], host)) end
   for _ = 1, count do
     local fp, data = ARGV[i], ARGV[i+3]
     local prio, wait = tonumber(ARGV[i+1]), tonumber(ARGV[i+2])
     i = i + 4
-    if is_new(fp) then
+    local new = is_new(fp)
+    if new and max_pages > 0 and fp ~= '' then
+      if pages + counted >= max_pages then
+        new = false
+        over_budget = over_budget + 1
+      else
+        counted = counted + 1
+      end
+    end
+    if new then
       seq = seq + 1
       local score = string.format('%.17g', -prio * 1e12 + seq)
       -- the sequence number prefix keeps identical (dont_filter) requests apart
@@ -269,6 +283,8 @@ for _ = 1, n_hosts do
     end
   end
   if #entries > 0 then enqueue_all(host, entries) end
+  if counted > 0 then redis.call('HINCRBY', KEYS[24], host, counted) end
+  if over_budget > over_before then redis.call('SADD', KEYS[25], host) end
 end
 
 -- 3. revisits scheduled (url key, host, priority, seconds until due, data): one
@@ -292,7 +308,7 @@ if want_pop == 0 then
   if hot_per_host > 0 and redis.call('ZCARD', KEYS[17]) >= spill_batch then
     spills = claim_spills()
   end
-  return {added, requeued, revisited, '', {}, spills}
+  return {added, requeued, revisited, '', {}, spills, over_budget}
 end
 local expired = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, requeue_limit)
 for _, id in ipairs(expired) do
@@ -328,9 +344,9 @@ end
 -- 5. pop up to want_pop requests, each from the host whose turn it is (a
 -- host handed out is not ready again before its delay, so with a delay one
 -- call never hands out one host twice)
-local out = {added, requeued, revisited, false, false, false}
+local out = {added, requeued, revisited, false, false, false, over_budget}
 local tries = 0
-while #out < 6 + 2 * want_pop and tries < 10 + 2 * want_pop do
+while #out < 7 + 2 * want_pop and tries < 10 + 2 * want_pop do
   tries = tries + 1
   local top = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
   if #top == 0 or tonumber(top[2]) > now then break end

@@ -10,7 +10,8 @@ their brackets and not reversed (they have no labels).  Keys round-trip:
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
+import re
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url
 
@@ -51,7 +52,38 @@ def canonical_url(url: str) -> str:
     if ":" in host:  # IPv6 literal
         host = f"[{host}]"
     netloc = host if port in (None, DEFAULT_PORTS[scheme]) else f"{host}:{port}"
-    return urlunsplit((scheme, netloc, parts.path or "/", parts.query, ""))
+    path, query = strip_session_ids(parts.path or "/", parts.query)
+    return urlunsplit((scheme, netloc, path, query, ""))
+
+
+# Query and path parameters that carry a session (Java's jsessionid, PHP's PHPSESSID,
+# ColdFusion's CFID/CFTOKEN, ASP's ASPSESSIONID<x>, ...): one page, one URL.
+SESSION_PARAMS = frozenset({"jsessionid", "phpsessid", "sid", "sessionid", "session_id",
+                            "sessid", "cfid", "cftoken", "zenid", "oscsid"})  # fmt: skip
+# ASP.NET's cookieless sessions: a path segment like (S(kdh3ocbq5ydfa42mm5rm0zuy))
+_ASPNET_SESSION = re.compile(r"^\((?:[A-Z]\([^()/]*\))+\)$")
+
+
+def _is_session(name: str) -> bool:
+    name = unquote(name).lower()
+    return name in SESSION_PARAMS or name.startswith("aspsessionid")
+
+
+def strip_session_ids(path: str, query: str) -> tuple[str, str]:
+    """``path`` and ``query`` without session identifiers: query parameters with a
+    session name, ``;jsessionid=...`` path parameters, ASP.NET ``(S(...))`` segments."""
+    if ";" in path or "(" in path:
+        segments = []
+        for segment in path.split("/"):
+            if _ASPNET_SESSION.match(segment):
+                continue
+            name, *params = segment.split(";")
+            kept = [p for p in params if not _is_session(p.partition("=")[0])]
+            segments.append(";".join([name, *kept]))
+        path = "/".join(segments) or "/"
+    if query:
+        query = "&".join(p for p in query.split("&") if not _is_session(p.partition("=")[0]))
+    return path, query
 
 
 def host_key(url: str) -> str:

@@ -1,0 +1,1 @@
+"""Download handlers (Scrapy DOWNLOAD_HANDLERS)."""

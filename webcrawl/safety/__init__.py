@@ -1,0 +1,1 @@
+"""Safety against hostile links and servers: the address policy, crawl-trap bounds."""

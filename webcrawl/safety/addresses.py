@@ -1,0 +1,170 @@
+"""Which addresses a worker may connect to: none of its own network's, by default.
+
+A link written by a stranger must not make a worker fetch a cloud metadata service
+(``169.254.169.254``), a Redis on ``localhost`` or a router's admin page.  The check
+is made on the address a connection actually reached (see
+:mod:`webcrawl.safety.handler`), never on the URL's host text: a DNS name that
+resolves to ``127.0.0.1`` is refused the same way, and nothing can resolve the name
+again between the check and the connection.
+
+Refused: every address in the IANA special-purpose registries that is not globally
+reachable (loopback, private, link-local, shared/CGNAT, multicast, reserved,
+unspecified, documentation, benchmarking, unique-local, ...), in IPv4 and IPv6.  IPv6
+addresses that carry an IPv4 address (IPv4-mapped, IPv4-compatible, NAT64, 6to4)
+are judged by the IPv4 address they carry.  The table is ours, not
+:attr:`ipaddress.IPv4Address.is_global`'s: Python's answer changed between versions
+(3.11.10 and 3.12.4 corrected it) and it counts multicast as global.
+
+Allowed anyway: networks the user names (``WEBCRAWL_ALLOWED_NETWORKS``) and the hosts
+(``host:port``) of the crawl's seeds, so that a crawl seeded on an intranet or on
+the demo web keeps working without a setting.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Iterable
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+# (network, why it is refused), most specific first where they nest
+_SPECIAL: tuple[tuple[Network, str], ...] = tuple(
+    (ipaddress.ip_network(net), why)
+    for net, why in (
+        ("0.0.0.0/8", "unspecified"),  # "this network"; 0.0.0.0 reaches the local host
+        ("10.0.0.0/8", "private"),
+        ("100.64.0.0/10", "shared (CGNAT)"),
+        ("127.0.0.0/8", "loopback"),
+        ("169.254.0.0/16", "link-local"),
+        ("172.16.0.0/12", "private"),
+        ("192.0.0.0/24", "reserved (IETF protocol assignments)"),
+        ("192.0.2.0/24", "documentation"),
+        ("192.88.99.0/24", "reserved (6to4 relay)"),
+        ("192.168.0.0/16", "private"),
+        ("198.18.0.0/15", "benchmarking"),
+        ("198.51.100.0/24", "documentation"),
+        ("203.0.113.0/24", "documentation"),
+        ("224.0.0.0/4", "multicast"),
+        ("240.0.0.0/4", "reserved"),  # 255.255.255.255 (broadcast) included
+        ("::/128", "unspecified"),
+        ("::1/128", "loopback"),
+        ("100::/64", "reserved (discard-only)"),
+        ("64:ff9b:1::/48", "private (local-use NAT64)"),
+        ("2001::/23", "reserved (IETF protocol assignments)"),  # Teredo included
+        ("2001:db8::/32", "documentation"),
+        ("3fff::/20", "documentation"),
+        ("5f00::/16", "reserved (segment routing SIDs)"),
+        ("fc00::/7", "private (unique local)"),
+        ("fe80::/10", "link-local"),
+        ("fec0::/10", "private (site-local)"),
+        ("ff00::/8", "multicast"),
+    )
+)
+
+# IPv6 prefixes that embed an IPv4 address (judged by it)
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated IPv4-compatible addresses
+
+
+class BadNetworkError(ValueError):
+    """A network in WEBCRAWL_ALLOWED_NETWORKS that is not one."""
+
+
+class BlockedAddress(Exception):
+    """A connection reached an address the policy refuses (nothing was sent)."""
+
+
+def embedded_ipv4(ip: IPAddress) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address carries (mapped, compatible, NAT64, 6to4)."""
+    if ip.version == 4:
+        return None
+    assert isinstance(ip, ipaddress.IPv6Address)
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip in _NAT64 or (ip in _COMPATIBLE and int(ip) > 1):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
+def special_use(address: str | IPAddress) -> str | None:
+    """Why an address is not one a crawler may reach (``"loopback"``, ``"private"``,
+    ...), or None for a globally reachable address."""
+    ip = ipaddress.ip_address(address) if isinstance(address, str) else address
+    if ip.version == 6 and ip.scope_id:  # fe80::1%eth0
+        ip = ipaddress.IPv6Address(str(ip).split("%", 1)[0])
+    inner = embedded_ipv4(ip)
+    if inner is not None:
+        why = special_use(inner)
+        return f"{why}, as {ip}" if why else None
+    for net, why in _SPECIAL:
+        if ip.version == net.version and ip in net:
+            return why
+    return None
+
+
+def parse_networks(
+    values: Iterable[str], setting: str = "WEBCRAWL_ALLOWED_NETWORKS"
+) -> list[Network]:
+    """Networks (``10.0.0.0/8``, ``fd00::/8``, or one address) from a setting's values;
+    a bad one raises :class:`BadNetworkError` naming the setting."""
+    networks = []
+    for given in values:
+        value = given.strip()
+        if not value:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(value, strict=False))
+        except ValueError as exc:
+            raise BadNetworkError(f"{setting}: {value!r} is not a network ({exc})") from None
+    return networks
+
+
+def host_port(host: str, port: int | None, scheme: str = "http") -> tuple[str, int]:
+    """A host and port as the policy compares them: lower case, no IPv6 brackets, the
+    scheme's default port when none is given."""
+    host = host.strip().lower().strip("[]")
+    return host, port if port else (443 if scheme == "https" else 80)
+
+
+class AddressPolicy:
+    """Decides each connection: ``check(address, host, port)`` returns why it is refused,
+    or None.  ``allow_hosts`` adds the hosts of seeds (allowed whatever they resolve to)."""
+
+    def __init__(
+        self,
+        allowed: Iterable[Network] = (),
+        hosts: Iterable[tuple[str, int]] = (),
+        refresh: Callable[[], Iterable[tuple[str, int]]] | None = None,
+    ) -> None:
+        self.allowed = list(allowed)
+        self.hosts: set[tuple[str, int]] = set(hosts)
+        # asked for more seed hosts before a host is refused (other workers' seeds)
+        self.refresh = refresh
+
+    def allow_hosts(self, hosts: Iterable[tuple[str, int]]) -> None:
+        self.hosts.update(hosts)
+
+    def check(self, address: str, host: str, port: int) -> str | None:
+        """Why connecting to ``address`` for ``host:port`` is refused, or None."""
+        try:
+            ip = ipaddress.ip_address(address.split("%", 1)[0])
+        except ValueError:
+            return f"not an IP address: {address!r}"
+        why = special_use(ip)
+        if why is None:
+            return None
+        inner = embedded_ipv4(ip)
+        for net in self.allowed:
+            if (ip.version == net.version and ip in net) or (inner is not None and inner in net):
+                return None
+        key = host_port(host, port)
+        if key in self.hosts:
+            return None
+        if self.refresh is not None:
+            self.hosts.update(self.refresh())
+            if key in self.hosts:
+                return None
+        return f"{ip} is {why}"
