@@ -15,8 +15,9 @@ delay whenever the first was answered before the delay ran out, whatever the
 jitter between a worker sending a request and the server seeing it (three
 round trips per request; politeness-limited crawls can afford them).
 
-Paced: requests leased from the frontier, failed-path re-probes and the
-HEAD pre-checks of revisits (so a revisit's HEAD and GET are two turns).
+Paced: requests leased from the frontier, failed-path re-probes, the HEAD
+pre-checks of revisits (so a revisit's HEAD and GET are two turns) and
+robots.txt fetches (the request that needed the file takes the next turn).
 
 With ``FRONTIER_HOST_DELAY = 0`` (politeness off, e.g. for benchmarks on
 your own server) it does nothing and costs nothing.
@@ -71,8 +72,8 @@ class PolitenessMiddleware:
 
     def _paced(self, request: Request) -> Any:
         """The frontier, if ``request`` is one it paces: a leased request, a failed-path
-        re-probe or a revisit's HEAD pre-check (robots.txt requests and other schedulers'
-        are not)."""
+        re-probe, a revisit's HEAD pre-check or a robots.txt fetch (other schedulers'
+        requests are not)."""
         from webcrawl.frontier.scheduler import (
             frontier_of,  # late: importing it early installs a reactor
         )
@@ -81,7 +82,8 @@ class PolitenessMiddleware:
         if frontier is None:
             return None
         meta = request.meta
-        if frontier.is_leased(request) or meta.get("failpath_probe") or meta.get("revisit_head"):
+        if frontier.is_leased(request) or meta.get("failpath_probe") or meta.get("revisit_head") \
+                or meta.get("robots_txt"):  # fmt: skip
             return frontier
         return None
 

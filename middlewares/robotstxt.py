@@ -1,40 +1,324 @@
-"""robots.txt, with a fix for concurrent waiters (Scrapy 2.19).
+"""robots.txt: fetched once per host for the whole crawl, politely, as RFC 9309 says.
 
-Scrapy 2.19's ``RobotsTxtMiddleware.robot_parser`` lets every request to a
-host whose robots.txt is still downloading ``await`` the same Deferred.  Under
-the asyncio reactor each await adds a callback that returns None, so only
-the first waiter receives the parser; every other request gets None and is
-let through **without a robots.txt check**.  A crawl that starts with many
-requests to one host (several seeds, or a worker joining a running crawl
-with a full queue) fetches disallowed pages.  ``tests/test_robotstxt.py``
-shows the stock middleware doing it and this one not.
+Replaces Scrapy's RobotsTxtMiddleware, where every worker fetches each host's
+robots.txt itself at once (two workers: two requests 3 ms apart) and any
+answer, a 503 included, is parsed as if it were the file.
 
-We give each waiter its own Deferred, fed from the shared one without
-consuming its result.
+- **Once per crawl.**  The rules that apply to us go to Redis
+  (``<crawl>:robots:<scheme://host:port>``, 24 h expiry) and every worker
+  reads them there; the one that finds none takes a lock (SET NX, expiring)
+  and fetches the file, the others wait for its entry.  Each worker keeps
+  what it read (up to 10 000 hosts) until the entry's time is up.
+- **Politely.**  The fetch is paced by the frontier like any request to the
+  host (``meta["robots_txt"]``, see middlewares/politeness.py): it takes the
+  host's turn, and the request that needed it waits for the next one.
+- **RFC 9309** (the rules: :mod:`webcrawl.safety.robots`): only the first
+  500 KiB are read, after decompression (``RobotsTxtLimitMiddleware`` below);
+  at most five redirects; 4xx (but 429): everything allowed; 5xx, 429 or no
+  answer: nothing allowed, the host's requests go back to the frontier until
+  the file is tried again ``ROBOTSTXT_UNREACHABLE_WAIT`` seconds later, up to
+  ``ROBOTSTXT_UNREACHABLE_TRIES`` times (Nutch's defaults); after that they
+  fail with the reason, recorded like any failure, for the entry's 24 hours.
+
+Concurrent waiters in one worker share the fetch (Scrapy 2.19's middleware
+let all but the first through unchecked: ``tests/test_robotstxt.py``).
+
+Stats: ``robotstxt/request_count``, ``robotstxt/response_status_count/<n>``,
+``robotstxt/shared`` (rules another worker fetched), ``robotstxt/forbidden``,
+``robotstxt/unreachable``, ``robotstxt/deferred`` (requests sent back to wait),
+``robotstxt/given_up``, ``robotstxt/truncated``.
 """
 
 from __future__ import annotations
 
+import logging
+import time
+from collections import OrderedDict
 from typing import Any
 
-from scrapy import Request
-from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as ScrapyRobotsTxt
-from scrapy.robotstxt import RobotParser
+from redis.exceptions import RedisError
+from scrapy import Request, signals
+from scrapy.crawler import Crawler
+from scrapy.exceptions import IgnoreRequest, NotConfigured, StopDownload
+from scrapy.http import Response
+from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
+from twisted.internet import reactor
 from twisted.internet.defer import Deferred
+from twisted.internet.task import deferLater
+
+from webcrawl.safety import robots
+from webcrawl.settings_check import non_negative_int, positive_float
+
+logger = logging.getLogger(__name__)
+
+LOCAL_HOSTS = 10_000  # hosts whose rules a worker keeps in memory
+POLL = 0.25  # seconds between two looks at Redis while another worker fetches
+# Failures of a robots.txt fetch that make the file unavailable (everything allowed),
+# not unreachable: redirects refused (an address, a scheme, a loop).
+UNAVAILABLE = ("BlockedAddress", "BlockedScheme", "RedirectLoop")
 
 
-class RobotsTxtMiddleware(ScrapyRobotsTxt):
-    async def robot_parser(self, request: Request) -> RobotParser | None:
-        parser = self._parsers.get(urlparse_cached(request).netloc)
-        if isinstance(parser, Deferred):
-            waiter: Deferred[Any] = Deferred()
+class RobotsTxtUnreachable(Exception):
+    """A host's robots.txt gave no usable answer too many times: its requests fail."""
 
-            def relay(result: Any) -> Any:
-                waiter.callback(result)
-                return result  # keep the result for the next waiter
 
-            parser.addBoth(relay)
-            return await maybe_deferred_to_future(waiter)
-        return await super().robot_parser(request)
+class RobotsTxtWait(IgnoreRequest):
+    """The request went back to the frontier until the host's robots.txt is tried again."""
+
+
+class RobotsTxtMiddleware:
+    def __init__(self, crawler: Crawler) -> None:
+        settings = crawler.settings
+        if not settings.getbool("ROBOTSTXT_OBEY"):
+            raise NotConfigured
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.user_agent = settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT")
+        self.wait = positive_float(settings, "ROBOTSTXT_UNREACHABLE_WAIT")
+        self.max_tries = non_negative_int(settings, "ROBOTSTXT_UNREACHABLE_TRIES") or 1
+        self.lock_seconds = 2 * settings.getfloat("DOWNLOAD_TIMEOUT") + settings.getfloat(
+            "ADAPTIVE_DELAY_MAX", 60.0)  # fmt: skip
+        # origin -> (entry, parser, local expiry), least recently used first
+        self._known: OrderedDict[str, tuple[robots.RobotsEntry, Any, float]] = OrderedDict()
+        self._fetching: dict[str, list[Deferred[None]]] = {}  # origin -> local waiters
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RobotsTxtMiddleware:
+        return cls(crawler)
+
+    # -- a request ---------------------------------------------------------------
+
+    async def process_request(self, request: Request) -> None:
+        meta = request.meta
+        if meta.get("dont_obey_robotstxt") or meta.get("robots_txt"):
+            return
+        parsed = urlparse_cached(request)
+        if parsed.scheme not in ("http", "https"):
+            return
+        origin = f"{parsed.scheme}://{parsed.netloc.lower()}"
+        while True:
+            entry, parser = await self._entry(origin)
+            action, wait = robots.verdict(entry, time.time(), self.max_tries)
+            if action == "check":
+                self._check(request, entry, parser)
+                return
+            if action == "give_up":
+                assert entry is not None
+                self.stats.inc_value("robotstxt/given_up")
+                raise RobotsTxtUnreachable(
+                    f"robots.txt of {origin} unreachable {entry.tries} times "
+                    f"(last: {entry.reason}): nothing of the host is fetched for now"
+                )
+            if action == "wait":
+                if await self._defer(request, wait, origin):
+                    raise RobotsTxtWait(f"robots.txt of {origin} unreachable: back in {wait:.0f} s")
+                continue
+            await self._fetch_once(origin, entry, request)
+
+    def _check(self, request: Request, entry: Any, parser: Any) -> None:
+        if parser is None or parser.can_fetch(request.url, self.user_agent):
+            return
+        logger.debug("Forbidden by robots.txt: %s", request)
+        self.stats.inc_value("robotstxt/forbidden")
+        raise IgnoreRequest("Forbidden by robots.txt")
+
+    async def _defer(self, request: Request, wait: float, origin: str) -> bool:
+        """Send ``request`` back to the frontier for ``wait`` seconds (True), or, when it is
+        not the frontier's, wait here (False: look again)."""
+        self.stats.inc_value("robotstxt/deferred")
+        frontier = self._frontier()
+        reason = f"robots.txt of {origin} unreachable"
+        if frontier is not None and frontier.requeue(request, wait, reason):
+            return True
+        await maybe_deferred_to_future(deferLater(reactor, min(wait, 60.0), lambda: None))
+        return False
+
+    # -- the crawl's entry ---------------------------------------------------------
+
+    async def _entry(self, origin: str) -> tuple[robots.RobotsEntry | None, Any]:
+        """The host's entry (local copy, else Redis) and its parser."""
+        known = self._known.get(origin)
+        now = time.time()
+        if known is not None and now < known[2]:
+            self._known.move_to_end(origin)
+            return known[0], known[1]
+        frontier = self._frontier()
+        if frontier is None:
+            return None, None
+        try:
+            raw = frontier.server.get(frontier.keys.robots(origin))
+        except RedisError as exc:
+            logger.warning("Could not read the robots.txt rules of %s in Redis: %s", origin, exc)
+            return (known[0], known[1]) if known else (None, None)
+        entry = robots.RobotsEntry.loads(raw) if raw is not None else None
+        if entry is None:
+            return None, None
+        self.stats.inc_value("robotstxt/shared")
+        return entry, await self._remember(origin, entry, announce=True)
+
+    async def _remember(self, origin: str, entry: robots.RobotsEntry, announce: bool) -> Any:
+        parser = entry.parser()
+        if entry.state == robots.UNREACHABLE:
+            expiry = entry.retry_at
+        else:
+            expiry = entry.fetched_at + robots.CACHE_SECONDS
+        self._known[origin] = (entry, parser, expiry)
+        self._known.move_to_end(origin)
+        while len(self._known) > LOCAL_HOSTS:
+            self._known.popitem(last=False)
+        if parser is not None and announce:  # the adaptive delay reads Crawl-delay from it
+            request = Request(origin + "/robots.txt", callback=NO_CALLBACK)
+            await self.crawler.signals.send_catch_log_async(
+                signal=signals.robots_parsed, robotparser=parser, request=request)  # fmt: skip
+        return parser
+
+    async def _fetch_once(self, origin: str, previous: robots.RobotsEntry | None,
+                          request: Request) -> None:  # fmt: skip
+        """Fetch the file unless this worker or another is already fetching it; return
+        when there is (probably) a newer entry to look at."""
+        waiters = self._fetching.get(origin)
+        if waiters is not None:  # this worker is fetching it: wait for that
+            waiter: Deferred[None] = Deferred()
+            waiters.append(waiter)
+            await maybe_deferred_to_future(waiter)
+            return
+        self._known.pop(origin, None)
+        frontier = self._frontier()
+        lock = None
+        if frontier is not None:
+            lock = frontier.keys.robots_lock(origin)
+            try:
+                got = frontier.server.set(lock, frontier.worker_id, nx=True,
+                                          px=int(self.lock_seconds * 1000))  # fmt: skip
+            except RedisError as exc:
+                logger.warning("Could not lock the robots.txt of %s in Redis: %s", origin, exc)
+                got = False
+            if not got:  # another worker fetches it (or Redis is down): look again soon
+                await maybe_deferred_to_future(deferLater(reactor, POLL, lambda: None))
+                return
+        self._fetching[origin] = []
+        try:
+            entry = await self._fetch(origin, previous)
+            if frontier is not None:
+                self._share(frontier, origin, entry, lock)
+            await self._remember(origin, entry, announce=True)
+        finally:
+            for waiter in self._fetching.pop(origin):
+                waiter.callback(None)
+
+    def _share(self, frontier: Any, origin: str, entry: robots.RobotsEntry, lock: Any) -> None:
+        try:
+            pipe = frontier.server.pipeline(transaction=False)
+            pipe.set(frontier.keys.robots(origin), entry.dumps(), ex=int(robots.CACHE_SECONDS))
+            pipe.delete(lock)
+            pipe.execute()
+        except RedisError as exc:  # kept locally; another worker will fetch it too
+            logger.warning("Could not share the robots.txt rules of %s in Redis: %s", origin, exc)
+
+    async def _fetch(self, origin: str, previous: robots.RobotsEntry | None) -> robots.RobotsEntry:
+        url = origin + "/robots.txt"
+        fetch = Request(
+            url, priority=1000, dont_filter=True, callback=NO_CALLBACK,
+            meta={"robots_txt": True, "dont_obey_robotstxt": True, "dont_retry": True,
+                  "failpath": False, "redirect_ttl": robots.MAX_REDIRECTS,
+                  "download_maxsize": 0, "download_warnsize": 0},
+        )  # fmt: skip
+        self.stats.inc_value("robotstxt/request_count")
+        try:
+            response = await self.crawler.engine.download_async(fetch)
+        except Exception as exc:  # every failure is an answer for RFC 9309
+            return self._failed(url, origin, exc, previous)
+        now = time.time()
+        self.stats.inc_value("robotstxt/response_count")
+        self.stats.inc_value(f"robotstxt/response_status_count/{response.status}")
+        entry = robots.from_response(response.status, response.body, now, self.user_agent,
+                                     previous, self.wait)  # fmt: skip
+        if entry.truncated:
+            self.stats.inc_value("robotstxt/truncated")
+            logger.info("robots.txt of %s is over 500 KiB: read its first 500 KiB", origin)
+        if "robots_undecodable" in response.flags:
+            logger.info("robots.txt of %s could not be decoded: everything allowed", origin)
+        if entry.state == robots.UNREACHABLE:
+            self._log_unreachable(origin, entry)
+        elif entry.state == robots.ALLOW_ALL:
+            logger.debug("robots.txt of %s: %s, everything allowed", origin, entry.reason)
+        return entry
+
+    def _failed(self, url: str, origin: str, exc: Exception,
+                previous: robots.RobotsEntry | None) -> robots.RobotsEntry:  # fmt: skip
+        now = time.time()
+        reason = f"{type(exc).__name__}: {exc}"[:300]
+        if isinstance(exc, IgnoreRequest) or type(exc).__name__ in UNAVAILABLE:
+            # too many redirects, a loop, or one we refuse: unavailable (RFC 9309 2.3.1.2)
+            logger.info("robots.txt of %s unavailable (%s): everything allowed", origin, reason)
+            return robots.unavailable(reason, now)
+        entry = robots.unreachable(reason, now, previous, self.wait)
+        self._log_unreachable(origin, entry)
+        return entry
+
+    def _log_unreachable(self, origin: str, entry: robots.RobotsEntry) -> None:
+        self.stats.inc_value("robotstxt/unreachable")
+        if entry.tries >= self.max_tries:
+            logger.warning("robots.txt of %s unreachable %d times (%s): the host's requests "
+                           "fail from now on", origin, entry.tries, entry.reason)  # fmt: skip
+        else:
+            logger.info("robots.txt of %s unreachable (%s): nothing of the host is fetched "
+                        "before it is tried again in %.0f s (try %d of %d)", origin,
+                        entry.reason, self.wait, entry.tries, self.max_tries)  # fmt: skip
+
+    def _frontier(self) -> Any:
+        from webcrawl.frontier.scheduler import frontier_of  # late: installs a reactor
+
+        return frontier_of(self.crawler)
+
+
+class RobotsTxtLimitMiddleware:
+    """Reads at most 500 KiB of a robots.txt, after decompression (RFC 9309 2.5).
+
+    Sits above Scrapy's HttpCompressionMiddleware (590), so it sees the body as it
+    came: it stops the download once 500 KiB arrived (``bytes_received``,
+    StopDownload keeps what came), and decodes a compressed body itself, only as
+    far as its first 500 KiB, so neither a 100 MB file nor a gzip bomb costs more.
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        if not crawler.settings.getbool("ROBOTSTXT_OBEY"):
+            raise NotConfigured
+        self._received: dict[Request, int] = {}
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RobotsTxtLimitMiddleware:
+        middleware = cls(crawler)
+        crawler.signals.connect(middleware._bytes_received, signal=signals.bytes_received)
+        return middleware
+
+    def _bytes_received(self, data: bytes, request: Request, spider: Any) -> None:
+        if not request.meta.get("robots_txt"):
+            return
+        received = self._received.get(request, 0) + len(data)
+        self._received[request] = received
+        if received > robots.MAX_BYTES:
+            del self._received[request]
+            raise StopDownload(fail=False)
+
+    def process_exception(self, request: Request, exception: Exception,
+                          spider: Any = None) -> None:  # fmt: skip
+        self._received.pop(request, None)
+
+    def process_response(self, request: Request, response: Response,
+                         spider: Any = None) -> Response:  # fmt: skip
+        if not request.meta.get("robots_txt"):
+            return response
+        self._received.pop(request, None)
+        encodings = [e.decode("latin-1") for e in response.headers.getlist("Content-Encoding")]
+        encodings = [p for e in encodings for p in e.split(",")]
+        body, flags = response.body, list(response.flags)
+        if encodings:
+            try:
+                body = robots.decompress_prefix(body, encodings)
+            except ValueError:
+                body, flags = b"", [*flags, "robots_undecodable"]
+            response.headers.pop(b"Content-Encoding", None)
+        return response.replace(body=body[: robots.MAX_BYTES + 1], flags=flags)

@@ -16,24 +16,33 @@ NEWSPIDER_MODULE = "spiders"
 # --- Identity and politeness ------------------------------------------------
 # Say who you are: sites block anonymous crawlers.  Put a contact URL here.
 USER_AGENT = "webcrawl/0.1 (+https://github.com/webcrawl/webcrawl)"
-# Obey robots.txt (Protego parser, Scrapy's default).
+# Obey robots.txt (Protego parser), as RFC 9309 says: fetched once per host for the
+# whole crawl (rules shared in Redis for 24 h), paced like any request to the host,
+# read up to 500 KiB (middlewares/robotstxt.py; Scrapy's own middleware is replaced).
 ROBOTSTXT_OBEY = True
-# Scrapy's robots.txt middleware, replaced by ours: Scrapy 2.19's lets requests
-# that wait for a host's robots.txt through unchecked (see middlewares/robotstxt.py).
+# Seconds a host whose robots.txt answers 5xx or 429, or does not answer, is left
+# alone (its requests go back to the frontier) before the file is tried again...
+ROBOTSTXT_UNREACHABLE_WAIT = 300.0
+# ...and how many tries in a row: after that the host's requests fail (recorded,
+# "RobotsTxtUnreachable") until the 24 h entry expires.  Nutch's defaults.
+ROBOTSTXT_UNREACHABLE_TRIES = 3
 # A redirect to another scheme than http(s) is refused and recorded
-# (middlewares/schemes.py, below Scrapy's RedirectMiddleware at 600).
+# (middlewares/schemes.py, below Scrapy's RedirectMiddleware at 600), and so is a
+# redirect loop, at its first repeat (middlewares/redirects.py, above it).
 # Scrapy's retry middleware, replaced by ours: retries go back to the frontier
 # with back-off instead of being retried at once by the same worker.
 DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "middlewares.revisit.RevisitPrecheckMiddleware": 90,
     "middlewares.robotstxt.RobotsTxtMiddleware": 100,
+    "middlewares.robotstxt.RobotsTxtLimitMiddleware": 595,
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     "middlewares.retry.FrontierRetryMiddleware": 550,
     "middlewares.adaptive_delay.AdaptiveDelayMiddleware": 560,
     "middlewares.failpath.FailPathMiddleware": 540,
     "middlewares.politeness.PolitenessMiddleware": 950,
     "middlewares.schemes.SchemeGuardMiddleware": 580,
+    "middlewares.redirects.RedirectLoopMiddleware": 610,
 }
 # Download handlers: Scrapy's HTTP/1.1 handler with the address policy checked on
 # each new connection (handlers/http.py): no fetch reaches a loopback, private,
@@ -46,7 +55,7 @@ DOWNLOAD_HANDLERS = {
 # Networks (CIDR, or single addresses) workers may connect to although they are not
 # globally reachable, e.g. ["10.20.0.0/16", "fd00:1::/64"] for an intranet crawl.
 # The seeds' hosts (host and port) are always allowed.  Empty: none.
-WEBCRAWL_ALLOWED_NETWORKS: list[str] = []
+WEBCRAWL_ALLOWED_NETWORKS = []
 # Failed-path filtering and elastic waiting (seed 000; webcrawl/failpath/rules.py).
 # Defaults are the paper's first parameter set.  Each request waits
 # MIN_DELAY + (MAX_DELAY - MIN_DELAY) * c / HEIGHTEN seconds for an answer (its

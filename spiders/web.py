@@ -46,6 +46,19 @@ def _header(response: Response, name: str) -> str | None:
     return value.decode("latin-1") if value is not None else None
 
 
+def refused_answer(exc: BaseException) -> tuple[str, str] | None:
+    """The stat and reason to record for an IgnoreRequest that is the server's doing (None: a
+    decision of ours, not recorded): a body over DOWNLOAD_MAXSIZE once decompressed
+    (Scrapy's HttpCompressionMiddleware raises IgnoreRequest from its private
+    ``_DecompressionMaxSizeExceeded``: ``tests/test_hostile.py`` notices if that
+    changes), or more redirects than REDIRECT_MAX_TIMES."""
+    if type(exc.__cause__).__name__ == "_DecompressionMaxSizeExceeded":
+        return "too_large", f"TooLarge: {str(exc)[:300]}"
+    if str(exc) == "max redirections reached":
+        return "too_many_redirects", "TooManyRedirects: more redirects than REDIRECT_MAX_TIMES"
+    return None
+
+
 class WebSpider(Spider):
     name = "web"
 
@@ -217,11 +230,15 @@ class WebSpider(Spider):
 
     def failed(self, failure: Failure) -> Iterator[Page]:
         """A request that failed for good (after its retries): record why."""
+        reason = f"{type(failure.value).__name__}: {failure.getErrorMessage()}"
         if failure.check(IgnoreRequest):
-            return  # robots.txt or offsite: nothing wrong with the site
+            refused = refused_answer(failure.value)
+            if refused is None:
+                return  # robots.txt, offsite, sent back to wait: nothing wrong with the site
+            self.crawler.stats.inc_value(f"hostile/{refused[0]}")
+            reason = refused[1]
         request = failure.request
         redirects = [str(u) for u in request.meta.get("redirect_urls", [])]
-        reason = f"{type(failure.value).__name__}: {failure.getErrorMessage()}"
         self.crawler.stats.inc_value("pages/failed")
         frontier = self._frontier
         if frontier is not None:

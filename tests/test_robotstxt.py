@@ -33,3 +33,133 @@ def test_requests_waiting_for_robots_txt_are_checked(slow_demo, tmp_path, middle
         # Documents the upstream bug our middleware works around.  If this
         # starts failing, Scrapy fixed it: drop middlewares/robotstxt.py.
         assert fetched_private, "stock RobotsTxtMiddleware no longer leaks: remove our fix"
+
+
+# -- RFC 9309 at a real server: the demo web's robots.txt faults ----------------------
+
+import itertools  # noqa: E402
+import json  # noqa: E402
+import re  # noqa: E402
+
+from webcrawl.demo import demo_server  # noqa: E402
+from webcrawl.demo.web import DemoWeb  # noqa: E402
+from webcrawl.store import open_store  # noqa: E402
+
+
+def _stat(log: str, name: str) -> int:
+    match = re.search(rf"'{re.escape(name)}': (\d+)", log)
+    return int(match.group(1)) if match else 0
+
+
+def _sent(log_path) -> list[dict]:
+    return sorted((json.loads(line) for line in log_path.read_text().splitlines()),
+                  key=lambda r: r["t"])  # fmt: skip
+
+
+@pytest.mark.slow
+def test_each_kind_of_robots_txt_is_read_as_rfc_9309_says(tmp_path):
+    """100 MiB (first 500 KiB read: /private/ disallowed), 404, a redirect loop, a gzip
+    bomb, an HTML error page in a 200: each host's robots.txt fetched once, no traceback."""
+    cases = {0: "huge:0:100", 1: "404", 2: "loop", 3: "bomb:0:1", 4: "htmlerror"}
+    log = tmp_path / "requests.jsonl"
+    with demo_server(5, 20, log, faults=[f"{h}:/robots.txt:{k}" for h, k in cases.items()]) as info:
+        result = run_crawl(info["seeds"], tmp_path / "data", "LOG_LEVEL=INFO")
+    err = result.stderr
+    assert result.returncode == 0, err[-3000:]
+    assert "Traceback" not in err
+    sent = _sent(log)
+    hosts = info["hosts"]
+    for index, kind in cases.items():
+        robots = [r["path"] for r in sent if r["host"] == hosts[index]
+                  and r["path"].split("?")[0] == "/robots.txt"]  # fmt: skip
+        # the loop: /robots.txt -> /robots.txt?loop -> /robots.txt, ended at the repeat
+        loop = ["/robots.txt", "/robots.txt?loop"]
+        assert robots == (loop if kind == "loop" else ["/robots.txt"]), (index, robots)
+        private = [r for r in sent if r["host"] == hosts[index]
+                   and r["path"].startswith("/private/")]  # fmt: skip
+        if kind.startswith("huge"):  # its first line disallows /private/
+            assert private == []
+        else:  # unavailable or no rules: everything allowed
+            assert private, index
+    assert _stat(err, "robotstxt/truncated") == 1
+    assert _stat(err, "robotstxt/forbidden") >= 1
+
+
+@pytest.mark.slow
+def test_a_robots_txt_answering_503_keeps_the_host_waiting_then_crawled(tmp_path):
+    log = tmp_path / "requests.jsonl"
+    with demo_server(2, 20, log, faults=["0:/robots.txt:503@2.5"]) as info:
+        web = DemoWeb(info["hosts"], info["pages_per_host"], info["seed"])
+        items = tmp_path / "items.jsonl"
+        result = run_crawl(
+            info["seeds"],
+            tmp_path / "data",
+            "LOG_LEVEL=INFO",
+            "ROBOTSTXT_UNREACHABLE_WAIT=1.5",
+            items=items,
+        )
+    err = result.stderr
+    assert result.returncode == 0, err[-3000:]
+    host = info["hosts"][0]
+    sent = [r for r in _sent(log) if r["host"] == host]
+    robots = [r["status"] for r in sent if r["path"] == "/robots.txt"]
+    assert robots[0] == 503 and robots[-1] == 200 and len(robots) >= 2, robots
+    first_ok = next(i for i, r in enumerate(sent) if r["path"] == "/robots.txt"
+                    and r["status"] == 200)  # fmt: skip
+    assert all(r["path"] == "/robots.txt" for r in sent[:first_ok])  # nothing before it
+    stored = {json.loads(line)["url"] for line in items.read_text().splitlines()}
+    assert stored == set(web.reachable())  # then the host was crawled, nothing lost
+    assert _stat(err, "robotstxt/deferred") >= 1
+    assert "unreachable (HTTP 503): nothing of the host is fetched" in err
+
+
+@pytest.mark.slow
+def test_a_robots_txt_that_stays_unreachable_gives_the_host_up_recorded(tmp_path):
+    log = tmp_path / "requests.jsonl"
+    with demo_server(2, 20, log, faults=["0:/robots.txt:500"]) as info:
+        web = DemoWeb(info["hosts"], info["pages_per_host"], info["seed"])
+        result = run_crawl(
+            info["seeds"],
+            tmp_path / "data",
+            "LOG_LEVEL=INFO",
+            "ROBOTSTXT_UNREACHABLE_WAIT=0.5",
+            "ROBOTSTXT_UNREACHABLE_TRIES=2",
+        )
+    err = result.stderr
+    assert result.returncode == 0, err[-3000:]
+    dead, alive = info["hosts"][:2]
+    sent = _sent(log)
+    assert [r["path"] for r in sent if r["host"] == dead] == ["/robots.txt"] * 2
+    with open_store(f"sqlite:///{tmp_path / 'data' / 'webtable.sqlite3'}") as store:
+        rows = {r["url"]: r for r in store.scan_pages()}
+    seed = f"http://{dead}/"
+    assert rows[seed]["kind"] == "failed"
+    assert rows[seed]["error"].startswith("RobotsTxtUnreachable: robots.txt of http://")
+    assert {u for u in web.reachable() if alive in u} <= set(rows)  # the other host: all
+    given_up = [r for u, r in rows.items() if u.startswith(f"http://{dead}/")]
+    assert all(r["error"].startswith("RobotsTxtUnreachable") for r in given_up)
+    assert _stat(err, "robotstxt/given_up") == len(given_up)  # the seed, and links to it
+
+
+@pytest.mark.slow
+def test_two_workers_fetch_each_robots_txt_once_in_the_hosts_turn(
+    slow_demo, redis_server, tmp_path, workers
+):
+    """Once for the crawl, shared in Redis, and paced: the gap after it is the delay."""
+    from test_cluster import finish, start_worker
+
+    demo = slow_demo
+    settings = ("FRONTIER_HOST_DELAY=0.4", "ADAPTIVE_DELAY_ENABLED=False", "DEPTH_LIMIT=2",
+                "LOG_LEVEL=INFO")  # fmt: skip
+    for name in ("a", "b"):
+        start_worker(workers, demo.seeds, tmp_path / "data", redis_server.url,
+                     tmp_path / f"{name}.jsonl", *settings)  # fmt: skip
+    logs = [finish(w) for w in workers]
+    sent = sorted(demo.requests(), key=lambda r: r["t"])
+    for host in demo.info["hosts"][:4]:
+        mine = [r for r in sent if r["host"] == host]
+        assert [r["path"] for r in mine].count("/robots.txt") == 1, host
+        assert mine[0]["path"] == "/robots.txt"
+        gaps = [b["t"] - a["t"] for a, b in itertools.pairwise(mine)]
+        assert min(gaps) >= 0.4, (host, sorted(gaps)[:3])
+    assert sum(_stat(log, "robotstxt/shared") for log in logs) >= 1  # one read the other's

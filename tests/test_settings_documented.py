@@ -72,7 +72,7 @@ def test_every_setting_read_is_documented():
 
 def test_our_settings_have_comments_and_prefixes():
     prefixes = ("WEBCRAWL_", "FRONTIER_", "FAILPATH_", "ADAPTIVE_DELAY_", "SIMHASH_",
-                "REVISIT_", "STATUS_", "REDIS_", "SCHEDULER_", "BLOOM_")  # fmt: skip
+                "REVISIT_", "STATUS_", "REDIS_", "SCHEDULER_", "BLOOM_", "ROBOTSTXT_")  # fmt: skip
     for name, commented in documented().items():
         if hasattr(scrapy_defaults, name):
             continue  # a Scrapy setting we override

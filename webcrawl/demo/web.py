@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 from urllib.parse import urlsplit
 
+from webcrawl.demo import hostile
 from webcrawl.demo.changes import ChangeModel, latest_block, noise_block, prose
 
 WORDS = {
@@ -327,10 +328,14 @@ def _http_date(ts: float) -> str:
 class Fault:
     """Requests to ``host`` (index into the hosts) under ``prefix`` fail.
 
-    ``kind`` "reset" aborts the connection (TCP RST) before answering; "429"
-    and "503" answer that status with ``Retry-After: arg`` seconds; "hang"
-    never answers (the client's timeout ends it: a dead server behind a live
-    address); "slow" answers after ``arg`` seconds.
+    ``kind`` "reset" aborts the connection (TCP RST) before answering; an HTTP
+    status from 400 to 599 ("429", "503", "404"...) answers that status, with
+    ``Retry-After: arg`` seconds for 429 and 503; "hang" never answers (the
+    client's timeout ends it: a dead server behind a live address); "slow"
+    answers after ``arg`` seconds; the hostile kinds of :mod:`webcrawl.demo.hostile`
+    (bomb, huge, trickle, headers, charset, binary, htmlerror, loop, liar) answer
+    that way.  A fault applies to ``/robots.txt`` only if its prefix is exactly
+    ``/robots.txt``.
     ``times``: how many requests to each URL fail before it works; 0: always.
     ``until``: seconds after the first request the fault answers when it ends
     (the path recovers); 0: never.
@@ -343,7 +348,7 @@ class Fault:
     arg: float = 1.0
     until: float = 0.0
 
-    KINDS = ("reset", "429", "503", "hang", "slow")
+    KINDS = ("reset", "hang", "slow", *hostile.KINDS)
 
     @classmethod
     def parse(cls, text: str) -> Fault:
@@ -362,7 +367,8 @@ class Fault:
             raise argparse.ArgumentTypeError(
                 f"expected HOST:PREFIX:KIND[@UNTIL][:TIMES[:ARG]], got {text!r}"
             ) from None
-        if fault.kind not in cls.KINDS:
+        status = fault.kind.isdigit() and 400 <= int(fault.kind) < 600
+        if fault.kind not in cls.KINDS and not status:
             raise argparse.ArgumentTypeError(f"unknown fault kind {fault.kind!r}")
         return fault
 
@@ -387,7 +393,10 @@ class DemoResource:
     def _fault(self, netloc: str, path: str) -> Fault | None:
         now = time.monotonic()
         for i, fault in enumerate(self.faults):
-            if self.web.hosts[fault.host] == netloc and path.startswith(fault.prefix):
+            if self.web.hosts[fault.host] != netloc or not path.startswith(fault.prefix):
+                continue
+            robots = path.split("?", 1)[0] == "/robots.txt"
+            if robots == (fault.prefix == "/robots.txt"):
                 # a fault's time runs from the first request it answers, not from the
                 # server's start: a crawl that starts late (a loaded machine) sees it all
                 if fault.until and now - self._began.setdefault(i, now) >= fault.until:
@@ -406,7 +415,10 @@ class DemoResource:
         host = request.getHost()
         netloc = f"{host.host}:{host.port}"
         path = request.uri.decode("latin-1").split("#")[0]
-        fault = self._fault(netloc, path) if path != "/robots.txt" else None
+        fault = self._fault(netloc, path)
+        if fault is not None and fault.kind in hostile.KINDS:
+            self._log(request, netloc, path, 302 if fault.kind == "loop" else 200)
+            return hostile.answer(request, fault.kind, fault.arg, path.split("?")[0])
         if fault is not None and fault.kind == "hang":
             self._log(request, netloc, path, 0)  # status 0: no answer
             return NOT_DONE_YET  # never answered; the client gives up
@@ -437,9 +449,10 @@ class DemoResource:
             self._log(request, netloc, path, 0)  # status 0: no answer
             request.channel.transport.abortConnection()
             return b""
-        if fault is not None:  # 429 / 503
+        if fault is not None:  # an HTTP error status
             request.setResponseCode(int(fault.kind))
-            request.setHeader("Retry-After", f"{fault.arg:g}")
+            if fault.kind in ("429", "503"):
+                request.setHeader("Retry-After", f"{fault.arg:g}")
             request.setHeader("Content-Type", "text/plain")
             self._log(request, netloc, path, int(fault.kind))
             return b"slow down\n"
@@ -617,9 +630,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fault", type=Fault.parse, action="append", default=[],
         metavar="HOST:PREFIX:KIND[@S][:N[:ARG]]",
-        help="fail requests to host index HOST under PREFIX (kind: reset, 429, 503, hang, "
-        "slow; KIND@S: only for the first S seconds), the first N times per URL (0 or none: "
-        "always); ARG: Retry-After of 429/503, seconds of slow; repeatable",
+        help="fail requests to host index HOST under PREFIX (kind: reset, an HTTP status "
+        "400-599, hang, slow, or hostile: bomb, huge, trickle, headers, charset, binary, "
+        "htmlerror, loop, liar; KIND@S: only for the first S seconds), the first N times per "
+        "URL (0 or none: always); ARG: Retry-After of 429/503, seconds of slow, GiB of bomb, "
+        "MiB of huge and headers, seconds per byte of trickle; a PREFIX of /robots.txt "
+        "applies to robots.txt (no other does); repeatable",
     )  # fmt: skip
     parser.add_argument(
         "--dead-host", type=int, action="append", default=[], metavar="HOST",

@@ -292,6 +292,15 @@ class CrawlKeys:
         resolve to (:mod:`webcrawl.safety.addresses`)."""
         return self.prefix + "seed_hosts"
 
+    def robots(self, origin: str) -> str:
+        """A host's robots.txt rules (``scheme://host:port``; JSON, expires after 24 h;
+        :mod:`webcrawl.safety.robots`)."""
+        return self.prefix + "robots:" + origin
+
+    def robots_lock(self, origin: str) -> str:
+        """Held (with an expiry) by the worker fetching ``origin``'s robots.txt."""
+        return self.prefix + "robots_lock:" + origin
+
     @property
     def failed(self) -> str:
         """Counter of URLs that failed for good."""

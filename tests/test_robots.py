@@ -1,0 +1,196 @@
+"""robots.txt rules as RFC 9309 says (webcrawl.safety.robots): no Scrapy, no network."""
+
+import gzip
+import zlib
+
+import brotli
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from protego import Protego
+
+from webcrawl.safety import robots
+from webcrawl.safety.robots import RobotsEntry
+
+UA = "webcrawl/0.1 (+https://github.com/webcrawl/webcrawl)"
+
+
+# -- what an answer means ---------------------------------------------------------
+
+
+def test_a_2xx_is_parsed_and_only_our_group_is_kept():
+    text = ("User-agent: googlebot\nDisallow: /g/\n\nUser-agent: *\nDisallow: /private/\n"
+            "Crawl-delay: 2\nSitemap: https://example.com/s.xml\n")  # fmt: skip
+    entry = robots.from_response(200, text.encode(), 10.0, UA, None, 300)
+    assert entry.state == robots.RULES
+    assert entry.rules == "User-agent: *\ndisallow: /private/\ncrawl-delay: 2\n"
+    parser = entry.parser()
+    assert not parser.can_fetch("https://example.com/private/x", UA)
+    assert parser.can_fetch("https://example.com/g/x", UA)
+    assert parser.crawl_delay(UA) == 2
+
+
+def test_a_group_naming_us_wins_over_the_star():
+    text = "User-agent: *\nDisallow: /\n\nUser-agent: webcrawl\nDisallow: /only-this/\n"
+    parser = robots.from_response(200, text.encode(), 0, UA, None, 300).parser()
+    assert parser.can_fetch("http://h/page", UA)
+    assert not parser.can_fetch("http://h/only-this/page", UA)
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 410, 451])
+def test_4xx_but_429_allows_everything(status):
+    entry = robots.from_response(status, b"<html>nope</html>", 5.0, UA, None, 300)
+    assert (entry.state, entry.reason) == (robots.ALLOW_ALL, f"HTTP {status}")
+    assert robots.verdict(entry, 6.0, 3) == ("check", 0.0)
+    assert entry.parser() is None
+
+
+@pytest.mark.parametrize("status", [429, 500, 502, 503, 504, 599])
+def test_5xx_and_429_disallow_everything_until_the_next_try(status):
+    first = robots.from_response(status, b"", 100.0, UA, None, 300)
+    assert (first.state, first.tries, first.retry_at) == (robots.UNREACHABLE, 1, 400.0)
+    assert robots.verdict(first, 150.0, 3) == ("wait", 250.0)
+    assert robots.verdict(first, 400.0, 3) == ("fetch", 0.0)
+    second = robots.unreachable("ConnectionRefusedError: x", 400.0, first, 300)
+    third = robots.from_response(status, b"", 700.0, UA, second, 300)
+    assert third.tries == 3
+    assert robots.verdict(third, 2000.0, 3) == ("give_up", 0.0)
+    ok = robots.from_response(200, b"", 1000.0, UA, third, 300)  # a success resets the count
+    assert ok.state == robots.RULES and robots.verdict(ok, 1001.0, 3) == ("check", 0.0)
+
+
+def test_nothing_known_means_fetch():
+    assert robots.verdict(None, 0.0, 3) == ("fetch", 0.0)
+
+
+@pytest.mark.parametrize("body", [
+    b"<!doctype html><html><head><title>500</title></head><body>Oops</body></html>",
+    bytes(range(256)) * 40,
+    b"\xff\xfe\x00garbage\x00\x00Disallow /x",
+])  # fmt: skip
+def test_an_html_page_or_garbage_in_a_200_is_parsed_like_a_file(body):
+    entry = robots.from_response(200, body, 0, UA, None, 300)
+    assert entry.state == robots.RULES
+    assert Protego.parse(entry.rules).can_fetch("http://h/anything", UA)
+
+
+def test_only_the_first_500_kib_are_read_cut_at_a_whole_line():
+    head = "User-agent: *\nDisallow: /private/\n"
+    filler = "# " + "x" * 97 + "\n"
+    text = head + filler * (robots.MAX_BYTES // 100) + "Disallow: /late-rule-is-cut/\n" * 10
+    entry = robots.from_response(200, text.encode(), 0, UA, None, 300)
+    assert entry.truncated
+    parser = entry.parser()
+    assert not parser.can_fetch("http://h/private/a", UA)
+    assert parser.can_fetch("http://h/late-rule-is-cut/a", UA)
+    text, cut = robots.decode_body(b"Disallow: /a\n" + b"y" * robots.MAX_BYTES)
+    assert cut and text == "Disallow: /a\n"  # the half line is dropped, not read as /a...
+
+
+def test_a_bom_and_bad_utf8_are_survived():
+    text, cut = robots.decode_body(b"\xef\xbb\xbfUser-agent: *\nDisallow: /\xff\xfe/\n")
+    assert text.startswith("User-agent") and not cut
+
+
+def test_an_entry_round_trips_and_junk_is_not_an_entry():
+    entry = RobotsEntry(robots.UNREACHABLE, "", 1.5, 2, 301.5, "HTTP 503")
+    assert RobotsEntry.loads(entry.dumps()) == entry
+    rules = RobotsEntry(robots.RULES, "User-agent: *\nDisallow: /x\n", 3.0, truncated=True)
+    assert RobotsEntry.loads(rules.dumps()) == rules
+    for junk in (b"", b"{", b"[]", b'{"s": "maybe"}', b'{"t": 1}', b'{"s": "rules", "n": "x"}'):
+        assert RobotsEntry.loads(junk) is None
+
+
+# -- decompressing only the first 500 KiB ------------------------------------------
+
+
+def test_a_gzip_bomb_expands_only_to_the_limit():
+    member = gzip.compress(b"\0" * (64 << 20), compresslevel=9)  # 64 MiB in ~64 KiB
+    bomb = member * 16  # 1 GiB, as concatenated gzip members
+    out = robots.decompress_prefix(bomb, ["gzip"])
+    assert robots.MAX_BYTES <= len(out) <= 2 * robots.MAX_BYTES
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "x-gzip", "deflate", "br", "zstd", "identity"])
+def test_each_encoding_decodes(encoding):
+    text = b"User-agent: *\nDisallow: /private/\n" * 3
+    if encoding in ("gzip", "x-gzip"):
+        body = gzip.compress(text)
+    elif encoding == "deflate":
+        body = zlib.compress(text)
+    elif encoding == "br":
+        body = brotli.compress(text)
+    elif encoding == "zstd":
+        try:
+            from compression import zstd
+        except ImportError:
+            from backports import zstd
+        body = zstd.compress(text)
+    else:
+        body = text
+    assert robots.decompress_prefix(body, [encoding]) == text
+
+
+def test_raw_deflate_stacked_encodings_and_bad_bodies():
+    raw = zlib.compressobj(wbits=-15)
+    body = raw.compress(b"Disallow: /x\n") + raw.flush()
+    assert robots.decompress_prefix(body, ["deflate"]) == b"Disallow: /x\n"
+    stacked = brotli.compress(gzip.compress(b"abc"))  # gzip first, then br
+    assert robots.decompress_prefix(stacked, ["gzip, br"][0].split(",")) == b"abc"
+    with pytest.raises(ValueError, match="bad compressed body"):
+        robots.decompress_prefix(b"not gzip at all", ["gzip"])
+    with pytest.raises(ValueError, match="unknown Content-Encoding 'compress'"):
+        robots.decompress_prefix(b"abc", ["compress"])
+
+
+# -- the shared group answers as the whole file does ----------------------------------
+
+_AGENTS = ["*", "webcrawl", "WebCrawl", "web*", "googlebot", "webcrawl/0.1", "crawl", "", "*bot"]
+_PATHS = ["/", "/a", "/a/", "/a/b", "/b*", "/*.pdf$", "/a$", "/index.html", "/%7Ex", "/~x",
+          "/p?q=1", "/$", "/a/b/index.html", ""]  # fmt: skip
+_line = st.one_of(
+    st.sampled_from(_AGENTS).map(lambda a: f"User-agent: {a}"),
+    st.tuples(
+        st.sampled_from(["Allow", "Disallow", "disalow", "DISALLOW"]), st.sampled_from(_PATHS)
+    ).map(lambda t: f"{t[0]}: {t[1]}"),
+    st.sampled_from(
+        [
+            "Crawl-delay: 3",
+            "Crawl-delay: x",
+            "Request-rate: 1/5",
+            "Sitemap: http://h/s.xml",
+            "Host: h",
+            "",
+            "# comment",
+            "junk line",
+            "Visit-time: 0100-0500",
+            "Disallow: /a # trailing",
+        ]
+    ),
+    st.text(max_size=20),
+)
+_URLS = ["http://h/", "http://h/a", "http://h/a/b", "http://h/a/b/c", "http://h/bx",
+         "http://h/x.pdf", "http://h/x.pdf?y", "http://h/index.html", "http://h/~x",
+         "http://h/%7Ex", "http://h/p?q=1", "http://h/a/b/", "http://h/z"]  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(lines=st.lists(_line, max_size=25), agent=st.sampled_from([UA, "googlebot/2.1", "x"]))
+def test_the_compact_group_gives_the_same_answers_as_the_file(lines, agent):
+    text = "\n".join(lines)
+    whole = Protego.parse(text)
+    compact = Protego.parse(robots.compact_rules(text, agent))
+    for url in _URLS:
+        assert compact.can_fetch(url, agent) == whole.can_fetch(url, agent), url
+    assert compact.crawl_delay(agent) == whole.crawl_delay(agent)
+    assert compact.request_rate(agent) == whole.request_rate(agent)
+
+
+@settings(max_examples=200, deadline=None)
+@given(body=st.binary(max_size=3000), status=st.integers(100, 599))
+def test_any_answer_gives_an_entry_and_never_raises(body, status):
+    entry = robots.from_response(status, body, 0, UA, None, 300)
+    assert RobotsEntry.loads(entry.dumps()) == entry
+    parser = entry.parser()
+    if parser is not None:
+        parser.can_fetch("http://h/a", UA)
