@@ -62,7 +62,7 @@ class AdaptiveDelayMiddleware:
         return frontier_of(self.crawler)
 
     def _robots_parsed(self, robotparser: Any, request: Request) -> None:
-        parser = getattr(robotparser, "rp", None)  # Protego, behind Scrapy's wrapper
+        parser = getattr(robotparser, "rp", robotparser)  # Protego, or Scrapy's wrapper of it
         crawl_delay = None
         if parser is not None and hasattr(parser, "crawl_delay"):
             crawl_delay = parser.crawl_delay(self.user_agent or "*")
@@ -72,7 +72,9 @@ class AdaptiveDelayMiddleware:
         floor = self.policy.floor(float(crawl_delay))
         self.floors[host] = floor
         logger.info("robots.txt of %s asks for Crawl-delay %s s", host, crawl_delay)
-        self._set(host, max(floor, self.delays.get(host, 0.0)), force=True)
+        # a robots.txt fetched just now was a request to the host: the delay counts from it
+        not_before = floor if request.meta.get("robots_txt_fetched") else 0.0
+        self._set(host, max(floor, self.delays.get(host, 0.0)), force=True, not_before=not_before)
 
     def process_response(self, request: Request, response: Response) -> Response:
         if request.meta.get("dont_adapt_delay"):

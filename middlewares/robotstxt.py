@@ -156,9 +156,9 @@ class RobotsTxtMiddleware:
         if entry is None:
             return None, None
         self.stats.inc_value("robotstxt/shared")
-        return entry, await self._remember(origin, entry, announce=True)
+        return entry, await self._remember(origin, entry, fetched=False)
 
-    async def _remember(self, origin: str, entry: robots.RobotsEntry, announce: bool) -> Any:
+    async def _remember(self, origin: str, entry: robots.RobotsEntry, fetched: bool) -> Any:
         parser = entry.parser()
         if entry.state == robots.UNREACHABLE:
             expiry = entry.retry_at
@@ -168,8 +168,9 @@ class RobotsTxtMiddleware:
         self._known.move_to_end(origin)
         while len(self._known) > LOCAL_HOSTS:
             self._known.popitem(last=False)
-        if parser is not None and announce:  # the adaptive delay reads Crawl-delay from it
-            request = Request(origin + "/robots.txt", callback=NO_CALLBACK)
+        if parser is not None:  # the adaptive delay reads Crawl-delay from it
+            request = Request(origin + "/robots.txt", callback=NO_CALLBACK,
+                              meta={"robots_txt_fetched": fetched})  # fmt: skip
             await self.crawler.signals.send_catch_log_async(
                 signal=signals.robots_parsed, robotparser=parser, request=request)  # fmt: skip
         return parser
@@ -203,7 +204,7 @@ class RobotsTxtMiddleware:
             entry = await self._fetch(origin, previous)
             if frontier is not None:
                 self._share(frontier, origin, entry, lock)
-            await self._remember(origin, entry, announce=True)
+            await self._remember(origin, entry, fetched=True)
         finally:
             for waiter in self._fetching.pop(origin):
                 waiter.callback(None)
