@@ -49,7 +49,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
 
 from webcrawl.safety import robots
-from webcrawl.settings_check import non_negative_int, positive_float
+from webcrawl.settings_check import positive_float, positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class RobotsTxtMiddleware:
         self.stats = crawler.stats
         self.user_agent = settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT")
         self.wait = positive_float(settings, "ROBOTSTXT_UNREACHABLE_WAIT")
-        self.max_tries = non_negative_int(settings, "ROBOTSTXT_UNREACHABLE_TRIES") or 1
+        self.max_tries = positive_int(settings, "ROBOTSTXT_UNREACHABLE_TRIES")
         self.lock_seconds = 2 * settings.getfloat("DOWNLOAD_TIMEOUT") + settings.getfloat(
             "ADAPTIVE_DELAY_MAX", 60.0)  # fmt: skip
         # origin -> (entry, parser, local expiry), least recently used first
@@ -193,10 +193,10 @@ class RobotsTxtMiddleware:
             try:
                 got = frontier.server.set(lock, frontier.worker_id, nx=True,
                                           px=int(self.lock_seconds * 1000))  # fmt: skip
-            except RedisError as exc:
+            except RedisError as exc:  # fetch it without the lock (and share it if we can)
                 logger.warning("Could not lock the robots.txt of %s in Redis: %s", origin, exc)
-                got = False
-            if not got:  # another worker fetches it (or Redis is down): look again soon
+                got = True
+            if not got:  # another worker fetches it: look again soon
                 await maybe_deferred_to_future(deferLater(reactor, POLL, lambda: None))
                 return
         self._fetching[origin] = []

@@ -69,8 +69,7 @@ class _Stream:
 
 def answer(request: Any, kind: str, arg: float, path: str) -> Any:  # noqa: PLR0911
     """Answer ``request`` the hostile way ``kind``; bytes or NOT_DONE_YET."""
-    from twisted.internet import reactor  # late: importing it installs the default reactor
-    from twisted.web.server import NOT_DONE_YET
+    from twisted.web.server import NOT_DONE_YET  # late, like the reactor below
 
     robots = path == "/robots.txt"
     if kind == "bomb":
@@ -89,15 +88,7 @@ def answer(request: Any, kind: str, arg: float, path: str) -> Any:  # noqa: PLR0
         _Stream(request, total, lambda: first.pop() if first else filler)
         return NOT_DONE_YET
     if kind == "trickle":
-        request.setHeader("Content-Type", "text/html")
-        request.write(b"<")  # headers and a first byte go out at once
-
-        def drip() -> None:
-            if not request._disconnected and not request.finished:
-                request.write(b"x")
-                reactor.callLater(arg, drip)
-
-        reactor.callLater(arg, drip)
+        _trickle(request, arg)
         return NOT_DONE_YET
     if kind == "headers":
         line = "v" * 4000
@@ -127,11 +118,7 @@ def answer(request: Any, kind: str, arg: float, path: str) -> Any:  # noqa: PLR0
         request.setHeader("Location", target)
         return b""
     if kind == "liar":
-        body = b"<html><body><p>Shorter than it says.</p></body></html>"
-        request.setHeader("Content-Type", "text/html")
-        request.setHeader("Content-Length", str(len(body) + 1000))
-        request.write(body)
-        reactor.callLater(0.05, request.channel.transport.loseConnection)
+        _liar(request)
         return NOT_DONE_YET
     if kind == "trap":
         return _trap(request)
@@ -140,6 +127,32 @@ def answer(request: Any, kind: str, arg: float, path: str) -> Any:  # noqa: PLR0
         request.setHeader("Location", f"http://127.0.0.1:{request.getHost().port}/admin")
         return b""
     raise ValueError(f"unknown hostile kind {kind!r}")
+
+
+def _trickle(request: Any, every: float) -> None:
+    """Send the headers and one byte, then one more byte every ``every`` seconds."""
+    from twisted.internet import reactor  # late: importing it installs the default reactor
+
+    request.setHeader("Content-Type", "text/html")
+    request.write(b"<")
+
+    def drip() -> None:
+        if not request._disconnected and not request.finished:
+            request.write(b"x")
+            reactor.callLater(every, drip)
+
+    reactor.callLater(every, drip)
+
+
+def _liar(request: Any) -> None:
+    """Promise 1000 bytes more than are sent, then close the connection."""
+    from twisted.internet import reactor
+
+    body = b"<html><body><p>Shorter than it says.</p></body></html>"
+    request.setHeader("Content-Type", "text/html")
+    request.setHeader("Content-Length", str(len(body) + 1000))
+    request.write(body)
+    reactor.callLater(0.05, request.channel.transport.loseConnection)
 
 
 def _trap(request: Any) -> bytes:
