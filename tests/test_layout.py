@@ -30,7 +30,7 @@ def test_policies_import_no_scrapy_and_no_network_client():
         "import sys\n"
         "import webcrawl.incremental.simhash, webcrawl.incremental.revisit_sim\n"
         "import webcrawl.failpath, webcrawl.urls.scope, webcrawl.urls.seeds\n"
-        "import webcrawl.frontier.adaptive_delay, webcrawl.extract\n"
+        "import webcrawl.frontier.adaptive_delay, webcrawl.extract, webcrawl.links\n"
         "import webcrawl.safety.addresses, webcrawl.safety.traps, webcrawl.safety.policy\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in"
         " ('scrapy', 'twisted', 'redis', 'happybase'))\n"
