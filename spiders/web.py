@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -23,18 +23,26 @@ from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response, TextResponse
-from scrapy.linkextractors import LinkExtractor
+from scrapy.utils.misc import load_object
+from scrapy.utils.request import RequestFingerprinter
+from scrapy.utils.response import get_base_url
 from twisted.internet import task
 from twisted.python.failure import Failure
 
 from webcrawl import extract
+from webcrawl.links import page_links
 from webcrawl.page import Page
 from webcrawl.safety.policy import address_policy, url_hosts
 from webcrawl.safety.traps import TrapRules
-from webcrawl.settings_check import check_choice, choice, non_negative_int, positive_float
+from webcrawl.settings_check import (
+    check_choice,
+    choice,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from webcrawl.urls.scope import MODES, Scope
 from webcrawl.urls.seeds import parse_seed_lines, read_seeds
-from webcrawl.urls.urlkey import BadURLError, canonical_url
 
 logger = logging.getLogger(__name__)
 
@@ -76,9 +84,15 @@ class WebSpider(Spider):
             spider.scope = Scope(choice(crawler.settings, "WEBCRAWL_SCOPE", MODES))
         spider.submit_poll = positive_float(crawler.settings, "WEBCRAWL_SUBMIT_POLL_INTERVAL")
         spider.keep_content = crawler.settings.getbool("WEBCRAWL_STORE_CONTENT")
-        spider.link_extractor = LinkExtractor(
-            deny_extensions=crawler.settings.getlist("WEBCRAWL_DENY_EXTENSIONS"), unique=True
-        )
+        # as LinkExtractor(deny_extensions=...) takes them: ".png" is a suffix of the path
+        spider.deny_extensions = {f".{e}" for e in crawler.settings.getlist(
+            "WEBCRAWL_DENY_EXTENSIONS")}  # fmt: skip
+        spider._netlocs = {}  # canonical host[:port] of the hosts links lead to
+        # URLs handed to Scrapy's own scheduler (the frontier knows its own)
+        spider._scheduled = set()
+        spider._scheduled_limit = positive_int(crawler.settings, "FRONTIER_SEEN_CACHE_SIZE")
+        spider._by_url = (load_object(crawler.settings.get("REQUEST_FINGERPRINTER_CLASS"))
+                          is RequestFingerprinter)  # fmt: skip
         spider._scope_refreshed = spider._seed_hosts_read = 0.0
         spider.trap_rules = TrapRules(
             non_negative_int(crawler.settings, "WEBCRAWL_MAX_URL_LENGTH"),
@@ -91,6 +105,8 @@ class WebSpider(Spider):
         spider._poll = task.LoopingCall(spider._pull_submitted)
         crawler.signals.connect(spider._on_idle, signal=signals.spider_idle)
         crawler.signals.connect(spider._on_closed, signal=signals.spider_closed)
+        if not _is_webcrawl_scheduler(crawler.settings):  # it knows its URLs itself
+            crawler.signals.connect(spider._on_scheduled, signal=signals.request_scheduled)
         return spider
 
     # -- the shared frontier, when the scheduler is webcrawl's ---------------
@@ -160,10 +176,11 @@ class WebSpider(Spider):
         self.scope.keys |= {k.decode() for k in shared}
 
     def in_scope(self, url: str) -> bool:
-        if self.scope.allows(url):
+        """Whether the canonical ``url`` is in the crawl's scope."""
+        if self.scope.allows_canonical(url):
             return True
         self._refresh_scope()  # another worker may have added seeds
-        return self.scope.allows(url)
+        return self.scope.allows_canonical(url)
 
     # -- seeds ---------------------------------------------------------------
 
@@ -289,19 +306,56 @@ class WebSpider(Spider):
             return
         page.title = extract.title(response.selector)
         page.text = extract.visible_text(response.selector)
-        outlinks: dict[str, None] = {}
-        for link in self.link_extractor.extract_links(response):
-            try:
-                url = canonical_url(link.url)
-            except BadURLError:
-                continue
+        outlinks = []
+        for url in page_links(response.selector.root, response.url, get_base_url(response),
+                              response.encoding, deny_extensions=self.deny_extensions,
+                              netlocs=self._netlocs):  # fmt: skip
             trap = self.trap_rules.why(url)
             if trap is not None:  # neither followed nor kept as an outlink
                 self.crawler.stats.inc_value(f"traps/{trap}")
                 continue
-            outlinks[url] = None
-        page.outlinks = list(outlinks)
+            outlinks.append(url)
+        page.outlinks = outlinks
         yield page
-        for url in page.outlinks:
-            if self.in_scope(url):
+        known, n_known, n_out = self._known_urls(), 0, 0
+        for url in outlinks:
+            if known(url):  # the crawl has it: no Request, no fingerprint, no queue entry
+                n_known += 1
+            elif not self.in_scope(url):
+                n_out += 1
+            else:
                 yield self.request_for(url)
+        stats = self.crawler.stats
+        stats.inc_value("links/found", len(outlinks))
+        stats.inc_value("links/known", n_known)
+        stats.inc_value("links/out_of_scope", n_out)
+
+    def _known_urls(self) -> Callable[[str], bool]:
+        """Whether a canonical URL is known to be in the crawl already: asked of the
+        frontier (what it stored), or of the URLs given to Scrapy's own scheduler."""
+        frontier = self._frontier
+        if frontier is not None:
+            return frontier.knows_url
+        if not self._by_url:  # another fingerprinter may tell requests of one URL apart
+            return _never
+        scheduled = self._scheduled
+        return lambda url: hash(url) in scheduled
+
+    def _on_scheduled(self, request: Request, spider: Spider) -> None:
+        if (self._by_url and request.method == "GET" and not request.body
+                and not request.dont_filter):  # fmt: skip
+            if len(self._scheduled) >= self._scheduled_limit:
+                self._scheduled.clear()
+            self._scheduled.add(hash(request.url))
+
+
+def _never(url: str) -> bool:
+    return False
+
+
+def _is_webcrawl_scheduler(settings: Any) -> bool:
+    from webcrawl.frontier.scheduler import Scheduler  # late: it installs a reactor
+
+    scheduler = settings.get("SCHEDULER")
+    cls = load_object(scheduler) if isinstance(scheduler, str) else scheduler
+    return isinstance(cls, type) and issubclass(cls, Scheduler)

@@ -4,6 +4,7 @@ import json
 
 from conftest import read_items, run_crawl
 
+from webcrawl.bench.common import stat
 from webcrawl.store import open_store
 
 FIELDS = {"url", "final_url", "status", "fetched_at", "title", "text", "outlinks", "etag",
@@ -55,6 +56,13 @@ def test_full_crawl_stores_every_reachable_page_once(demo, tmp_path):
     assert " ERROR: " not in log and "Traceback" not in log
     assert "Stopped embedded Redis" in log
     assert not (data / "redis.pid").exists()
+
+    # most links lead to pages the crawl has: they never become Requests
+    found, known = stat(log, "links/found"), stat(log, "links/known")
+    assert found == sum(len(i["outlinks"]) for i in items)
+    assert known > 0.7 * found
+    scheduled = stat(log, "scheduler/enqueued/redis") + stat(log, "dupefilter/filtered", 0)
+    assert scheduled <= found - known - stat(log, "links/out_of_scope") + 2 * len(expected)
 
 
 def test_bad_seed_lines_are_reported_and_skipped(demo, tmp_path):
@@ -116,6 +124,20 @@ def test_same_spider_on_plain_scrapy_scheduler(demo, tmp_path):
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     assert len(stored_rows(tmp_path / "data")) == len(demo.web.reachable())
+    assert stat(result.stderr, "links/known") > 0.7 * stat(result.stderr, "links/found")
+
+
+def test_with_another_fingerprinter_every_link_is_asked_of_it(demo, tmp_path):
+    """Known URLs are skipped before a Request only with Scrapy's own fingerprinter (a GET
+    is its URL); with another one the scheduler's dupefilter decides, as in Scrapy."""
+    result = run_crawl(
+        demo.seeds, tmp_path / "data",
+        "REQUEST_FINGERPRINTER_CLASS=tests.support.fingerprinter.CustomFingerprinter",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert len(stored_rows(tmp_path / "data")) == len(demo.web.reachable())
+    assert stat(result.stderr, "links/known", 0) == 0
+    assert stat(result.stderr, "dupefilter/filtered") > 0.7 * stat(result.stderr, "links/found")
 
 
 def test_rerun_resumes_from_redis_not_from_scratch(demo, tmp_path):

@@ -1,6 +1,9 @@
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from webcrawl.urls.scope import Scope, scope_key
+from webcrawl.urls.scope import MODES, Scope, scope_key
+from webcrawl.urls.urlkey import canonical_url
 
 
 def test_host_scope_includes_port():
@@ -28,3 +31,22 @@ def test_broad_allows_everything():
 def test_unknown_mode():
     with pytest.raises(ValueError, match="unknown scope mode 'site'"):
         Scope("site")
+
+
+_URLS = [
+    "http://Example.COM:80/a", "https://example.com:443/", "http://127.0.0.2:8000/x",
+    "http://[::1]:8080/", "http://[::0:1]/", "https://docs.example.co.uk/x?y=1",
+    "http://www.example.co.uk:8080/", "http://xn--bcher-kva.example/", "http://bücher.example/",
+    "https://user:pw@example.com/", "http://192.168.0.1/", "http://a.b.c.d.example.org/",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", MODES)
+@given(seeds=st.lists(st.sampled_from(_URLS), max_size=4), url=st.sampled_from(_URLS))
+def test_allows_canonical_agrees_with_allows_on_canonical_urls(
+    mode: str, seeds: list[str], url: str
+) -> None:
+    scope = Scope(mode)
+    scope.add_urls([canonical_url(s) for s in seeds])
+    url = canonical_url(url)
+    assert scope.allows_canonical(url) == scope.allows(url)

@@ -210,7 +210,7 @@ def lease_shard(lease: str) -> tuple[int, str]:
 class _ShardWork:
     acks: list[str] = field(default_factory=list)
     nacks: list[tuple[str, float]] = field(default_factory=list)
-    pushes: list[tuple[bytes, str, int, float, bytes]] = field(default_factory=list)
+    pushes: list[tuple] = field(default_factory=list)  # see HostQueue.step
     revisits: list[tuple[str, str, int, float, bytes]] = field(default_factory=list)
 
 
@@ -397,7 +397,7 @@ class HostQueue:
         worker_id: str = "",
         acks: Sequence[str] = (),
         nacks: Sequence[tuple[str, float]] = (),
-        pushes: Sequence[tuple[bytes, str, int, float, bytes]] = (),
+        pushes: Sequence[tuple] = (),
         revisits: Sequence[tuple[str, str, int, float, bytes]] = (),
         pop: bool | int = True,
         default_delay: float = 0.0,
@@ -409,8 +409,9 @@ class HostQueue:
     ) -> StepResult:
         """Ack leases, hand back ``nacks`` ``(lease, seconds)`` (their requests go back
         to their host queues after that long), push ``(fingerprint, host, priority,
-        seconds to wait, data)``, schedule ``revisits`` ``(url key, host, priority,
-        seconds until due, data)``, and in one shard, the next in turn that has work,
+        seconds to wait, data)`` (what follows those in a tuple is the caller's, and
+        ignored), schedule ``revisits`` ``(url key, host, priority, seconds until due,
+        data)``, and in one shard, the next in turn that has work,
         move expired leases and due delayed requests and revisits into the host
         queues and pop ``pop`` requests (True: one) from its ready hosts.
 
@@ -547,7 +548,7 @@ class HostQueue:
             for lease, wait in w.nacks:
                 args += [lease, max(0.0, float(wait))]
             by_host: dict[str, list[object]] = {}
-            for fingerprint, host, priority, wait, data in w.pushes:
+            for fingerprint, host, priority, wait, data, *_ in w.pushes:
                 by_host.setdefault(host, []).extend((
                     fingerprint, max(-MAX_PRIORITY, min(MAX_PRIORITY, priority)),
                     max(0.0, float(wait)), data))  # fmt: skip

@@ -30,6 +30,7 @@ from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.misc import build_from_crawler, load_object
+from scrapy.utils.request import RequestFingerprinter
 from scrapy_redis.scheduler import Scheduler as RedisScheduler
 from twisted.internet import task, threads
 from twisted.internet.defer import Deferred
@@ -149,7 +150,11 @@ class Scheduler(RedisScheduler):
         self.batch_size = positive_int(settings, "FRONTIER_BATCH_SIZE")
         self.prefetch = min(positive_int(settings, "FRONTIER_PREFETCH"), 20)
         self.seen_cache_size = positive_int(settings, "FRONTIER_SEEN_CACHE_SIZE")
-        self._seen: set[bytes] = set()  # fingerprints known to be in the crawl's seen set
+        # what this worker knows to be in the crawl's seen set: a plain GET by its URL's
+        # hash (with Scrapy's fingerprinter, the URL decides the fingerprint; a false
+        # match is one in 2**64 / the cache's size), any other request by its fingerprint
+        self._seen: set[bytes | int] = set()
+        self._by_url = type(crawler.request_fingerprinter) is RequestFingerprinter
         self.idle_poll = positive_float(settings, "FRONTIER_IDLE_POLL_INTERVAL")
         self.start_grace = non_negative_float(settings, "FRONTIER_START_GRACE")
         self.host_delay = non_negative_float(settings, "FRONTIER_HOST_DELAY")
@@ -324,11 +329,18 @@ class Scheduler(RedisScheduler):
     # -- scheduler interface -------------------------------------------------
 
     def enqueue_request(self, request: Request) -> bool:
-        fingerprint = b"" if request.dont_filter else self.df.member(request)
-        if fingerprint in self._seen:  # known duplicate: no need to serialise or ask Redis
-            self.stats.inc_value("dupefilter/filtered")
-            self.df.log(request, self.spider)
-            return False
+        key: bytes | int | None = None  # what _seen will know it by
+        fingerprint = b""
+        if not request.dont_filter:
+            if self._by_url and request.method == "GET" and not request.body:
+                key = hash(request.url)
+                if key in self._seen:  # known: no fingerprint, no serialisation, no Redis
+                    return self._filtered(request)
+            fingerprint = self.df.member(request)
+            if key is None:
+                key = fingerprint
+                if key in self._seen:
+                    return self._filtered(request)
         try:
             data = self.queue.encode(request)
         except (TypeError, ValueError) as exc:
@@ -338,10 +350,21 @@ class Scheduler(RedisScheduler):
         host = scope_key(request.url, "host")
         # a retry's back-off: this worker's clock set it, so it leaves as a duration
         wait = float(request.meta.get("frontier_not_before", 0)) - time.time()
-        self._buffer.append((fingerprint, host, request.priority, max(0.0, wait), data))
+        self._buffer.append((fingerprint, host, request.priority, max(0.0, wait), data, key))
         if len(self._buffer) >= self.batch_size:
             self._step(pop=False)
         return True
+
+    def _filtered(self, request: Request) -> bool:
+        self.stats.inc_value("dupefilter/filtered")
+        self.df.log(request, self.spider)
+        return False
+
+    def knows_url(self, url: str) -> bool:
+        """Whether a plain GET of ``url`` is known to be in the crawl's seen set (what
+        this worker stored; False when unsure): the spider asks before it makes a
+        Request."""
+        return self._by_url and hash(url) in self._seen
 
     def schedule_revisit(self, request: Request, due: float) -> None:
         """Fetch ``request`` again at ``due`` (Unix time), whichever worker is free then.
@@ -480,7 +503,7 @@ class Scheduler(RedisScheduler):
         # another worker's), and fingerprints are never removed while it runs.
         if len(self._seen) > self.seen_cache_size:
             self._seen.clear()
-        self._seen.update(fp for fp, *_ in batch if fp)
+        self._seen.update(entry[5] for entry in batch if entry[5] is not None)
         if result.added:
             self.stats.inc_value("scheduler/enqueued/redis", result.added)
         if result.over_budget:

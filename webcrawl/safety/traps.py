@@ -38,7 +38,7 @@ def repeated_segment(url: str, limit: int) -> str | None:
     """A path segment of ``url`` that appears more than ``limit`` times, or None.
     ``/a/b/a/b/a/b/`` with limit 2: ``a``.  Empty segments (``//``) do not count."""
     segments = [s for s in urlsplit(url).path.split("/") if s]
-    if len(segments) <= limit:
+    if len(segments) <= limit or len(set(segments)) == len(segments):  # nearly every URL
         return None
     segment, count = Counter(segments).most_common(1)[0]
     return segment if count > limit else None

@@ -63,3 +63,18 @@ class Scope:
 
     def allows(self, url: str) -> bool:
         return self.mode == "broad" or self.key(url) in self.keys
+
+    def allows_canonical(self, url: str) -> bool:
+        """:meth:`allows` for a URL made by ``canonical_url`` (whose ``host[:port]`` is
+        already lower-case, without a default port): read, not parsed."""
+        if self.mode == "broad":
+            return True
+        netloc = url.split("/", 3)[2]
+        if self.mode == "host":
+            return netloc in self.keys
+        return _domain_of_netloc(netloc) in self.keys
+
+
+@functools.lru_cache(maxsize=65536)
+def _domain_of_netloc(netloc: str) -> str:
+    return scope_key(f"http://{netloc}/", "domain")
