@@ -523,9 +523,11 @@ def _add_bench_parser(sub: Any) -> None:
     p = sub.add_parser("bench", help="benchmarks on the demo web; each prints a table")
     p.add_argument(
         "what", nargs="?", default="crawl",
-        choices=("crawl", "politeness", "memory", "failpath", "simhash", "revisit", "incremental",
-                 "store", "frontier", "tiers"),
-        help="crawl: pages/s and Redis calls/page vs plain Scrapy and scrapy-redis; "
+        choices=("crawl", "stages", "politeness", "memory", "failpath", "simhash", "revisit",
+                 "incremental", "store", "frontier", "tiers"),
+        help="crawl: pages/s and Redis calls/page vs a plain Scrapy spider and scrapy-redis; "
+        "stages: CPU ms per page by stage (parse, links, requests, scheduler, pipelines, store) "
+        "from a profile (py-spy) of one crawl; "
         "politeness: achieved vs configured per-host rate; memory: bytes/URL in Redis; "
         "failpath: the seed-000 paper's experiment (filter off vs its three parameter sets); "
         "simhash: ours vs the simhash package on real page texts (--site); revisit: our "
@@ -570,11 +572,23 @@ def _add_bench_parser(sub: Any) -> None:
         "two workers scale on a small machine; auto: nginx when installed",
     )  # fmt: skip
     p.add_argument(
-        "--site", metavar="DIR",
-        help="crawl: crawl this static site instead of the demo web (nginx serves it on "
-        "--hosts mirrors), e.g. a real documentation site: apt-get install python-django-doc, "
-        "--site /usr/share/doc/python-django-doc/html",
+        "--site", metavar="DIR", action="append",
+        help="crawl, stages: crawl this static site instead of the demo web (nginx serves it on "
+        "--hosts mirrors; repeat for more sites), e.g. real documentation: apt-get install "
+        "python3-doc postgresql-doc-15, --site /usr/share/doc/python3-doc/html --site "
+        "/usr/share/doc/postgresql-doc-15/html",
     )  # fmt: skip
+    p.add_argument(
+        "--project", metavar="DIR",
+        help="crawl, stages: run the web spider of the webcrawl checkout in DIR (e.g. a git "
+        "worktree of an older commit: a before and after on the same machine)",
+    )  # fmt: skip
+    p.add_argument("--raw", metavar="FILE",
+                   help="stages: keep the profile's collapsed stacks (py-spy's raw format, "
+                        "for flamegraph.pl or speedscope) in FILE")  # fmt: skip
+    p.add_argument("--setup", choices=("webcrawl", "plain"), default="webcrawl",
+                   help="stages: profile webcrawl (one worker, embedded Redis) or the plain "
+                        "Scrapy spider")  # fmt: skip
     p.add_argument("--limit", type=int, default=100_000, help="simhash: pages at most")
     p.add_argument("--pages-sim", type=int, default=2000, help="revisit: simulated pages")
     p.add_argument("--seed", type=int, default=1, help="revisit, incremental: random seed")

@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
-_MODULES = {"crawl": "crawl", "politeness": "crawl", "memory": "crawl", "failpath": "failpath",
-            "revisit": "revisit", "simhash": "simhash", "store": "store",
+_MODULES = {"crawl": "crawl", "stages": "stages", "politeness": "crawl", "memory": "crawl",
+            "failpath": "failpath", "revisit": "revisit", "simhash": "simhash", "store": "store",
             "incremental": "incremental", "frontier": "frontier", "tiers": "tiers"}  # fmt: skip
 
 

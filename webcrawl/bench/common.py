@@ -1,15 +1,71 @@
-"""What the benchmarks share: a Redis over TCP, and numbers read from Scrapy's stats."""
+"""What the benchmarks share: the site a crawl benchmark crawls, the commands of its
+crawls (ours, the plain Scrapy spider, another checkout's), a Redis over TCP, and
+numbers read from Scrapy's stats."""
 
 from __future__ import annotations
 
+import argparse
+import os
 import re
 import subprocess
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from webcrawl.frontier.embedded_redis import COMPACT_QUEUES, redis_server_binary
+
+# every crawl benchmark's webcrawl crawls: politeness off (the server is local)
+COMMON = ["DOWNLOAD_DELAY=0", "FRONTIER_HOST_DELAY=0", "CONCURRENT_REQUESTS=16",
+          "CONCURRENT_REQUESTS_PER_DOMAIN=16",
+          "LOG_LEVEL=INFO"]  # fmt: skip
+PLAIN_SPIDER = [
+    # what `scrapy startproject` sets; what every setup shares
+    "ROBOTSTXT_OBEY=True", "DOWNLOAD_DELAY=0", "CONCURRENT_REQUESTS=16",
+    "CONCURRENT_REQUESTS_PER_DOMAIN=16", "LOG_LEVEL=INFO",
+]  # fmt: skip
+
+
+def plain_command(seeds: list[str], data_dir: Path, *overrides: str) -> list[str]:
+    """``scrapy runspider`` of the plain spider (run outside any project: Scrapy's defaults)."""
+    from webcrawl.bench import plain_spider
+
+    cmd = [sys.executable, "-m", "scrapy", "runspider", plain_spider.__file__,
+           "-a", "seeds=" + ",".join(seeds), "-o", str(data_dir / "items.jsonl")]  # fmt: skip
+    for item in overrides:
+        cmd += ["-s", item]
+    return cmd
+
+
+def project_env(project: str | None) -> tuple[dict[str, str], Path | None]:
+    """Environment and directory for ``scrapy crawl web`` of this webcrawl, or of the
+    checkout in ``project`` (its code first on the path: a before-and-after)."""
+    from webcrawl.demo import scrapy_env
+
+    env = scrapy_env()
+    if not project:
+        return env, None
+    root = Path(project).resolve()
+    if not (root / "spiders" / "web.py").is_file():
+        raise SystemExit(f"--project {project}: not a webcrawl checkout (no spiders/web.py)")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    return env, root
+
+
+def serve(args: argparse.Namespace) -> Any:
+    """The site a crawl benchmark crawls: ``--site`` directories (nginx), or the demo web."""
+    from webcrawl.demo import demo_server
+    from webcrawl.demo.nginx import nginx_binary, nginx_demo_server, nginx_site_server
+
+    if getattr(args, "site", None):
+        return nginx_site_server([Path(s) for s in args.site], args.hosts)
+    kind = getattr(args, "server", "auto")
+    if kind == "auto":
+        kind = "nginx" if nginx_binary() else "twisted"
+    if kind == "nginx":
+        return nginx_demo_server(args.hosts, args.pages)
+    return demo_server(args.hosts, args.pages)
 
 
 @contextmanager

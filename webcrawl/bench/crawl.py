@@ -1,12 +1,19 @@
 """``webcrawl bench``: pages/s of the full stack against plain Scrapy, on the demo web.
 
-Every setup runs the same ``web`` spider and the same store pipeline over
-the same demo web (no added latency), as ``scrapy crawl`` subprocesses with
-politeness off (the server is local).  Only the scheduler changes:
+Every setup crawls the same site (the demo web, or a real static site with
+``--site``, served by nginx) as ``scrapy`` subprocesses with politeness
+off (the server is local):
 
-- plain Scrapy: Scrapy's own scheduler and dupefilter (memory queues);
-- scrapy-redis: its stock scheduler, dupefilter and (pickle) queue over TCP;
-- webcrawl: our scheduler, over the embedded Redis (Unix socket) and over TCP.
+- plain Scrapy spider: what a user writes with Scrapy alone
+  (:mod:`webcrawl.bench.plain_spider`: a ``CrawlSpider`` following every
+  link on the seeds' hosts, an item a page to a JSON lines feed, Scrapy's
+  default settings and memory scheduler); the "x plain" column divides by it;
+- the ``web`` spider with all our pipelines (SimHash, store, revisits) on
+  Scrapy's own scheduler and dupefilter (memory queues);
+- the same on stock scrapy-redis: its scheduler, dupefilter and (pickle)
+  queue over TCP;
+- webcrawl: our scheduler, over the embedded Redis (Unix socket) and over
+  TCP, with one worker and with two.
 
 Redis work per page is shown two ways: commands the server executed
 (``total_commands_processed``, commands inside Lua scripts included) and
@@ -25,6 +32,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import re
 import shutil
 import statistics
@@ -34,15 +42,18 @@ import tempfile
 import time
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
 
-from webcrawl.bench.common import stat, tcp_redis
-from webcrawl.demo import crawl_command, demo_server, scrapy_env
-from webcrawl.demo.nginx import nginx_binary, nginx_demo_server, nginx_site_server
+from webcrawl.bench.common import (
+    COMMON,
+    PLAIN_SPIDER,
+    plain_command,
+    project_env,
+    serve,
+    stat,
+    tcp_redis,
+)
+from webcrawl.demo import crawl_command, demo_server
 
-COMMON = ["DOWNLOAD_DELAY=0", "FRONTIER_HOST_DELAY=0", "CONCURRENT_REQUESTS=16",
-          "CONCURRENT_REQUESTS_PER_DOMAIN=16",
-          "LOG_LEVEL=INFO"]  # fmt: skip
 PLAIN = [
     "SCHEDULER=scrapy.core.scheduler.Scheduler",
     "DUPEFILTER_CLASS=scrapy.dupefilters.RFPDupeFilter",
@@ -66,9 +77,14 @@ def crawl_parallel(
     workdir: Path,
     settings: list[str],
     workers: int,
+    *,
     totals: dict[str, float] | None = None,
+    plain: bool = False,
+    project: str | None = None,
 ) -> tuple[int, float]:
-    """(pages, seconds) of ``workers`` ``scrapy crawl`` processes sharing one crawl.
+    """(pages, seconds) of ``workers`` ``scrapy crawl`` processes sharing one crawl (with
+    ``plain``, of the plain Scrapy spider, run from ``workdir``: no project; with
+    ``project``, of the webcrawl checkout in that directory).
 
     Seconds: from the first worker's start to the last one's end (Scrapy's
     ``elapsed_time_seconds`` for one worker).  ``totals``, if given, gets the
@@ -78,8 +94,14 @@ def crawl_parallel(
     logs = [data / f"crawl{i}.log" for i in range(workers)]
     procs = []
     for log in logs:
+        if plain:
+            cmd = plain_command(seeds, data, *PLAIN_SPIDER, *settings, f"LOG_FILE={log}")
+            env = {k: v for k, v in os.environ.items() if k != "SCRAPY_SETTINGS_MODULE"}
+            procs.append(subprocess.Popen(cmd, env=env, cwd=data, stdout=subprocess.DEVNULL))
+            continue
         cmd = crawl_command(seeds, data, *COMMON, *settings, f"LOG_FILE={log}")
-        procs.append(subprocess.Popen(cmd, env=scrapy_env(), stdout=subprocess.DEVNULL))
+        env, cwd = project_env(project)
+        procs.append(subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL))
     codes = [p.wait() for p in procs]
     texts = [log.read_text() for log in logs]
     for code, text in zip(codes, texts, strict=True):
@@ -110,25 +132,15 @@ def _commands(url: str) -> int:
     return int(redis.Redis.from_url(url).info("stats")["total_commands_processed"])
 
 
-def _server(args: argparse.Namespace) -> Any:
-    if getattr(args, "site", None):
-        return nginx_site_server(Path(args.site), args.hosts)
-    kind = getattr(args, "server", "auto")
-    if kind == "auto":
-        kind = "nginx" if nginx_binary() else "twisted"
-    if kind == "nginx":
-        return nginx_demo_server(args.hosts, args.pages)
-    return demo_server(args.hosts, args.pages)
-
-
 def run_crawl(args: argparse.Namespace) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="webcrawl-bench-"))
     rows = []
     try:
-        with _server(args) as info, tcp_redis(workdir) as url:
+        with serve(args) as info, tcp_redis(workdir) as url:
             seeds = info["seeds"]
             setups = [
-                ("plain Scrapy (memory queue)", PLAIN, 1),
+                ("plain Scrapy spider", PLAIN_SPIDER, 1),
+                ("web spider, Scrapy's queue", PLAIN, 1),
                 ("stock scrapy-redis (TCP)", [*STOCK_REDIS, f"REDIS_URL={url}"], 1),
                 ("webcrawl, embedded Redis", [], 1),
                 ("webcrawl, Redis over TCP", [f"REDIS_URL={url}"], 1),
@@ -136,6 +148,8 @@ def run_crawl(args: argparse.Namespace) -> int:
             ]
             server = info.get("server", "twisted")
             what = f"site {info['site']}" if "site" in info else "demo web"
+            if args.project:
+                what += f"; webcrawl of {args.project}"
             print(f"{what} ({server}): {info['pages']} pages on {len(info['hosts'])} "
                   f"hosts; {args.runs} runs per setup (median)", flush=True)  # fmt: skip
             # runs interleave the setups, so a slow spell of the machine hits all alike
@@ -146,8 +160,10 @@ def run_crawl(args: argparse.Namespace) -> int:
                     extra = [f"WEBCRAWL_CRAWL=bench{i}-{time.monotonic_ns()}"]
                     before = _commands(url)
                     trips = {"frontier/redis_round_trips": 0.0}
-                    pages, seconds = crawl_parallel(seeds, workdir, [*settings, *extra], workers,
-                                                    trips)  # fmt: skip
+                    plain = settings is PLAIN_SPIDER
+                    pages, seconds = crawl_parallel(
+                        seeds, workdir, [] if plain else [*settings, *extra], workers,
+                        totals=trips, plain=plain, project=args.project)  # fmt: skip
                     results[name].append((pages, seconds, _commands(url) - before,
                                           trips["frontier/redis_round_trips"]))  # fmt: skip
                 print(f"  run {i + 1}/{args.runs} done", file=sys.stderr, flush=True)
@@ -162,7 +178,7 @@ def run_crawl(args: argparse.Namespace) -> int:
                 rows.append((name, pages, seconds, rate, calls, trips))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    base, one = rows[0][3], rows[3][3]  # plain Scrapy; one webcrawl worker over TCP
+    base, one = rows[0][3], rows[4][3]  # the plain spider; one webcrawl worker over TCP
     print(f"\n{'setup':<28} {'pages':>6} {'seconds':>8} {'pages/s':>8} {'x plain':>8} "
           f"{'x 1 worker':>10} {'Redis cmds/page':>16} {'round trips/page':>17}")  # fmt: skip
     for (name, pages, seconds, rate, calls, trips), (_, _, workers) in zip(

@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
 
     from webcrawl.incremental import simhash as ours
 
-    site = Path(args.site or DEFAULT_SITE)
+    site = Path(args.site[0] if args.site else DEFAULT_SITE)
     if not site.is_dir():
         raise SystemExit(f"{site}: no such directory (apt-get install python-django-doc, "
                          "or --site DIR of HTML files)")  # fmt: skip

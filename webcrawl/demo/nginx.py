@@ -111,23 +111,26 @@ def nginx_demo_server(hosts: int, pages: int | list[int], seed: int = 0) -> Iter
 
 
 @contextmanager
-def nginx_site_server(site: Path, hosts: int = 1) -> Iterator[dict]:
-    """Serve the static site in directory ``site`` (a real one: documentation, say) on
-    ``hosts`` mirrors, 127.0.0.2 .. 127.0.0.(hosts+1), one port.
+def nginx_site_server(sites: Path | list[Path], hosts: int = 1) -> Iterator[dict]:
+    """Serve the static site in each directory of ``sites`` (real ones: documentation,
+    say) on ``hosts`` mirrors each, 127.0.0.2, 127.0.0.3, ..., one port.
 
     Yields hosts, seeds (each mirror's ``/``), pages (HTML files times mirrors)
     and server, like :func:`nginx_demo_server`.
     """
-    site = Path(os.path.realpath(site))
-    if not (site / "index.html").is_file():
-        raise RuntimeError(f"{site} has no index.html: not a static site to crawl")
-    html = sum(1 for p in site.rglob("*") if p.suffix in (".html", ".htm"))
-    port = _free_port(hosts)
-    netlocs = [f"127.0.0.{2 + i}:{port}" for i in range(hosts)]
+    sites = [sites] if isinstance(sites, Path) else sites
+    roots = [Path(os.path.realpath(site)) for site in sites]
+    for site, root in zip(sites, roots, strict=True):
+        if not (root / "index.html").is_file():
+            raise RuntimeError(f"{site} has no index.html: not a static site to crawl")
+    html = [sum(1 for p in root.rglob("*") if p.suffix in (".html", ".htm")) for root in roots]
+    port = _free_port(hosts * len(roots))
+    served = {f"127.0.0.{2 + i}:{port}": roots[i // hosts] for i in range(hosts * len(roots))}
     with _nginx() as (_root, start):
-        start(dict.fromkeys(netlocs, site), {})
-        yield {"hosts": netlocs, "seeds": [f"http://{n}/" for n in netlocs],
-               "pages": html * hosts, "server": "nginx", "site": str(site)}  # fmt: skip
+        start(served, {})
+        yield {"hosts": list(served), "seeds": [f"http://{n}/" for n in served],
+               "pages": sum(html) * hosts, "server": "nginx",
+               "site": ", ".join(str(s) for s in sites)}  # fmt: skip
 
 
 @contextmanager

@@ -1,0 +1,44 @@
+"""The crawl benchmark's setups run for real: its plain Scrapy baseline crawls the same
+site as the web spider, and a before-and-after runs another checkout's spider."""
+
+from pathlib import Path
+
+import pytest
+
+from webcrawl.bench.common import project_env
+from webcrawl.bench.crawl import crawl_parallel
+from webcrawl.bench.stages import OTHER, read_samples, stage_of
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_plain_spider_crawls_the_pages_the_web_spider_does(demo, tmp_path):
+    pages, seconds = crawl_parallel(demo.seeds, tmp_path, [], 1, plain=True)
+    ours, _ = crawl_parallel(demo.seeds, tmp_path, ["WEBCRAWL_CRAWL=bench-test"], 1)
+    assert seconds > 0
+    # the same web, the same robots.txt; Scrapy's deny list drops the PDFs we fetch
+    pdfs = sum(1 for u in demo.web.reachable() if u.endswith(".pdf"))
+    assert ours - pdfs - 5 <= pages <= ours
+
+
+def test_project_must_be_a_webcrawl_checkout(tmp_path):
+    env, cwd = project_env(str(ROOT))
+    assert cwd == ROOT and env["PYTHONPATH"].split(":")[0] == str(ROOT)
+    with pytest.raises(SystemExit, match="not a webcrawl checkout"):
+        project_env(str(tmp_path))
+
+
+def test_profile_samples_go_to_the_innermost_stage():
+    raw = "\n".join([
+        "run (twisted/internet/base.py:1);WebSpider.parse (spiders/web.py:3);"
+        "page_links (webcrawl/links.py:9);canonical_url (webcrawl/urls/urlkey.py:28) 7",
+        "run (twisted/internet/base.py:1);WebSpider.parse (spiders/web.py:3);"
+        "page_links (webcrawl/links.py:9) 5",
+        "run (twisted/internet/base.py:1);Condition.wait (threading.py:327) 50",
+        "run (twisted/internet/base.py:1);Handle._run (asyncio/events.py:80) 2",
+    ])  # fmt: skip
+    stages, unclaimed = read_samples(raw)
+    assert stages == {"canonicalisation": 7, "link extraction": 5, OTHER: 2}
+    assert unclaimed == {"Handle._run (asyncio/events.py:80)": 2}
+    assert stage_of(["x (scrapy/core/scheduler.py:1)", "fingerprint (scrapy/utils/request.py:9)"]) \
+        == "scheduler"  # fmt: skip
