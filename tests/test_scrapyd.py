@@ -8,7 +8,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, crawl_env, free_port
+from conftest import ROOT, crawl_env, free_port, frontier_totals
 
 from webcrawl.store import open_store
 
@@ -51,6 +51,7 @@ def test_deploy_two_workers_to_scrapyd(scrapyd, slow_demo, redis_server, redis_c
     data = tmp_path / "data"
     result = subprocess.run(
         [sys.executable, "-m", "webcrawl.cli", "deploy", "--url", url, "--workers", "2",
+         "--crawl", "sdtest",
          "--seeds", ",".join(slow_demo.seeds), "-s", f"REDIS_URL={redis_server.url}",
          # paced (~20 pages/s, ~12 s): scrapyd starts its jobs a poll apart and each
          # takes seconds to start, so a faster crawl could end before the second joins
@@ -76,3 +77,24 @@ def test_deploy_two_workers_to_scrapyd(scrapyd, slow_demo, redis_server, redis_c
         urls = [r["url"] for r in store.scan_pages()]
     assert sorted(urls) == sorted(slow_demo.web.reachable())
     assert max(slow_demo.page_fetches().values()) == 1
+    # both jobs joined the crawl named by --crawl, and nothing else
+    assert frontier_totals(redis_client, "sdtest")["seen"] >= len(urls)
+    assert not [k for pattern in ("webcrawl:{web:*", "webcrawl:{web}*", "webcrawl:web:*")
+                for k in redis_client.scan_iter(match=pattern)]  # fmt: skip
+
+
+def test_the_egg_holds_every_package_of_the_project(tmp_path):
+    """scrapyd on another machine has only the egg: each package pyproject.toml installs
+    (handlers/ for the download handler, ...) must be in it."""
+    import zipfile
+
+    from webcrawl.deploy import PACKAGES, build_egg
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    installed = {p.rstrip("*") for p in config["tool"]["setuptools"]["packages"]["find"]["include"]}
+    assert installed == set(PACKAGES)
+    egg = build_egg(ROOT, tmp_path, "1")
+    names = {n.split("/")[0] for n in zipfile.ZipFile(egg).namelist()}
+    assert set(PACKAGES) <= names
+    assert "handlers/http.py" in zipfile.ZipFile(egg).namelist()

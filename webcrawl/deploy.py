@@ -32,7 +32,8 @@ from urllib.parse import urlencode
 
 from scrapy.utils.conf import closest_scrapy_cfg, get_config
 
-PACKAGES = ("webcrawl", "spiders", "middlewares", "pipelines", "settings")
+# every top-level package of the project (pyproject.toml lists the same; a test checks)
+PACKAGES = ("webcrawl", "spiders", "middlewares", "pipelines", "handlers", "extensions", "settings")
 SETUP_PY = """\
 from setuptools import find_packages, setup
 
@@ -175,6 +176,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         targets = targets_from_config(args.targets)
     settings = list(args.set)
+    if args.crawl:  # the jobs join this crawl: it goes to them as their setting
+        named = [s.partition("=")[2] for s in settings if s.startswith("WEBCRAWL_CRAWL=")]
+        if named and named[-1] != args.crawl:
+            raise ValueError(f"--crawl {args.crawl} and -s WEBCRAWL_CRAWL={named[-1]} name "
+                             "different crawls: give one of them")  # fmt: skip
+        settings.append(f"WEBCRAWL_CRAWL={args.crawl}")
     if args.workers * len(targets) > 1 and not any(s.startswith("REDIS_URL=") for s in settings):
         print("webcrawl deploy: note: several workers share a crawl only through one Redis; "
               "add -s REDIS_URL=redis://HOST:6379/0 unless they run on one machine",
