@@ -101,6 +101,12 @@ def test_demo_command(tmp_path):
     assert "complete" in result.stdout and "INCOMPLETE" not in result.stdout
     assert (tmp_path / "demo" / "items.jsonl").stat().st_size > 0
     assert (tmp_path / "demo" / "webtable.sqlite3").exists()
+    # the status command it suggests shows its own crawl, not an empty one
+    line = next(li.strip() for li in result.stdout.splitlines() if "webcrawl status" in li)
+    args = line.split("webcrawl status", 1)[1].split()
+    status = webcrawl("status", *args, "--json")
+    state = json.loads(status.stdout)
+    assert state["crawl"] == "demo" and state["stored"] > 30 and state["seen"] > 30
 
 
 def test_failpaths_lists_and_clears(tmp_path):

@@ -146,6 +146,7 @@ def run(args: argparse.Namespace, settings: Settings, out: IO[str] = sys.stdout)
         f"  webtable.sqlite3  the store (one row per URL, Nutch row keys)\n"
         f"  crawl.log         Scrapy's log; requests.jsonl the server's log\n"
         f"\nTry:  webcrawl show {seeds[0]} -s WEBCRAWL_DATA_DIR={data_dir}\n"
+        f"      webcrawl status --crawl demo -s WEBCRAWL_DATA_DIR={data_dir}\n"
     )
     return code if code else (0 if complete else 1)
 
