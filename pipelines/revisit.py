@@ -25,25 +25,11 @@ from scrapy import Request, signals
 from scrapy.crawler import Crawler
 
 from webcrawl.frontier.scheduler import frontier_of
-from webcrawl.incremental.revisit import RevisitParams, plan, visits_from_history
+from webcrawl.incremental.revisit import plan, visits_from_history
 from webcrawl.page import Page
-from webcrawl.settings_check import positive_float, positive_int
+from webcrawl.settings_check import revisit_params as params_from_settings
 
 logger = logging.getLogger(__name__)
-
-
-def params_from_settings(settings: Any) -> RevisitParams:
-    """The revisit policy's parameters from ``REVISIT_*`` settings (checked)."""
-    low = positive_float(settings, "REVISIT_MIN_INTERVAL")
-    high = positive_float(settings, "REVISIT_MAX_INTERVAL")
-    if high < low:
-        raise ValueError(f"REVISIT_MAX_INTERVAL ({high}) must be >= REVISIT_MIN_INTERVAL ({low})")
-    return RevisitParams(
-        min_interval=low, max_interval=high,
-        initial_interval=positive_float(settings, "REVISIT_INITIAL_INTERVAL"),
-        prior_weight=positive_float(settings, "REVISIT_PRIOR_WEIGHT"),
-        history=positive_int(settings, "REVISIT_HISTORY"),
-    )  # fmt: skip
 
 
 def revisit_request(page: Page, spider: Any) -> Request:

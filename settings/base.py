@@ -226,10 +226,12 @@ FRONTIER_IDLE_POLL_INTERVAL = 0.5
 FRONTIER_START_GRACE = 15.0
 
 # --- The crawl ----------------------------------------------------------------
-# Directory for embedded data: redis files, the SQLite webtable.
-WEBCRAWL_DATA_DIR = ".webcrawl"
+# Directory for embedded data: redis files, the SQLite webtable (also read from the
+# WEBCRAWL_DATA_DIR environment variable, as are WEBCRAWL_STORE_URL, WEBCRAWL_CRAWL
+# and REDIS_URL; -s and settings files win, with a warning that names both).
+WEBCRAWL_DATA_DIR = os.environ.get("WEBCRAWL_DATA_DIR") or ".webcrawl"
 # Namespace of the crawl in Redis; empty means the spider's name ("web").
-WEBCRAWL_CRAWL = ""
+WEBCRAWL_CRAWL = os.environ.get("WEBCRAWL_CRAWL") or ""
 # Links followed: "host" (the seeds' hosts), "domain" (their registered
 # domains), "broad" (everything).  `-a scope=` overrides it for one run.
 WEBCRAWL_SCOPE = "host"
@@ -254,7 +256,7 @@ WEBCRAWL_DENY_EXTENSIONS = sorted(
 # sqlite:///<WEBCRAWL_DATA_DIR>/webtable.sqlite3.  A cluster: HBase's Thrift1
 # server, hbase://HOST:9090?table_prefix=NAME&transport=buffered&protocol=binary
 # (options in webcrawl/store/hbase.py).
-WEBCRAWL_STORE_URL = ""
+WEBCRAWL_STORE_URL = os.environ.get("WEBCRAWL_STORE_URL") or ""
 # Keep each page's raw response body in its row (the item's `content`, base64;
 # raw bytes in HBase's f:cnt, as Nutch).  Off: title, visible text and links only.
 WEBCRAWL_STORE_CONTENT = False
@@ -309,3 +311,14 @@ STATUS_HEARTBEAT_TTL = 30.0
 # --- Output -------------------------------------------------------------------
 FEED_EXPORT_ENCODING = "utf-8"
 LOG_LEVEL = "INFO"
+
+# --- Metrics (Prometheus) --------------------------------------------------------
+EXTENSIONS = {"extensions.metrics.MetricsExporter": 500}
+# Serve this worker's metrics (its Scrapy stats, CPU and memory) on this port for
+# Prometheus: http://127.0.0.1:PORT/metrics.  0: off.
+WEBCRAWL_METRICS_PORT = 0
+# The address the metrics server listens on; 0.0.0.0 (or ::) to let another machine's
+# Prometheus scrape it.
+WEBCRAWL_METRICS_BIND = "127.0.0.1"
+# Workers on one machine: when the port is taken, the next free one of this many.
+WEBCRAWL_METRICS_PORT_RANGE = 20

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -37,6 +38,7 @@ from webcrawl.safety.traps import TrapRules
 from webcrawl.settings_check import (
     check_choice,
     choice,
+    environment_overridden,
     non_negative_int,
     positive_float,
     positive_int,
@@ -98,6 +100,8 @@ class WebSpider(Spider):
             non_negative_int(crawler.settings, "WEBCRAWL_MAX_URL_LENGTH"),
             non_negative_int(crawler.settings, "WEBCRAWL_MAX_SEGMENT_REPEATS"),
         )
+        for message in environment_overridden(crawler.settings, os.environ):
+            logger.warning(message)
         spider.address_policy = address_policy(crawler)
         spider.address_policy.refresh = spider._shared_seed_hosts
         spider._bad_seeds = 0

@@ -217,7 +217,10 @@ def crawl_cmd(
 
 
 def crawl_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "SCRAPY_SETTINGS_MODULE")}
+    # the deployment settings the environment may set (settings/base.py): none, but these
+    env = {k: v for k, v in os.environ.items() if k not in (
+        "REDIS_URL", "SCRAPY_SETTINGS_MODULE", "WEBCRAWL_DATA_DIR", "WEBCRAWL_STORE_URL",
+        "WEBCRAWL_CRAWL")}  # fmt: skip
     env.update(extra)
     return env
 

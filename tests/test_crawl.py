@@ -1,8 +1,9 @@
 """End to end: `scrapy crawl web` through the whole stack on the embedded default."""
 
 import json
+import subprocess
 
-from conftest import read_items, run_crawl
+from conftest import ROOT, crawl_cmd, crawl_env, read_items, run_crawl
 
 from webcrawl.bench.common import stat
 from webcrawl.store import open_store
@@ -150,3 +151,23 @@ def test_rerun_resumes_from_redis_not_from_scratch(demo, tmp_path):
     assert sum(demo.page_fetches().values()) == first
     assert json.dumps(demo.seeds[0])  # the seeds were filtered as seen
     assert "'dupefilter/filtered': 4" in result.stderr
+
+
+def test_deployment_settings_come_from_the_environment_too(demo, tmp_path):
+    """As REDIS_URL: WEBCRAWL_DATA_DIR, WEBCRAWL_STORE_URL and WEBCRAWL_CRAWL, never ignored."""
+    data = tmp_path / "from-env"
+    cmd = crawl_cmd(demo.seeds, tmp_path / "unused", "DEPTH_LIMIT=1")
+    at = cmd.index(f"WEBCRAWL_DATA_DIR={tmp_path / 'unused'}")
+    del cmd[at - 1 : at + 1]  # no -s: the environment says where
+    env = crawl_env(WEBCRAWL_DATA_DIR=str(data), WEBCRAWL_CRAWL="envcrawl")
+    result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert stored_rows(data) and not (tmp_path / "unused").exists()
+    assert "joined crawl 'envcrawl'" in result.stderr
+    assert "in the environment is overridden" not in result.stderr
+    # a -s that says otherwise wins, and says so
+    result = run_crawl(demo.seeds, tmp_path / "other", "DEPTH_LIMIT=0", env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    said = (f"WEBCRAWL_DATA_DIR={data} in the environment is overridden by "
+            f"WEBCRAWL_DATA_DIR={tmp_path / 'other'} (cmdline settings)")  # fmt: skip
+    assert said in result.stderr

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from scrapy.settings import BaseSettings
+
+if TYPE_CHECKING:
+    from webcrawl.incremental.revisit import RevisitParams
 
 
 def _number(settings: BaseSettings, name: str, kind: type) -> float:
@@ -54,3 +58,39 @@ def non_negative_int(settings: BaseSettings, name: str) -> int:
     if value < 0:
         raise ValueError(f"{name} must be >= 0, got {value!r}")
     return int(value)
+
+
+# Deployment settings read from the environment as well (settings/base.py)
+ENVIRONMENT_SETTINGS = ("REDIS_URL", "WEBCRAWL_DATA_DIR", "WEBCRAWL_STORE_URL", "WEBCRAWL_CRAWL")
+
+
+def environment_overridden(settings: BaseSettings, environ: Mapping[str, str]) -> list[str]:
+    """A message for each of :data:`ENVIRONMENT_SETTINGS` that ``environ`` sets but that
+    has another value in ``settings`` (a settings file or ``-s`` won): never silently."""
+    from scrapy.settings import SETTINGS_PRIORITIES
+
+    where = {v: k for k, v in SETTINGS_PRIORITIES.items()}
+    messages = []
+    for name in ENVIRONMENT_SETTINGS:
+        wanted, value = environ.get(name), settings.get(name)
+        if wanted and str(value or "") != wanted:
+            source = where.get(settings.getpriority(name) or 0, "a settings module")
+            messages.append(f"{name}={wanted} in the environment is overridden by "
+                            f"{name}={value or ''} ({source} settings)")  # fmt: skip
+    return messages
+
+
+def revisit_params(settings: BaseSettings) -> RevisitParams:
+    """The revisit policy's parameters from ``REVISIT_*`` settings (checked)."""
+    from webcrawl.incremental.revisit import RevisitParams
+
+    low = positive_float(settings, "REVISIT_MIN_INTERVAL")
+    high = positive_float(settings, "REVISIT_MAX_INTERVAL")
+    if high < low:
+        raise ValueError(f"REVISIT_MAX_INTERVAL ({high}) must be >= REVISIT_MIN_INTERVAL ({low})")
+    return RevisitParams(
+        min_interval=low, max_interval=high,
+        initial_interval=positive_float(settings, "REVISIT_INITIAL_INTERVAL"),
+        prior_weight=positive_float(settings, "REVISIT_PRIOR_WEIGHT"),
+        history=positive_int(settings, "REVISIT_HISTORY"),
+    )  # fmt: skip
