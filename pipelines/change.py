@@ -83,6 +83,7 @@ class ChangePipeline:
         previous = await maybe_deferred_to_future(self._previous(item.url))
         # the fingerprint is CPU work (about 1 ms a page): here, not on the pool, where
         # it would only contend with the reactor for the GIL
+        started = time.perf_counter()
         try:
             compare(item, previous, self.threshold, self.keep)
         except NoStoredContent as exc:
@@ -90,6 +91,9 @@ class ChangePipeline:
             raise DropItem(
                 f"{exc}: fetching it again without conditions", log_level="INFO"
             ) from None
+        if item.simhash is not None and not was_304:  # a fingerprint was computed
+            self.stats.inc_value("change/simhashes")
+            self.stats.inc_value("change/simhash_seconds", time.perf_counter() - started)
         if was_304:
             self.stats.inc_value("change/not_modified")
         if item.kind != "failed":

@@ -104,7 +104,8 @@ class StorePipeline:
         batch, self._buffer = self._buffer, []
         waiters, self._waiters = self._waiters, []
         retries = 0 if self.outage.down else self.retry_times
-        d: Deferred[int] = deferToThreadPool(reactor, self._pool, self._write, batch, retries)
+        d: Deferred[tuple[int, float]] = deferToThreadPool(reactor, self._pool, self._write,
+                                                           batch, retries)  # fmt: skip
         d.addCallbacks(self._written, self._failed, callbackArgs=(batch,), errbackArgs=(batch,))
         self._pending.add(d)
 
@@ -118,8 +119,9 @@ class StorePipeline:
 
         d.addBoth(done)
 
-    def _write(self, batch: list[Any], retry_times: int) -> int:
-        """Runs in the store thread: write, retrying with back-off; return rows written."""
+    def _write(self, batch: list[Any], retry_times: int) -> tuple[int, float]:
+        """Runs in the store thread: write, retrying with back-off; return rows written and
+        the seconds the write that succeeded took."""
         rows = []
         for item in batch:
             try:
@@ -128,8 +130,9 @@ class StorePipeline:
                 logger.error("Cannot store item (%s): %r", exc, item)
         for attempt in range(retry_times + 1):
             try:
+                started = time.perf_counter()
                 self.store.put_pages(rows)
-                return len(rows)
+                return len(rows), time.perf_counter() - started
             except StoreError as exc:
                 if attempt == retry_times:
                     raise
@@ -141,9 +144,11 @@ class StorePipeline:
                 time.sleep(delay)
         raise AssertionError("unreachable")
 
-    def _written(self, written: int, batch: list[Any]) -> None:
+    def _written(self, result: tuple[int, float], batch: list[Any]) -> None:
+        written, seconds = result
         self.stats.inc_value("store/rows", written)
         self.stats.inc_value("store/batches")
+        self.stats.inc_value("store/write_seconds", seconds)
         if written < len(batch):
             self.stats.inc_value("store/bad_items", len(batch) - written)
 

@@ -40,7 +40,8 @@ def test_retries_then_writes(tmp_path, caplog):
     p = pipeline(tmp_path)
     p.store = FlakyStore(open_store(f"sqlite:///{tmp_path}/w.db"), failures=2)
     with caplog.at_level(logging.WARNING):
-        assert p._write([page("http://a.example/"), page("http://b.example/")], 2) == 2
+        written, seconds = p._write([page("http://a.example/"), page("http://b.example/")], 2)
+    assert written == 2 and 0 < seconds < 10
     assert "retry 2/2" in caplog.text
     assert p.store.store.count_pages() == 2
 
@@ -68,9 +69,10 @@ def test_a_bad_item_does_not_sink_its_batch(tmp_path, caplog):
     p = pipeline(tmp_path)
     batch = [page("http://a.example/"), {"title": "no url"}, page("ftp://nope/")]
     with caplog.at_level(logging.ERROR):
-        assert p._write(batch, 0) == 1
-    p._written(1, batch)
+        assert p._write(batch, 0)[0] == 1
+    p._written((1, 0.25), batch)
     assert p.stats.get_value("store/bad_items") == 2
+    assert p.stats.get_value("store/write_seconds") == 0.25
     assert caplog.text.count("Cannot store item") == 2
 
 

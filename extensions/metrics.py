@@ -1,0 +1,105 @@
+"""Serve this worker's Prometheus metrics on ``WEBCRAWL_METRICS_PORT`` (off: 0).
+
+    scrapy crawl web -s WEBCRAWL_METRICS_PORT=9410 ...
+    curl http://127.0.0.1:9410/metrics
+
+The metrics are the worker's Scrapy stats, mapped by
+:func:`webcrawl.metrics.stats_metrics` when Prometheus scrapes (nothing is
+counted twice, and a page costs nothing more), and its CPU and memory
+(prometheus-client's process collector).  The server listens on
+``WEBCRAWL_METRICS_BIND`` (127.0.0.1); another worker on the machine
+already on the port moves this one up, within ``WEBCRAWL_METRICS_PORT_RANGE``
+ports, and the log says where it went.
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import logging
+from typing import Any
+
+from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
+from scrapy import signals
+from scrapy.crawler import Crawler
+from scrapy.exceptions import NotConfigured
+from twisted.internet import task
+
+from webcrawl.metrics import stats_metrics
+from webcrawl.settings_check import non_negative_int, positive_int
+
+logger = logging.getLogger(__name__)
+
+
+class _Stats:
+    """The collector: the last snapshot of the stats (taken on the reactor's thread; the
+    server answers on its own)."""
+
+    def __init__(self) -> None:
+        self.snapshot: dict[str, Any] = {}
+
+    def collect(self) -> Any:
+        return stats_metrics(self.snapshot)
+
+
+class MetricsExporter:
+    def __init__(self, crawler: Crawler, port: int, bind: str, ports: int) -> None:
+        self.stats = crawler.stats
+        self.collector = _Stats()
+        registry = CollectorRegistry(auto_describe=True)
+        ProcessCollector(registry=registry)
+        registry.register(self.collector)
+        self.server, self.port = serve(registry, bind, port, ports)
+        self.url = f"http://{_host(bind)}:{self.port}/metrics"
+        moved = f" (port {port} was taken)" if self.port != port else ""
+        logger.info("Serving Prometheus metrics on %s%s", self.url, moved)
+        self._refresh = task.LoopingCall(self.refresh)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> MetricsExporter:
+        settings = crawler.settings
+        port = non_negative_int(settings, "WEBCRAWL_METRICS_PORT")
+        if not port:
+            raise NotConfigured
+        bind = str(settings.get("WEBCRAWL_METRICS_BIND") or "")
+        try:
+            ipaddress.ip_address(bind)
+        except ValueError:
+            raise ValueError(f"WEBCRAWL_METRICS_BIND must be an IP address to listen on "
+                             f"(127.0.0.1, 0.0.0.0, ::1), got {bind!r}") from None  # fmt: skip
+        exporter = cls(crawler, port, bind, positive_int(settings, "WEBCRAWL_METRICS_PORT_RANGE"))
+        crawler.signals.connect(exporter.opened, signal=signals.spider_opened)
+        crawler.signals.connect(exporter.closed, signal=signals.engine_stopped)
+        return exporter
+
+    def refresh(self) -> None:
+        self.collector.snapshot = dict(self.stats.get_stats())
+
+    def opened(self, spider: Any) -> None:
+        self._refresh.start(1.0, now=True)
+
+    def closed(self) -> None:
+        if self._refresh.running:
+            self._refresh.stop()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def serve(registry: CollectorRegistry, bind: str, port: int, ports: int) -> tuple[Any, int]:
+    """Start the metrics server on the first free port of ``port`` .. ``port + ports - 1``."""
+    last = port + ports - 1
+    for candidate in range(port, min(last, 65535) + 1):
+        try:
+            server, _thread = start_http_server(candidate, addr=bind, registry=registry)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise ValueError(f"WEBCRAWL_METRICS_BIND {bind}: cannot listen there ({exc})") \
+                    from None  # fmt: skip
+            continue
+        return server, candidate
+    raise ValueError(f"WEBCRAWL_METRICS_PORT: ports {port} to {last} are all in use (raise "
+                     "WEBCRAWL_METRICS_PORT_RANGE, or choose another port)")  # fmt: skip
+
+
+def _host(bind: str) -> str:
+    return f"[{bind}]" if ":" in bind else bind
