@@ -2,6 +2,7 @@
 
     webcrawl demo                 crawl the bundled demo web, print a summary
     webcrawl status [--json]      the crawl's queue, dupefilter, store, workers
+    webcrawl monitor [--port N]   the same on a live web page, and crawl-wide metrics
     webcrawl show URL             a page's stored row as JSON
     webcrawl failpaths [--clear]  the failed-path filter list (dead paths)
     webcrawl submit URL|-f FILE   add seeds to a (running) crawl
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -30,6 +32,7 @@ from webcrawl.frontier.cold import clear_cold
 from webcrawl.frontier.keys import CrawlKeys
 from webcrawl.frontier.redisconn import CrawlRedis
 from webcrawl.frontier.workers import WorkerRegistry
+from webcrawl.settings_check import environment_overridden
 from webcrawl.store import open_store, store_url_from_settings
 from webcrawl.urls.urlkey import BadURLError, url_to_key
 
@@ -46,6 +49,8 @@ def load_settings(overrides: list[str] | None = None) -> Settings:
         if not sep:
             raise SystemExit(f"webcrawl: -s expects NAME=VALUE, got {item!r}")
         settings.set(name, value, priority="cmdline")
+    for message in environment_overridden(settings, os.environ):
+        print(f"webcrawl: warning: {message}", file=sys.stderr)
     return settings
 
 
@@ -177,75 +182,89 @@ def _hosts_over_budget(client: Any, keys: CrawlKeys) -> list[tuple[int, str]]:
     return sorted(((int(n or 0), h) for n, h in zip(counts, hosts, strict=True)), reverse=True)
 
 
-def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
-    with _Session(settings) as session:
-        keys = _crawl(args, settings, session.client)
-        seconds, micros = session.client.time()  # the frontier's clock, not this machine's
-        now = seconds + micros / 1e6
-        shards = _shard_counts(session.client, keys, now)
-        pipe = session.client.pipeline(transaction=False)
-        pipe.llen(keys.start).scard(keys.scope).get(keys.failed)
-        submitted, scope, failed = pipe.execute()
-        seen, dupefilter = _seen(session.client, keys, shards, settings)
-        queued = sum(s["queued"] for s in shards)
-        cold = sum(s["cold"] for s in shards)
-        leased = sum(s["leased"] for s in shards)
-        due = sum(s["revisit_due"] for s in shards)
-        revisits = sum(s["revisits"] for s in shards)
-        firsts = [s["next_revisit"] for s in shards if s["next_revisit"] is not None]
-        first = min(firsts) if firsts else None
-        sizes = _host_sizes(session.client, keys, shards)
-        over_budget = _hosts_over_budget(session.client, keys)
-        workers = WorkerRegistry(session.client, keys).live()
-        redis_desc = session.redis.description
+def collect_status(session: _Session, settings: Settings, crawl: str, top: int) -> dict[str, Any]:
+    """The crawl's state as ``webcrawl status --json`` shows it (``now``: Redis's clock)."""
+    from webcrawl.frontier.layout import existing_crawl
+
+    try:
+        keys = existing_crawl(session.client, crawl, settings.getint("FRONTIER_SHARDS"))[0]
+    except ValueError as exc:
+        raise SystemExit(f"webcrawl: {exc}") from None
+    seconds, micros = session.client.time()  # the frontier's clock, not this machine's
+    now = seconds + micros / 1e6
+    shards = _shard_counts(session.client, keys, now)
+    pipe = session.client.pipeline(transaction=False)
+    pipe.llen(keys.start).scard(keys.scope).get(keys.failed)
+    submitted, scope, failed = pipe.execute()
+    seen, dupefilter = _seen(session.client, keys, shards, settings)
+    queued = sum(s["queued"] for s in shards)
+    cold = sum(s["cold"] for s in shards)
+    firsts = [s["next_revisit"] for s in shards if s["next_revisit"] is not None]
+    sizes = _host_sizes(session.client, keys, shards)
+    over_budget = _hosts_over_budget(session.client, keys)
+    workers = WorkerRegistry(session.client, keys).live()
     store_url = store_url_from_settings(settings)
     with open_store(store_url) as store:
         stored = store.count_pages()
         dead = _dead_paths(store, settings)
-    status = {
+    return {
         "crawl": keys.crawl,
-        "redis": redis_desc,
+        "now": now,
+        "redis": session.redis.description,
         "store": store_url,
         "shards": keys.shards,
         "queued": queued,
         "queued_in_store": cold,
         "queued_per_shard": [s["queued"] for s in shards],
-        "queued_per_host": {host: n for n, host in sizes[: args.top]},
+        "queued_per_host": {host: n for n, host in sizes[:top]},
         "hosts_queued": len(sizes),
-        "leased": leased,
+        "leased": sum(s["leased"] for s in shards),
         "seen": seen,
         "dupefilter": dupefilter,
         "failed": int(failed or 0),
         "submitted": submitted,
         "scope_keys": scope,
         "stored": stored,
-        "revisit_due": due,
-        "revisits_scheduled": revisits,
-        "next_revisit": first,
+        "revisit_due": sum(s["revisit_due"] for s in shards),
+        "revisits_scheduled": sum(s["revisits"] for s in shards),
+        "next_revisit": min(firsts) if firsts else None,
         "workers": workers,
         "dead_paths": dead,
         "hosts_over_budget": {host: n for n, host in over_budget},
     }
+
+
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    with _Session(settings) as session:
+        status = collect_status(session, settings, _crawl_name(args, settings), args.top)
+    now, queued, cold = status["now"], status["queued"], status["queued_in_store"]
+    revisits, due, first = (status["revisits_scheduled"], status["revisit_due"],
+                            status["next_revisit"])  # fmt: skip
+    sizes = [(n, host) for host, n in status["queued_per_host"].items()]
+    over_budget = [(n, host) for host, n in status["hosts_over_budget"].items()]
+    dead, workers, dupefilter = status["dead_paths"], status["workers"], status["dupefilter"]
+    keys_crawl, redis_desc, store_url = status["crawl"], status["redis"], status["store"]
     if args.json:
         print(json.dumps(status, indent=2))
         return 0
-    print(f"crawl      {keys.crawl}")
+    print(f"crawl      {keys_crawl}")
     print(f"redis      {redis_desc}")
     print(f"store      {store_url}")
     for name in ("queued", "leased", "seen", "submitted", "stored", "failed"):
         tiers = f" ({queued - cold} in Redis, {cold} in the store)" if name == "queued" else ""
         print(f"{name:<10} {status[name]}{tiers}")
     print(f"dupefilter {_describe_seen(dupefilter)}")
-    busiest = max(shards, key=lambda s: s["queued"])
-    print(f"shards     {keys.shards}; the most queued: shard {busiest['shard']} with "
-          f"{busiest['queued']}")  # fmt: skip
+    per_shard = status["queued_per_shard"]
+    busiest = max(range(len(per_shard)), key=per_shard.__getitem__)
+    print(f"shards     {status['shards']}; the most queued: shard {busiest} with "
+          f"{per_shard[busiest]}")  # fmt: skip
     if revisits:
         wait = max(0.0, first - now)
         print(f"revisits   {revisits} scheduled, {due} due now; next in {wait:.0f} s")
     else:
         print("revisits   none scheduled")
     if sizes:
-        print(f"hosts      {len(sizes)} with queued requests; the largest:")
+        print(f"hosts      {status['hosts_queued']} with queued requests; the largest:")
         for n, host in sizes[: args.top]:
             print(f"  {host:<40} {n:>8}")
     if over_budget:
@@ -257,6 +276,45 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     for entry in sorted(dead, key=lambda d: -d["failures"])[: args.top]:
         print(f"  {entry['url']:<50} {entry['failures']:>6} failures")
     _print_workers(workers, now)
+    return 0
+
+
+def cmd_monitor(args: argparse.Namespace, settings: Settings) -> int:
+    import threading
+
+    from webcrawl.frontier.layout import existing_crawl
+    from webcrawl.monitor.server import Sampler, check_bind, serve
+    from webcrawl.settings_check import revisit_params
+
+    check_bind(args.bind, args.public)
+    crawl = _crawl_name(args, settings)
+    with _Session(settings) as session:
+        if not existing_crawl(session.client, crawl, settings.getint("FRONTIER_SHARDS"))[1]:
+            raise SystemExit(f"webcrawl monitor: there is no crawl {crawl!r} in "
+                             f"{session.redis.description} (name it with --crawl; "
+                             "-s WEBCRAWL_DATA_DIR= for an embedded one)")  # fmt: skip
+        store_url = store_url_from_settings(settings)
+
+        def rows(limit: int) -> list[Any]:
+            with open_store(store_url) as store:
+                return [row.get("visits") or [] for row in store.scan_pages(limit=limit)]
+
+        sampler = Sampler(lambda: collect_status(session, settings, crawl, args.top), rows,
+                          revisit_params(settings), args.interval)  # fmt: skip
+        server = serve(sampler, args.bind, args.port)
+        sampler.sample()
+        thread = threading.Thread(target=sampler.run, name="webcrawl-monitor", daemon=True)
+        thread.start()
+        host = f"[{args.bind}]" if ":" in args.bind else args.bind
+        print(f"webcrawl monitor: crawl {crawl!r} on http://{host}:{server.server_port}/ "
+              f"(metrics: /metrics); Ctrl-C stops it", flush=True)  # fmt: skip
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sampler.stop()
+            server.server_close()
     return 0
 
 
@@ -461,6 +519,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--top", type=int, default=10, help="hosts listed by queue size")
     p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("monitor", parents=[common],
+                       help="serve a live status page of the crawl, and its crawl-wide "
+                            "metrics")  # fmt: skip
+    p.add_argument("--port", type=int, default=8410, help="port of the page (default 8410)")
+    p.add_argument("--bind", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    p.add_argument("--public", action="store_true",
+                   help="allow a --bind address that is not local")  # fmt: skip
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between two samples")
+    p.add_argument("--top", type=int, default=10, help="hosts listed by queue size")
+    p.set_defaults(func=cmd_monitor)
 
     p = sub.add_parser(
         "failpaths", parents=[common], help="list (or clear) the failed-path filter list"

@@ -1,0 +1,109 @@
+"""`webcrawl monitor` against a running crawl, seen in a real browser (headless Chromium,
+Debian's, driven by Playwright), and its crawl-wide metrics parsed by prometheus-client."""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from conftest import ROOT, crawl_cmd, crawl_env, free_port
+from prometheus_client.parser import text_string_to_metric_families
+
+from webcrawl.frontier.keys import CrawlKeys
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def monitor(data, *args):
+    cmd = [sys.executable, "-m", "webcrawl.cli", "monitor", "-s", f"WEBCRAWL_DATA_DIR={data}",
+           *args]  # fmt: skip
+    return subprocess.Popen(cmd, cwd=ROOT, env=crawl_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def failed(proc):
+    """The stderr of a monitor that must exit with an error."""
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode != 0
+    return err
+
+
+def start_monitor(data, port, deadline):
+    """The monitor, once the crawl exists (it refuses a crawl that does not)."""
+    while True:
+        proc = monitor(data, "--port", str(port), "--interval", "0.5")
+        line = proc.stdout.readline()
+        if "webcrawl monitor: crawl 'web'" in line:
+            return proc
+        _, err = proc.communicate(timeout=10)
+        assert "there is no crawl 'web'" in err
+        assert time.monotonic() < deadline, "the crawl never appeared"
+        time.sleep(0.3)
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None and not os.environ.get("CI"),
+    reason="needs Debian's chromium (apt-get install chromium; CI has it)",
+)
+def test_the_page_shows_the_workers_and_the_count_grows(slow_demo, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    data, port = tmp_path / "data", free_port()
+    with (tmp_path / "crawl.log").open("w") as log:
+        crawl = subprocess.Popen(
+            crawl_cmd(slow_demo.seeds, data, "FRONTIER_HOST_DELAY=0.3",
+                      "STATUS_HEARTBEAT_INTERVAL=0.5"),
+            cwd=ROOT, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=log,
+        )  # fmt: skip
+    mon = start_monitor(data, port, time.monotonic() + 60)
+    errors: list[str] = []
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1200, "height": 1000})
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(f"http://127.0.0.1:{port}/")
+            page.wait_for_function("document.querySelectorAll('#workers tbody tr').length > 0",
+                                   timeout=30_000)  # fmt: skip
+            assert page.inner_text("#crawl") == "web"
+            assert page.inner_text("#alive") == "1"
+            assert "busy" in page.inner_text("#workers") or "idle" in page.inner_text("#workers")
+            first = int(page.inner_text("#stored").replace(",", ""))
+            stored = "Number(document.getElementById('stored').textContent.replace(/,/g, ''))"
+            page.wait_for_function(f"{stored} > {first}", timeout=30_000)
+            page.wait_for_function("document.getElementById('line').getAttribute('points')",
+                                   timeout=30_000)  # fmt: skip
+            page.screenshot(path=str(tmp_path / "monitor.png"), full_page=True)
+            browser.close()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            families = {f.name: f for f in text_string_to_metric_families(r.read().decode())}
+    finally:
+        mon.terminate()
+        mon.communicate(timeout=10)
+        assert crawl.wait(120) == 0
+    assert errors == []
+    assert (tmp_path / "monitor.png").stat().st_size > 10_000
+    assert families["webcrawl_crawl_workers_alive"].samples[0].value == 1
+    assert len(families["webcrawl_crawl_queued"].samples) == 16  # one per shard
+    assert families["webcrawl_crawl_stored_pages"].samples[0].value > 0
+
+
+def test_bad_input_gets_a_clear_message(tmp_path, redis_server):
+    data = tmp_path / "data"
+    assert "there is no crawl 'nosuch'" in failed(
+        monitor(data, "--crawl", "nosuch", "-s", f"REDIS_URL={redis_server.url}")
+    )
+    assert "is not a local address" in failed(monitor(data, "--bind", "0.0.0.0"))
+    assert "is not an IP address" in failed(monitor(data, "--bind", "localhost"))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        redis_server.client().hset(CrawlKeys("web", 16).meta, "shards", 16)  # a crawl exists
+        err = failed(monitor(data, "--port", str(port), "-s", f"REDIS_URL={redis_server.url}"))
+    assert f"cannot listen on 127.0.0.1 port {port}" in err
