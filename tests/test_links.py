@@ -85,7 +85,7 @@ _absolute = st.builds("{}{}{}".format, st.sampled_from(["http://", "https://", "
 hrefs = st.one_of(_paths, _safe_paths, _absolute)
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=1200, deadline=None)
 @given(base=st.sampled_from(_BASES), href=hrefs, deny=st.booleans())
 @example(base="http://example.com/a/", href="../../../x", deny=False)
 @example(base="http://example.com", href="a", deny=False)
@@ -97,7 +97,7 @@ def test_fast_path_agrees_with_linkextractor_steps(base: str, href: str, deny: b
     assert resolver.canonical(href) == resolver.slow(href.strip(" \t\n\r\x0c"))
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(page=st.sampled_from(_BASES), base=st.sampled_from(["", *_BASES]),
        hrefs=st.lists(hrefs, max_size=12),
        charset=st.sampled_from(["utf-8", "latin-1"]))  # fmt: skip

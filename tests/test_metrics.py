@@ -1,12 +1,9 @@
-"""Prometheus metrics of a running worker, read back with prometheus-client's parser."""
+"""Prometheus metrics of a worker (a running one is read in tests/test_monitor.py, beside the
+monitor's page, so that one crawl serves both)."""
 
-import contextlib
-import socket
-import subprocess
-import time
 import urllib.request
 
-from conftest import ROOT, crawl_cmd, crawl_env, free_port, run_crawl
+from conftest import run_crawl
 from prometheus_client.parser import text_string_to_metric_families
 
 from webcrawl.metrics import stats_metrics, status_class
@@ -34,39 +31,6 @@ def test_stats_map_to_metrics_with_few_labels():
     }
     assert families["webcrawl_revisits_done"].samples[0].value == 7
     assert status_class("999") == "other" and status_class("20") == "other"
-
-
-def test_a_running_worker_serves_its_metrics_and_moves_off_a_taken_port(slow_demo, tmp_path):
-    port = free_port()
-    with socket.socket() as taken:  # another worker of the machine holds the port
-        taken.bind(("127.0.0.1", port))
-        taken.listen()
-        log = tmp_path / "crawl.log"
-        with log.open("w") as err:
-            proc = subprocess.Popen(
-                crawl_cmd(slow_demo.seeds, tmp_path / "data", f"WEBCRAWL_METRICS_PORT={port}",
-                          "FRONTIER_HOST_DELAY=0.2"),  # paced: ~15 s
-                cwd=ROOT, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=err,
-            )  # fmt: skip
-        try:
-            samples, deadline = [], time.monotonic() + 90
-            while proc.poll() is None and time.monotonic() < deadline:
-                with contextlib.suppress(OSError):  # not up yet, or already closing
-                    samples.append(scrape(port + 1))
-                time.sleep(0.5)
-        finally:
-            assert proc.wait(120) == 0, log.read_text()[-2000:]
-    text = log.read_text()
-    assert f"Serving Prometheus metrics on http://127.0.0.1:{port + 1}/metrics (port {port} " \
-           "was taken)" in text  # fmt: skip
-    key = "webcrawl_pages_fetched_total[('status_class', '2xx')]"
-    counts = [sample.get(key, 0) for sample in samples]
-    assert len(set(counts)) >= 3, (counts, text[-2000:])  # it grows while the crawl runs
-    assert counts == sorted(counts)
-    last = samples[-1]
-    assert last["process_resident_memory_bytes[]"] > 10_000_000
-    assert "process_cpu_seconds_total[]" in last and "webcrawl_frontier_round_trips_total[]" in last
-    assert last["webcrawl_items_stored_total[]"] > 0
 
 
 def test_bad_metrics_settings_fail_at_start_with_their_name(tmp_path):

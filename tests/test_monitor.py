@@ -25,6 +25,19 @@ def monitor(data, *args):
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
 
 
+def scrape_worker(port, deadline):
+    """A worker's metrics as {name[labels]: value} (retried until it serves them)."""
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                text = r.read().decode()
+            return {s.name + str(sorted(s.labels.items())): s.value
+                    for f in text_string_to_metric_families(text) for s in f.samples}  # fmt: skip
+        except OSError:
+            assert time.monotonic() < deadline, "the worker serves no metrics"
+            time.sleep(0.3)
+
+
 def failed(proc):
     """The stderr of a monitor that must exit with an error."""
     _, err = proc.communicate(timeout=30)
@@ -52,14 +65,18 @@ def start_monitor(data, port, deadline):
 def test_the_page_shows_the_workers_and_the_count_grows(slow_demo, tmp_path):
     from playwright.sync_api import sync_playwright
 
-    data, port = tmp_path / "data", free_port()
-    with (tmp_path / "crawl.log").open("w") as log:
-        crawl = subprocess.Popen(
-            crawl_cmd(slow_demo.seeds, data, "FRONTIER_HOST_DELAY=0.3",
-                      "STATUS_HEARTBEAT_INTERVAL=0.5"),
-            cwd=ROOT, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=log,
-        )  # fmt: skip
-    mon = start_monitor(data, port, time.monotonic() + 60)
+    data, port, metrics = tmp_path / "data", free_port(), free_port()
+    with socket.socket() as taken:  # another worker of the machine holds the metrics port
+        taken.bind(("127.0.0.1", metrics))
+        taken.listen()
+        with (tmp_path / "crawl.log").open("w") as log:
+            crawl = subprocess.Popen(
+                crawl_cmd(slow_demo.seeds, data, "FRONTIER_HOST_DELAY=0.3",
+                          "STATUS_HEARTBEAT_INTERVAL=0.5", f"WEBCRAWL_METRICS_PORT={metrics}"),
+                cwd=ROOT, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=log,
+            )  # fmt: skip
+        mon = start_monitor(data, port, time.monotonic() + 60)
+        worker = [scrape_worker(metrics + 1, time.monotonic() + 30)]
     errors: list[str] = []
     try:
         with sync_playwright() as p:
@@ -79,6 +96,7 @@ def test_the_page_shows_the_workers_and_the_count_grows(slow_demo, tmp_path):
             page.wait_for_function("document.getElementById('line').getAttribute('points')",
                                    timeout=30_000)  # fmt: skip
             page.screenshot(path=str(tmp_path / "monitor.png"), full_page=True)
+            worker.append(scrape_worker(metrics + 1, time.monotonic() + 10))
             browser.close()
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
             families = {f.name: f for f in text_string_to_metric_families(r.read().decode())}
@@ -87,6 +105,14 @@ def test_the_page_shows_the_workers_and_the_count_grows(slow_demo, tmp_path):
         mon.communicate(timeout=10)
         assert crawl.wait(120) == 0
     assert errors == []
+    # the worker's own metrics: moved off the taken port, and said so; they grow too
+    said = f"Serving Prometheus metrics on http://127.0.0.1:{metrics + 1}/metrics (port {metrics}"
+    assert said in (tmp_path / "crawl.log").read_text()
+    key = "webcrawl_pages_fetched_total[('status_class', '2xx')]"
+    assert worker[1][key] > worker[0].get(key, 0)
+    assert worker[1]["process_resident_memory_bytes[]"] > 10_000_000
+    assert "process_cpu_seconds_total[]" in worker[1]
+    assert worker[1]["webcrawl_frontier_round_trips_total[]"] > 0
     assert (tmp_path / "monitor.png").stat().st_size > 10_000
     assert families["webcrawl_crawl_workers_alive"].samples[0].value == 1
     assert len(families["webcrawl_crawl_queued"].samples) == 16  # one per shard
