@@ -1,19 +1,12 @@
 """Prometheus metrics of a worker (a running one is read in tests/test_monitor.py, beside the
 monitor's page, so that one crawl serves both)."""
 
-import urllib.request
+import socket
 
+import pytest
 from conftest import run_crawl
-from prometheus_client.parser import text_string_to_metric_families
 
 from webcrawl.metrics import stats_metrics, status_class
-
-
-def scrape(port):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        text = r.read().decode()
-    return {s.name + str(sorted(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}  # fmt: skip
 
 
 def test_stats_map_to_metrics_with_few_labels():
@@ -40,3 +33,25 @@ def test_bad_metrics_settings_fail_at_start_with_their_name(tmp_path):
     assert "WEBCRAWL_METRICS_BIND must be an IP address" in result.stderr
     result = run_crawl(["http://127.0.0.2:1/"], tmp_path / "data", "WEBCRAWL_METRICS_PORT=-1")
     assert "WEBCRAWL_METRICS_PORT must be" in result.stderr
+
+
+def test_a_port_range_all_taken_is_refused_with_the_setting_names():
+    from prometheus_client import CollectorRegistry
+
+    from extensions.metrics import serve
+
+    with socket.socket() as a, socket.socket() as b:
+        a.bind(("127.0.0.1", 0))
+        a.listen()
+        port = a.getsockname()[1]
+        try:
+            b.bind(("127.0.0.1", port + 1))
+        except OSError:
+            pytest.skip("the next port is someone else's")
+        b.listen()
+        with pytest.raises(ValueError, match=f"ports {port} to {port + 1} are all in use"):
+            serve(CollectorRegistry(), "127.0.0.1", port, 2)
+        server, got = serve(CollectorRegistry(), "127.0.0.1", port, 3)
+        server.shutdown()
+        server.server_close()
+    assert got == port + 2

@@ -147,6 +147,7 @@ def run(args: argparse.Namespace, settings: Settings, out: IO[str] = sys.stdout)
         f"  crawl.log         Scrapy's log; requests.jsonl the server's log\n"
         f"\nTry:  webcrawl show {seeds[0]} -s WEBCRAWL_DATA_DIR={data_dir}\n"
         f"      webcrawl status --crawl demo -s WEBCRAWL_DATA_DIR={data_dir}\n"
+        f"      webcrawl monitor --crawl demo -s WEBCRAWL_DATA_DIR={data_dir}\n"
     )
     return code if code else (0 if complete else 1)
 
