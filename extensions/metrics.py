@@ -25,7 +25,7 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 from twisted.internet import task
 
-from webcrawl.metrics import stats_metrics
+from webcrawl.metrics import http_url, stats_metrics
 from webcrawl.settings_check import non_negative_int, positive_int
 
 logger = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class MetricsExporter:
         ProcessCollector(registry=registry)
         registry.register(self.collector)
         self.server, self.port = serve(registry, bind, port, ports)
-        self.url = f"http://{_host(bind)}:{self.port}/metrics"
+        self.url = http_url(bind, self.port, "/metrics")
         moved = f" (port {port} was taken)" if self.port != port else ""
         logger.info("Serving Prometheus metrics on %s%s", self.url, moved)
         self._refresh = task.LoopingCall(self.refresh)
@@ -99,7 +99,3 @@ def serve(registry: CollectorRegistry, bind: str, port: int, ports: int) -> tupl
         return server, candidate
     raise ValueError(f"WEBCRAWL_METRICS_PORT: ports {port} to {last} are all in use (raise "
                      "WEBCRAWL_METRICS_PORT_RANGE, or choose another port)")  # fmt: skip
-
-
-def _host(bind: str) -> str:
-    return f"[{bind}]" if ":" in bind else bind

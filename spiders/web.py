@@ -25,12 +25,12 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response, TextResponse
 from scrapy.utils.misc import load_object
-from scrapy.utils.request import RequestFingerprinter
 from scrapy.utils.response import get_base_url
 from twisted.internet import task
 from twisted.python.failure import Failure
 
 from webcrawl import extract
+from webcrawl.frontier.known import by_url, url_key, url_key_of
 from webcrawl.links import page_links
 from webcrawl.page import Page
 from webcrawl.safety.policy import address_policy, url_hosts
@@ -87,14 +87,13 @@ class WebSpider(Spider):
         spider.submit_poll = positive_float(crawler.settings, "WEBCRAWL_SUBMIT_POLL_INTERVAL")
         spider.keep_content = crawler.settings.getbool("WEBCRAWL_STORE_CONTENT")
         # as LinkExtractor(deny_extensions=...) takes them: ".png" is a suffix of the path
-        spider.deny_extensions = {f".{e}" for e in crawler.settings.getlist(
-            "WEBCRAWL_DENY_EXTENSIONS")}  # fmt: skip
-        spider._netlocs = {}  # canonical host[:port] of the hosts links lead to
+        spider.deny_extensions = tuple({f".{e}" for e in crawler.settings.getlist(
+            "WEBCRAWL_DENY_EXTENSIONS")})  # fmt: skip
         # URLs handed to Scrapy's own scheduler (the frontier knows its own)
         spider._scheduled = set()
         spider._scheduled_limit = positive_int(crawler.settings, "FRONTIER_SEEN_CACHE_SIZE")
-        spider._by_url = (load_object(crawler.settings.get("REQUEST_FINGERPRINTER_CLASS"))
-                          is RequestFingerprinter)  # fmt: skip
+        # (crawler.request_fingerprinter is set only after the spider is made)
+        spider._by_url = by_url(load_object(crawler.settings.get("REQUEST_FINGERPRINTER_CLASS")))
         spider._scope_refreshed = spider._seed_hosts_read = 0.0
         spider.trap_rules = TrapRules(
             non_negative_int(crawler.settings, "WEBCRAWL_MAX_URL_LENGTH"),
@@ -109,7 +108,7 @@ class WebSpider(Spider):
         spider._poll = task.LoopingCall(spider._pull_submitted)
         crawler.signals.connect(spider._on_idle, signal=signals.spider_idle)
         crawler.signals.connect(spider._on_closed, signal=signals.spider_closed)
-        if not _is_webcrawl_scheduler(crawler.settings):  # it knows its URLs itself
+        if spider._by_url and not _is_webcrawl_scheduler(crawler.settings):  # it knows its own
             crawler.signals.connect(spider._on_scheduled, signal=signals.request_scheduled)
         return spider
 
@@ -311,9 +310,13 @@ class WebSpider(Spider):
         page.title = extract.title(response.selector)
         page.text = extract.visible_text(response.selector)
         outlinks = []
-        for url in page_links(response.selector.root, response.url, get_base_url(response),
-                              response.encoding, deny_extensions=self.deny_extensions,
-                              netlocs=self._netlocs):  # fmt: skip
+        for url in page_links(
+            response.selector.root,
+            response.url,
+            get_base_url(response),
+            response.encoding,
+            deny_extensions=self.deny_extensions,
+        ):
             trap = self.trap_rules.why(url)
             if trap is not None:  # neither followed nor kept as an outlink
                 self.crawler.stats.inc_value(f"traps/{trap}")
@@ -343,14 +346,14 @@ class WebSpider(Spider):
         if not self._by_url:  # another fingerprinter may tell requests of one URL apart
             return _never
         scheduled = self._scheduled
-        return lambda url: hash(url) in scheduled
+        return lambda url: url_key_of(url) in scheduled
 
     def _on_scheduled(self, request: Request, spider: Spider) -> None:
-        if (self._by_url and request.method == "GET" and not request.body
-                and not request.dont_filter):  # fmt: skip
+        key = url_key(request)
+        if key is not None:
             if len(self._scheduled) >= self._scheduled_limit:
                 self._scheduled.clear()
-            self._scheduled.add(hash(request.url))
+            self._scheduled.add(key)
 
 
 def _never(url: str) -> bool:

@@ -59,13 +59,16 @@ def _crawl_name(args: argparse.Namespace, settings: Settings) -> str:
 
 
 def _crawl(args: argparse.Namespace, settings: Settings, client: Any) -> CrawlKeys:
+    return _crawl_keys(client, _crawl_name(args, settings), settings)
+
+
+def _crawl_keys(client: Any, crawl: str, settings: Settings) -> CrawlKeys:
     """The crawl's keys, with the shard count it was created with (FRONTIER_SHARDS if
     it does not exist yet)."""
     from webcrawl.frontier.layout import existing_crawl
 
     try:
-        return existing_crawl(client, _crawl_name(args, settings),
-                              settings.getint("FRONTIER_SHARDS"))[0]  # fmt: skip
+        return existing_crawl(client, crawl, settings.getint("FRONTIER_SHARDS"))[0]
     except ValueError as exc:
         raise SystemExit(f"webcrawl: {exc}") from None
 
@@ -184,12 +187,7 @@ def _hosts_over_budget(client: Any, keys: CrawlKeys) -> list[tuple[int, str]]:
 
 def collect_status(session: _Session, settings: Settings, crawl: str, top: int) -> dict[str, Any]:
     """The crawl's state as ``webcrawl status --json`` shows it (``now``: Redis's clock)."""
-    from webcrawl.frontier.layout import existing_crawl
-
-    try:
-        keys = existing_crawl(session.client, crawl, settings.getint("FRONTIER_SHARDS"))[0]
-    except ValueError as exc:
-        raise SystemExit(f"webcrawl: {exc}") from None
+    keys = _crawl_keys(session.client, crawl, settings)
     seconds, micros = session.client.time()  # the frontier's clock, not this machine's
     now = seconds + micros / 1e6
     shards = _shard_counts(session.client, keys, now)
@@ -265,7 +263,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         print("revisits   none scheduled")
     if sizes:
         print(f"hosts      {status['hosts_queued']} with queued requests; the largest:")
-        for n, host in sizes[: args.top]:
+        for n, host in sizes:  # the largest args.top: collect_status cut them
             print(f"  {host:<40} {n:>8}")
     if over_budget:
         print(f"budget     {len(over_budget)} hosts took FRONTIER_MAX_PAGES_PER_HOST new URLs "
@@ -283,6 +281,7 @@ def cmd_monitor(args: argparse.Namespace, settings: Settings) -> int:
     import threading
 
     from webcrawl.frontier.layout import existing_crawl
+    from webcrawl.metrics import http_url
     from webcrawl.monitor.server import Sampler, check_bind, serve
     from webcrawl.settings_check import revisit_params
 
@@ -305,8 +304,7 @@ def cmd_monitor(args: argparse.Namespace, settings: Settings) -> int:
         sampler.sample()
         thread = threading.Thread(target=sampler.run, name="webcrawl-monitor", daemon=True)
         thread.start()
-        host = f"[{args.bind}]" if ":" in args.bind else args.bind
-        print(f"webcrawl monitor: crawl {crawl!r} on http://{host}:{server.server_port}/ "
+        print(f"webcrawl monitor: crawl {crawl!r} on {http_url(args.bind, server.server_port)} "
               f"(metrics: /metrics); Ctrl-C stops it", flush=True)  # fmt: skip
         try:
             server.serve_forever()

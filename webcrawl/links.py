@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 from urllib.parse import urljoin, urlparse
 
 from lxml import etree
@@ -52,14 +53,21 @@ _FAST_BASE = re.compile(rf"(https?)://({_NETLOC})(/[{_SAFE}]*)?(?:\?[^#]*)?(?:#.
 _UNSET = object()
 
 
+@lru_cache(maxsize=10_000)
+def _canonical_netloc(scheme: str, netloc: str) -> str | None:
+    """The canonical ``host[:port]`` of ``scheme://netloc`` (None: not a valid URL)."""
+    try:
+        return canonical_url(f"{scheme}://{netloc}/").split("/", 3)[2]
+    except BadURLError:
+        return None
+
+
 class LinkResolver:
     """Canonical URLs of one page's ``href`` values.
 
     ``page_url`` is the response's URL, ``base_url`` what Scrapy's
     ``get_base_url(response)`` gives (the ``<base href>``, or the page's
     URL), ``encoding`` the response's (for the query of non-ASCII links).
-    ``netlocs`` is a cache of canonical ``host[:port]`` forms, shared
-    between pages.
     """
 
     def __init__(
@@ -68,36 +76,22 @@ class LinkResolver:
         base_url: str,
         encoding: str,
         deny_extensions: Iterable[str] = (),
-        netlocs: dict[str, str | None] | None = None,
     ) -> None:
         self.page_url = page_url
         self.base_url = base_url
         self.encoding = encoding
-        self.deny = tuple(sorted(set(deny_extensions)))  # ".png", ...
-        self.netlocs = {} if netlocs is None else netlocs
+        self.deny = tuple(deny_extensions)  # ".png", ...
         self._base: tuple[str, str, list[str]] | None = None
         self._itself: str | object | None = _UNSET  # where "" and "#..." lead
         base = _FAST_BASE.fullmatch(base_url)
         if base is not None:
             scheme, netloc, path = base.group(1), base.group(2), base.group(3) or ""
-            canon = self._netloc(scheme, netloc)
+            canon = _canonical_netloc(scheme, netloc)
             if canon is not None:
                 parts = path.split("/")
                 if parts[-1] != "":  # the last segment is not a directory: not used
                     del parts[-1]
                 self._base = (scheme, canon, parts)
-
-    def _netloc(self, scheme: str, netloc: str) -> str | None:
-        """The canonical ``host[:port]`` of ``scheme://netloc`` (None: not a valid URL)."""
-        key = f"{scheme}://{netloc}/"
-        if key not in self.netlocs:
-            if len(self.netlocs) > 10_000:
-                self.netlocs.clear()
-            try:
-                self.netlocs[key] = canonical_url(key).split("/", 3)[2]
-            except BadURLError:
-                self.netlocs[key] = None
-        return self.netlocs[key]
 
     def canonical(self, href: str) -> str | None:
         """The canonical URL ``href`` links to, or None (not http(s), a denied
@@ -129,7 +123,7 @@ class LinkResolver:
         segments = path.split("/")
         if "." in segments or ".." in segments:
             return self.slow(ref)  # canonicalisation resolves those: its way
-        netloc = self._netloc(absolute.group(1), absolute.group(2))
+        netloc = _canonical_netloc(absolute.group(1), absolute.group(2))
         if netloc is None:
             return self.slow(ref)
         return self._result(absolute.group(1), netloc, path)
@@ -186,11 +180,10 @@ def page_links(
     encoding: str,
     *,
     deny_extensions: Iterable[str] = (),
-    netlocs: dict[str, str | None] | None = None,
 ) -> list[str]:
     """The canonical URLs of the ``a`` and ``area`` links under ``root`` (an lxml
     tree), each once, in the order of their first link (see :class:`LinkResolver`)."""
-    resolver = LinkResolver(page_url, base_url, encoding, deny_extensions, netlocs)
+    resolver = LinkResolver(page_url, base_url, encoding, deny_extensions)
     known: dict[str, str | None] = {}  # href -> its URL: pages repeat their links
     out: dict[str, None] = {}
     for el in root.iter(*LINK_TAGS):

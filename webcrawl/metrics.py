@@ -89,3 +89,9 @@ def stats_metrics(stats: Mapping[str, Any]) -> Iterator[Any]:
         yield GaugeMetricFamily("webcrawl_worker_start_time_seconds",
                                 "When this worker's crawl started (Unix time)",
                                 value=started.timestamp())  # fmt: skip
+
+
+def http_url(bind: str, port: int, path: str = "/") -> str:
+    """The URL of a server listening on ``bind`` (an IP address; IPv6 in brackets)."""
+    host = f"[{bind}]" if ":" in bind else bind
+    return f"http://{host}:{port}{path}"

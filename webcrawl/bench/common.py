@@ -28,14 +28,20 @@ PLAIN_SPIDER = [
 
 
 def plain_command(seeds: list[str], data_dir: Path, *overrides: str) -> list[str]:
-    """``scrapy runspider`` of the plain spider (run outside any project: Scrapy's defaults)."""
+    """``scrapy runspider`` of the plain spider with :data:`PLAIN_SPIDER`'s settings (run
+    from ``data_dir`` with :func:`plain_env`: outside any project, Scrapy's defaults)."""
     from webcrawl.bench import plain_spider
 
     cmd = [sys.executable, "-m", "scrapy", "runspider", plain_spider.__file__,
            "-a", "seeds=" + ",".join(seeds), "-o", str(data_dir / "items.jsonl")]  # fmt: skip
-    for item in overrides:
+    for item in (*PLAIN_SPIDER, *overrides):
         cmd += ["-s", item]
     return cmd
+
+
+def plain_env() -> dict[str, str]:
+    """The plain spider's environment: no project's settings."""
+    return {k: v for k, v in os.environ.items() if k != "SCRAPY_SETTINGS_MODULE"}
 
 
 def project_env(project: str | None) -> tuple[dict[str, str], Path | None]:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import re
 import shutil
 import statistics
@@ -47,6 +46,7 @@ from webcrawl.bench.common import (
     COMMON,
     PLAIN_SPIDER,
     plain_command,
+    plain_env,
     project_env,
     serve,
     stat,
@@ -95,9 +95,10 @@ def crawl_parallel(
     procs = []
     for log in logs:
         if plain:
-            cmd = plain_command(seeds, data, *PLAIN_SPIDER, *settings, f"LOG_FILE={log}")
-            env = {k: v for k, v in os.environ.items() if k != "SCRAPY_SETTINGS_MODULE"}
-            procs.append(subprocess.Popen(cmd, env=env, cwd=data, stdout=subprocess.DEVNULL))
+            cmd = plain_command(seeds, data, *settings, f"LOG_FILE={log}")
+            procs.append(
+                subprocess.Popen(cmd, env=plain_env(), cwd=data, stdout=subprocess.DEVNULL)
+            )
             continue
         cmd = crawl_command(seeds, data, *COMMON, *settings, f"LOG_FILE={log}")
         env, cwd = project_env(project)

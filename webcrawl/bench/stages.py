@@ -96,8 +96,8 @@ def profile_crawl(
 ) -> tuple[int, float, tuple[Counter[str], Counter[str]]]:
     """(pages, CPU seconds of the crawl process, :func:`read_samples`) of one profiled
     crawl."""
-    from webcrawl.bench.common import COMMON, PLAIN_SPIDER, plain_command, project_env
-    from webcrawl.demo import crawl_command, scrapy_env
+    from webcrawl.bench.common import COMMON, plain_command, plain_env, project_env
+    from webcrawl.demo import crawl_command
 
     pyspy = shutil.which("py-spy")
     if pyspy is None:
@@ -105,8 +105,8 @@ def profile_crawl(
     data = Path(tempfile.mkdtemp(dir=workdir))
     log, raw = data / "crawl.log", data / "samples.txt"
     if args.setup == "plain":
-        cmd = plain_command(seeds, data, *PLAIN_SPIDER, f"LOG_FILE={log}")
-        env, cwd = {k: v for k, v in scrapy_env().items() if k != "SCRAPY_SETTINGS_MODULE"}, data
+        cmd = plain_command(seeds, data, f"LOG_FILE={log}")
+        env, cwd = plain_env(), data
     else:
         cmd = crawl_command(seeds, data, *COMMON, f"LOG_FILE={log}")
         env, cwd = project_env(args.project)

@@ -30,13 +30,13 @@ from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.misc import build_from_crawler, load_object
-from scrapy.utils.request import RequestFingerprinter
 from scrapy_redis.scheduler import Scheduler as RedisScheduler
 from twisted.internet import task, threads
 from twisted.internet.defer import Deferred
 
 from webcrawl.frontier.dupefilter import dupefilter_class
 from webcrawl.frontier.keys import MAX_SHARDS, CrawlKeys
+from webcrawl.frontier.known import by_url, url_key, url_key_of
 from webcrawl.frontier.layout import join_crawl
 from webcrawl.frontier.queue import DEFAULT_REQUEST_CLASSES, HostQueue, StepResult, lease_shard
 from webcrawl.frontier.redisconn import CrawlRedis, RoundTrips
@@ -154,7 +154,7 @@ class Scheduler(RedisScheduler):
         # hash (with Scrapy's fingerprinter, the URL decides the fingerprint; a false
         # match is one in 2**64 / the cache's size), any other request by its fingerprint
         self._seen: set[bytes | int] = set()
-        self._by_url = type(crawler.request_fingerprinter) is RequestFingerprinter
+        self._by_url = by_url(type(crawler.request_fingerprinter))
         self.idle_poll = positive_float(settings, "FRONTIER_IDLE_POLL_INTERVAL")
         self.start_grace = non_negative_float(settings, "FRONTIER_START_GRACE")
         self.host_delay = non_negative_float(settings, "FRONTIER_HOST_DELAY")
@@ -174,7 +174,7 @@ class Scheduler(RedisScheduler):
         self.worker_id = new_worker_id()
         self.keys: CrawlKeys | None = None
         self.closed = False
-        self._buffer: list[tuple[bytes, str, int, float, bytes]] = []
+        self._buffer: list[tuple[bytes, str, int, float, bytes, bytes | int | None]] = []
         # revisits for Redis's schedule, and (beyond the horizon) for the store's
         self._revisits: list[tuple[str, str, int, float, bytes]] = []
         self._far_revisits: list[tuple[str, str, int, float, bytes]] = []
@@ -332,10 +332,9 @@ class Scheduler(RedisScheduler):
         key: bytes | int | None = None  # what _seen will know it by
         fingerprint = b""
         if not request.dont_filter:
-            if self._by_url and request.method == "GET" and not request.body:
-                key = hash(request.url)
-                if key in self._seen:  # known: no fingerprint, no serialisation, no Redis
-                    return self._filtered(request)
+            key = url_key(request) if self._by_url else None
+            if key is not None and key in self._seen:
+                return self._filtered(request)  # known: no fingerprint, serialisation, Redis
             fingerprint = self.df.member(request)
             if key is None:
                 key = fingerprint
@@ -364,7 +363,7 @@ class Scheduler(RedisScheduler):
         """Whether a plain GET of ``url`` is known to be in the crawl's seen set (what
         this worker stored; False when unsure): the spider asks before it makes a
         Request."""
-        return self._by_url and hash(url) in self._seen
+        return self._by_url and url_key_of(url) in self._seen
 
     def schedule_revisit(self, request: Request, due: float) -> None:
         """Fetch ``request`` again at ``due`` (Unix time), whichever worker is free then.
