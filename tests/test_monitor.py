@@ -1,8 +1,10 @@
 """`webcrawl monitor` against a running crawl, seen in a real browser (headless Chromium,
 Debian's, driven by Playwright), and its crawl-wide metrics parsed by prometheus-client."""
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -10,9 +12,11 @@ import time
 import urllib.request
 
 import pytest
+import redis
 from conftest import ROOT, crawl_cmd, crawl_env, free_port
 from prometheus_client.parser import text_string_to_metric_families
 
+from webcrawl.frontier.embedded_redis import EmbeddedRedis
 from webcrawl.frontier.keys import CrawlKeys
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -133,3 +137,35 @@ def test_bad_input_gets_a_clear_message(tmp_path, redis_server):
         redis_server.client().hset(CrawlKeys("web", 16).meta, "shards", 16)  # a crawl exists
         err = failed(monitor(data, "--port", str(port), "-s", f"REDIS_URL={redis_server.url}"))
     assert f"cannot listen on 127.0.0.1 port {port}" in err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_stopped_by_a_signal_it_shuts_its_embedded_redis_down(tmp_path, sig):
+    """Ctrl-C, or a service manager's stop (SIGTERM), ends the monitor cleanly, and the
+    embedded Redis it started stops with it (a SIGTERM used to leave it running)."""
+    data = tmp_path / "data"
+    embedded = EmbeddedRedis(data)
+    client = embedded.client()
+    embedded.join(client)
+    client.hset(CrawlKeys("web", 16).meta, "shards", 16)  # a crawl exists
+    assert embedded.leave(client)  # the server stopped: the monitor starts it again
+    proc = monitor(data, "--port", str(free_port()))
+    assert "webcrawl monitor: crawl 'web'" in proc.stdout.readline()
+    probe = embedded.client()
+    assert probe.ping()  # running, for the monitor
+    probe.close()
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    left_running = _answers(embedded)
+    if left_running:  # not left behind by a failed test either
+        with contextlib.suppress(redis.ConnectionError):
+            embedded.client().shutdown(nosave=True)
+    assert proc.returncode == 0, err
+    assert not left_running
+
+
+def _answers(embedded):
+    try:
+        return embedded.client().ping()
+    except (OSError, redis.ConnectionError):
+        return False

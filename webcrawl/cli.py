@@ -278,6 +278,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_monitor(args: argparse.Namespace, settings: Settings) -> int:
+    import signal
     import threading
 
     from webcrawl.frontier.layout import existing_crawl
@@ -306,6 +307,9 @@ def cmd_monitor(args: argparse.Namespace, settings: Settings) -> int:
         thread.start()
         print(f"webcrawl monitor: crawl {crawl!r} on {http_url(args.bind, server.server_port)} "
               f"(metrics: /metrics); Ctrl-C stops it", flush=True)  # fmt: skip
+        # a service manager's stop (SIGTERM) ends it as Ctrl-C does: the embedded Redis
+        # it started is shut down on the way out, not left running
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
         try:
             server.serve_forever()
         except KeyboardInterrupt:
