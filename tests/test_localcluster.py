@@ -41,7 +41,10 @@ def listening(pid: int) -> list[tuple[str, int]]:
     """(hex address, port) of every TCP socket in LISTEN state that ``pid`` holds."""
     inodes = set()
     for fd in Path(f"/proc/{pid}/fd").iterdir():
-        target = os.readlink(fd)
+        try:
+            target = os.readlink(fd)
+        except FileNotFoundError:  # closed since the listing (a connection): not a listener
+            continue
         if target.startswith("socket:["):
             inodes.add(target[8:-1])
     found = []
