@@ -39,7 +39,6 @@ from __future__ import annotations
 import logging
 import random
 import time
-import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -81,6 +80,7 @@ from webcrawl.failpath import (
     probe_rounds,
     site_of,
 )
+from webcrawl.frontier.lock import RedisLock
 from webcrawl.frontier.redisconn import RoundTrips
 from webcrawl.settings_check import non_negative_float, positive_float, positive_int
 from webcrawl.store import open_store, store_url_from_settings
@@ -102,25 +102,16 @@ FAILURES = (
 #: few seconds while the probe runs): a worker that dies mid-probe frees it that late.
 PROBE_LEASE = 60.0
 
-# Redis scripts: renew or release the lock only while it holds our token.
-_RENEW = """
-if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
-return 0
-"""
-_RELEASE = """
-if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
-return 0
-"""
-
 
 class ProbeTurns:
     """Who runs a re-probe, across the workers of a crawl (Redis keys under ``key``).
 
     ``key``: the periodic turn, taken once per ``interval``; ``key:final``: the
-    final re-probe of a finite crawl, taken once; ``key:running``: held while a
-    re-probe runs, whichever, so that two never run together (and send the same
-    links back twice).  It expires after ``lease`` seconds unless renewed, and
-    only its holder (by the token of its acquisition) renews or releases it.
+    final re-probe of a finite crawl, taken once (both plain expiring markers, never
+    released); ``key:running``: the lock (:class:`~webcrawl.frontier.lock.RedisLock`)
+    held while a re-probe runs, whichever, so that two never run together (and send
+    the same links back twice).  It expires after ``lease`` seconds unless renewed,
+    and only its holder renews or releases it.
     """
 
     STARTED, BUSY, TAKEN = "started", "busy", "taken"
@@ -129,13 +120,9 @@ class ProbeTurns:
                  lease: float = PROBE_LEASE) -> None:  # fmt: skip
         self.server = server
         self.key = key
-        self.running = key + ":running"
         self.owner = owner
         self.interval_ms = int(interval * 1000)
-        self.lease_ms = int(lease * 1000)
-        self.token: str | None = None
-        self._renew = server.register_script(_RENEW)
-        self._release = server.register_script(_RELEASE)
+        self.lock = RedisLock(server, key + ":running", lease, owner=owner)
 
     def take(self, final: bool = False) -> str:
         """STARTED: the lock and the turn are ours (run, then :meth:`release`); BUSY:
@@ -143,10 +130,8 @@ class ProbeTurns:
         turn = self.key + ":final" if final else self.key
         if self.server.exists(turn):  # (most calls: one read, no lock taken and let go)
             return self.TAKEN
-        token = f"{self.owner}:{uuid.uuid4().hex}"
-        if not self.server.set(self.running, token, nx=True, px=self.lease_ms):
+        if self.lock.held or not self.lock.acquire():  # ours runs, or another's
             return self.BUSY
-        self.token = token
         try:
             took = self.server.set(turn, self.owner, nx=True, px=self.interval_ms)
         except RedisError:
@@ -159,15 +144,12 @@ class ProbeTurns:
 
     def renew(self) -> bool:
         """Extend the lease of the lock we hold; False if it is not ours (any more)."""
-        if self.token is None:
-            return False
-        return bool(self._renew(keys=[self.running], args=[self.token, self.lease_ms]))
+        return self.lock.extend()
 
-    def release(self) -> None:
-        """Let the lock go, if it is still ours."""
-        token, self.token = self.token, None
-        if token is not None:
-            self._release(keys=[self.running], args=[token])
+    def release(self) -> bool:
+        """Let the lock go, if it is still ours (True); False if it was not (expired,
+        maybe taken by another worker, whose lock stays)."""
+        return self.lock.release()
 
 
 def params_from_settings(settings: Any) -> FailPathParams:
@@ -464,9 +446,10 @@ class FailPathMiddleware:
             return
         try:
             turns = self._probe_turns(frontier)
-            if self._probing:  # ours runs: keep the lock
-                if not turns.renew():
-                    logger.warning("The failed-path re-probe lock expired while it ran")
+            if self._probing:  # ours runs: keep the lock (said once if it was lost)
+                if turns.lock.held and not turns.renew():
+                    logger.warning("The failed-path re-probe lock expired while the re-probe "
+                                   "ran: another may run beside it")  # fmt: skip
             elif turns.take() == ProbeTurns.STARTED:
                 self._start_probe(frontier)
         except RedisError as exc:
@@ -481,7 +464,10 @@ class FailPathMiddleware:
     def _probe_done(self, frontier: Any) -> None:
         self._probing = False
         try:
-            self._probe_turns(frontier).release()
+            turns = self._probe_turns(frontier)
+            if turns.lock.held and not turns.release():
+                logger.warning("The failed-path re-probe lock had expired when the re-probe "
+                               "ended (left to whoever holds it now)")  # fmt: skip
         except RedisError as exc:  # it expires on its own
             logger.warning("Could not release the failed-path re-probe lock: %s", exc)
         frontier._wake_engine()  # links may be back; an idle engine looks again now

@@ -6,9 +6,11 @@ answer, a 503 included, is parsed as if it were the file.
 
 - **Once per crawl.**  The rules that apply to us go to Redis
   (``<crawl>:robots:<scheme://host:port>``, 24 h expiry) and every worker
-  reads them there; the one that finds none takes a lock (SET NX, expiring)
-  and fetches the file, the others wait for its entry.  Each worker keeps
-  what it read (up to 10 000 hosts) until the entry's time is up.
+  reads them there; the one that finds none takes a lock (a
+  :class:`~webcrawl.frontier.lock.RedisLock`, renewed while the fetch runs, let
+  go only by its holder) and fetches the file, the others wait for its entry.
+  Each worker keeps what it read (up to 10 000 hosts) until the entry's time is
+  up.
 - **Politely.**  The fetch is paced by the frontier like any request to the
   host (``meta["robots_txt"]``, see middlewares/politeness.py): it takes the
   host's turn, and the request that needed it waits for the next one.
@@ -44,10 +46,11 @@ from scrapy.http import Response
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
-from twisted.internet import reactor
+from twisted.internet import reactor, task
 from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
 
+from webcrawl.frontier.lock import RedisLock
 from webcrawl.safety import robots
 from webcrawl.settings_check import positive_float, positive_int
 
@@ -187,36 +190,63 @@ class RobotsTxtMiddleware:
             return
         self._known.pop(origin, None)
         frontier = self._frontier()
-        lock = None
+        lock = renew = None
         if frontier is not None:
-            lock = frontier.keys.robots_lock(origin)
+            lock = RedisLock(frontier.server, frontier.keys.robots_lock(origin),
+                             self.lock_seconds, owner=frontier.worker_id)  # fmt: skip
             try:
-                got = frontier.server.set(lock, frontier.worker_id, nx=True,
-                                          px=int(self.lock_seconds * 1000))  # fmt: skip
+                got = lock.acquire()
             except RedisError as exc:  # fetch it without the lock (and share it if we can)
                 logger.warning("Could not lock the robots.txt of %s in Redis: %s", origin, exc)
-                got = True
+                got, lock = True, None
             if not got:  # another worker fetches it: look again soon
                 await maybe_deferred_to_future(deferLater(reactor, POLL, lambda: None))
                 return
         self._fetching[origin] = []
         try:
+            if lock is not None:  # the host's turn, redirects and timeouts can outlast it
+                renew = task.LoopingCall(self._renew, lock, origin)
+                renew.start(self.lock_seconds / 3, now=False)
             entry = await self._fetch(origin, previous)
             if frontier is not None:
-                self._share(frontier, origin, entry, lock)
+                self._share(frontier, origin, entry)
             await self._remember(origin, entry, fetched=True)
         finally:
+            if renew is not None and renew.running:
+                renew.stop()
+            if lock is not None:
+                self._release(lock, origin)
             for waiter in self._fetching.pop(origin):
                 waiter.callback(None)
 
-    def _share(self, frontier: Any, origin: str, entry: robots.RobotsEntry, lock: Any) -> None:
+    def _share(self, frontier: Any, origin: str, entry: robots.RobotsEntry) -> None:
         try:
-            pipe = frontier.server.pipeline(transaction=False)
-            pipe.set(frontier.keys.robots(origin), entry.dumps(), ex=int(robots.CACHE_SECONDS))
-            pipe.delete(lock)
-            pipe.execute()
+            frontier.server.set(frontier.keys.robots(origin), entry.dumps(),
+                                ex=int(robots.CACHE_SECONDS))  # fmt: skip
         except RedisError as exc:  # kept locally; another worker will fetch it too
             logger.warning("Could not share the robots.txt rules of %s in Redis: %s", origin, exc)
+
+    @staticmethod
+    def _renew(lock: RedisLock, origin: str) -> None:
+        """Keep the fetch lock while the fetch runs (said once if it was lost)."""
+        if not lock.held:
+            return
+        try:
+            if not lock.extend():
+                logger.warning("The robots.txt lock of %s expired during its fetch: another "
+                               "worker may fetch it too", origin)  # fmt: skip
+        except RedisError as exc:
+            logger.warning("Could not extend the robots.txt lock of %s: %s", origin, exc)
+
+    @staticmethod
+    def _release(lock: RedisLock, origin: str) -> None:
+        """Let the fetch lock go, if it is still ours (another worker's stays)."""
+        if not lock.held:
+            return
+        try:
+            lock.release()
+        except RedisError as exc:  # it expires on its own
+            logger.warning("Could not release the robots.txt lock of %s: %s", origin, exc)
 
     async def _fetch(self, origin: str, previous: robots.RobotsEntry | None) -> robots.RobotsEntry:
         url = origin + "/robots.txt"

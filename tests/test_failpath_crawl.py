@@ -7,7 +7,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-import uuid
 from collections import Counter
 from urllib.parse import urlsplit
 
@@ -22,6 +21,7 @@ from webcrawl.demo import demo_server
 from webcrawl.demo.web import DemoWeb
 from webcrawl.failpath import FAIL, SITE, site_of
 from webcrawl.frontier.keys import CrawlKeys
+from webcrawl.frontier.lock import RedisLock
 from webcrawl.store import open_store
 
 FAST = ("FAILPATH_MIN_DELAY=0.5", "FAILPATH_MAX_DELAY=1", "FRONTIER_RETRY_BACKOFF=0.2")
@@ -226,8 +226,8 @@ def test_a_re_probe_waits_for_the_one_running(redis_server, redis_client, tmp_pa
     worker runs out of work: its final re-probe waits for that one to end instead of
     sampling (and sending back) the same links at the same time, then runs once."""
     lock = CrawlKeys("web").failpath_probe + ":running"
-    token = f"other-worker:{uuid.uuid4().hex}"
-    assert redis_client.set(lock, token, nx=True, px=120_000)
+    other = RedisLock(redis_client, lock, ttl=120, owner="other-worker")
+    assert other.acquire()
     log = tmp_path / "requests.jsonl"
     with demo_server(4, 40, log, faults=["0:/s2/a:reset@10"]) as info:
         host = info["hosts"][0]
@@ -251,10 +251,7 @@ def test_a_re_probe_waits_for_the_one_running(redis_server, redis_client, tmp_pa
             first = min(r["t"] for r in map(json.loads, log.read_text().splitlines())
                         if r["host"] == host and r["path"].startswith("/s2/a"))  # fmt: skip
             time.sleep(max(0.0, first + 10.5 - time.time()))
-            release = redis_client.register_script(
-                "if redis.call('get', KEYS[1]) == ARGV[1] then"
-                " return redis.call('del', KEYS[1]) end return 0")  # fmt: skip
-            assert release(keys=[lock], args=[token]) == 1
+            assert other.release()
             worker.wait(60)
         finally:
             if worker.poll() is None:
@@ -300,5 +297,5 @@ def test_a_dead_re_probers_lock_expires(redis_client):
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert turn == ProbeTurns.STARTED
-    a.release()  # too late: not a's any more
-    assert b.renew()
+    assert not a.release()  # too late: not a's any more, and b's lock stays
+    assert b.renew() and b.release()

@@ -163,3 +163,86 @@ def test_two_workers_fetch_each_robots_txt_once_in_the_hosts_turn(
         gaps = [b["t"] - a["t"] for a, b in itertools.pairwise(mine)]
         assert min(gaps) >= 0.4, (host, sorted(gaps)[:3])
     assert sum(_stat(log, "robotstxt/shared") for log in logs) >= 1  # one read the other's
+
+
+# -- the fetch lock (in process, a real Redis) -------------------------------------------
+
+import asyncio  # noqa: E402
+import logging  # noqa: E402
+import time  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
+from scrapy import Request  # noqa: E402
+from scrapy.utils.test import get_crawler  # noqa: E402
+
+from middlewares.robotstxt import RobotsTxtMiddleware  # noqa: E402
+from webcrawl.frontier.keys import CrawlKeys  # noqa: E402
+from webcrawl.frontier.lock import RedisLock  # noqa: E402
+from webcrawl.safety import robots as rules  # noqa: E402
+
+ORIGIN = "http://lock.example:80"
+
+
+def _worker(redis_client, monkeypatch, fetch):
+    """A robots.txt middleware of worker ``a`` on ``redis_client``, fetching with ``fetch``."""
+    crawler = get_crawler(settings_dict={"ROBOTSTXT_OBEY": True, "DOWNLOAD_TIMEOUT": 30,
+                                         "ADAPTIVE_DELAY_MAX": 60.0,
+                                         "ROBOTSTXT_UNREACHABLE_WAIT": 300.0,
+                                         "ROBOTSTXT_UNREACHABLE_TRIES": 3})  # fmt: skip
+    mw = RobotsTxtMiddleware(crawler)
+    frontier = SimpleNamespace(server=redis_client, keys=CrawlKeys("web"), worker_id="worker-a")
+    monkeypatch.setattr(mw, "_frontier", lambda: frontier)
+    monkeypatch.setattr(mw, "_fetch", fetch)
+    return mw
+
+
+def test_the_robots_lock_is_held_during_the_fetch_and_let_go_by_its_holder(
+    redis_client, monkeypatch
+):
+    lock = CrawlKeys("web").robots_lock(ORIGIN)
+    seen = []
+
+    async def fetch(origin, previous):
+        seen.append(redis_client.get(lock).decode())
+        return rules.unavailable("test", time.time())
+
+    mw = _worker(redis_client, monkeypatch, fetch)
+    asyncio.run(mw._fetch_once(ORIGIN, None, Request(ORIGIN + "/")))
+    assert len(seen) == 1 and seen[0].startswith("worker-a:")  # <token>|<deadline>
+    assert redis_client.get(lock) is None  # released
+    assert rules.RobotsEntry.loads(redis_client.get(CrawlKeys("web").robots(ORIGIN)))
+
+
+def test_a_robots_lock_that_expired_and_was_retaken_stays_the_new_holders(
+    redis_client, monkeypatch
+):
+    """The fetch outlasted the lock: another worker took it.  Ending the fetch must not
+    free that worker's lock (an unconditional DEL did: a third would fetch it too)."""
+    lock = CrawlKeys("web").robots_lock(ORIGIN)
+    other = RedisLock(redis_client, lock, ttl=60, owner="worker-b")
+
+    async def fetch(origin, previous):
+        redis_client.delete(lock)  # a's lock expires...
+        assert other.acquire()  # ...and b takes it
+        return rules.unavailable("test", time.time())
+
+    mw = _worker(redis_client, monkeypatch, fetch)
+    asyncio.run(mw._fetch_once(ORIGIN, None, Request(ORIGIN + "/")))
+    assert other.owned()  # b's lock stays
+    assert redis_client.get(lock).decode().startswith(other.token + "|")
+
+
+def test_a_long_robots_fetch_renews_its_lock_and_says_once_when_it_was_lost(redis_client, caplog):
+    lock = RedisLock(redis_client, "webcrawl:web:robots_lock:x", ttl=1, owner="worker-a")
+    assert lock.acquire()
+    first = lock.deadline
+    RobotsTxtMiddleware._renew(lock, "x")
+    assert lock.deadline > first and redis_client.pttl(lock.key) > 900
+    redis_client.delete(lock.key)  # expired
+    with caplog.at_level(logging.WARNING, logger="middlewares.robotstxt"):
+        RobotsTxtMiddleware._renew(lock, "x")
+        RobotsTxtMiddleware._renew(lock, "x")
+    assert [r.message for r in caplog.records].count(
+        "The robots.txt lock of x expired during its fetch: another worker may fetch it too"
+    ) == 1
+    assert not lock.held and redis_client.get(lock.key) is None  # nothing recreated
