@@ -44,7 +44,7 @@ def entry(queue, url, priority=0, fp=None, wait=0.0):
 
 def drain(queue, now=1000.0, **kw):
     urls = []
-    while (r := queue.step(now=now, worker_id="w", **kw).request) is not None:
+    while (r := queue.step(now=now, **kw).request) is not None:
         urls.append(r.url)
     return urls
 
@@ -52,14 +52,14 @@ def drain(queue, now=1000.0, **kw):
 def test_batch_push_dedups_in_one_round_trip(redis_client):
     queue, keys = make(redis_client)
     pushes = [entry(queue, "http://a/1"), entry(queue, "http://a/2"), entry(queue, "http://a/1")]
-    assert queue.step(now=1, worker_id="w", pushes=pushes, pop=False).added == 2
+    assert queue.step(now=1, pushes=pushes, pop=False).added == 2
     pushes = [entry(queue, "http://a/2"), entry(queue, "http://b/3")]
-    assert queue.step(now=1, worker_id="w", pushes=pushes, pop=False).added == 1
+    assert queue.step(now=1, pushes=pushes, pop=False).added == 1
     assert len(queue) == 3
     assert total(redis_client, keys, "SCARD", "seen") == 3
     # dont_filter (empty fingerprint) bypasses the set, and identical requests stay apart
     pushes = [entry(queue, "http://a/1", fp=b""), entry(queue, "http://a/1", fp=b"")]
-    assert queue.step(now=1, worker_id="w", pushes=pushes, pop=False).added == 2
+    assert queue.step(now=1, pushes=pushes, pop=False).added == 2
     assert len(queue) == 5
 
 
@@ -68,11 +68,11 @@ def test_duplicates_are_found_before_the_step_sends_their_requests(redis_client)
     shard): only the new requests go to the step script; the outcome is the same."""
     queue, keys = make(redis_client)
     known = [entry(queue, f"http://h{i}/a") for i in range(30)]
-    assert queue.step(now=1, worker_id="w", pushes=known, pop=False).added == 30
+    assert queue.step(now=1, pushes=known, pop=False).added == 30
     scripts = redis_client.info("commandstats")["cmdstat_evalsha"]["calls"]
     fresh = [entry(queue, f"http://h{i}/b") for i in range(10)]
     again = [entry(queue, "http://h1/c", fp=b""), *known, *fresh]  # dont_filter: always
-    result = queue.step(now=1, worker_id="w", pushes=again, pop=False)
+    result = queue.step(now=1, pushes=again, pop=False)
     # one script call per shard that got a new request, none for shards of duplicates only
     shards = {keys.shard_of(e[1]) for e in [again[0], *fresh]}
     assert redis_client.info("commandstats")["cmdstat_evalsha"]["calls"] - scripts == len(shards)
@@ -81,9 +81,9 @@ def test_duplicates_are_found_before_the_step_sends_their_requests(redis_client)
     # mostly new links: not worth the extra round trip, the script alone decides
     for step in range(10):
         new = [entry(queue, f"http://h{i}/{step}") for i in range(20)]
-        assert queue.step(now=1, worker_id="w", pushes=new, pop=False).added == 20
+        assert queue.step(now=1, pushes=new, pop=False).added == 20
     checks = redis_client.info("commandstats")["cmdstat_smismember"]["calls"]
-    queue.step(now=1, worker_id="w", pushes=[entry(queue, f"http://h{i}/x") for i in range(20)],
+    queue.step(now=1, pushes=[entry(queue, f"http://h{i}/x") for i in range(20)],
                pop=False)  # fmt: skip
     assert redis_client.info("commandstats")["cmdstat_smismember"]["calls"] == checks
 
@@ -97,9 +97,9 @@ def test_bloom_duplicates_are_found_before_the_step_too(redis_client):
         return (fp, url.split("/")[2], 0, 0.0, queue.encode(Request(url)))
 
     first = [bloom_entry(f"http://h{i}/a") for i in range(30)]
-    assert queue.step(now=1, worker_id="w", pushes=first, pop=False, seen_mode="bloom").added == 30
+    assert queue.step(now=1, pushes=first, pop=False, seen_mode="bloom").added == 30
     again = [*first, *(bloom_entry(f"http://h{i}/b") for i in range(5))]
-    result = queue.step(now=1, worker_id="w", pushes=again, pop=False, seen_mode="bloom")
+    result = queue.step(now=1, pushes=again, pop=False, seen_mode="bloom")
     assert (result.known, result.added) == (30, 5)
     assert len(queue) == 35
 
@@ -124,8 +124,8 @@ def test_a_redis_without_smismember_still_filters_in_the_script(tmp_path):
                 time.sleep(0.05)
         queue, _ = make(client)
         pushes = [entry(queue, f"http://h{i}/a") for i in range(30)]
-        assert queue.step(now=1, worker_id="w", pushes=pushes, pop=False).added == 30
-        result = queue.step(now=1, worker_id="w", pushes=pushes, pop=False)
+        assert queue.step(now=1, pushes=pushes, pop=False).added == 30
+        result = queue.step(now=1, pushes=pushes, pop=False)
         assert (result.known, result.added) == (0, 0) and not queue._precheck
         client.close()
     finally:
@@ -138,30 +138,30 @@ def test_priority_then_fifo_within_a_host(redis_client):
     urls = [("http://a/low1", -1), ("http://a/high", 5), ("http://a/mid1", 0),
             ("http://a/low2", -1), ("http://a/mid2", 0), ("http://a/huge", 10**9)]  # fmt: skip
     for url, prio in urls:  # one at a time: order across batches is kept too
-        queue.step(now=1, worker_id="w", pushes=[entry(queue, url, prio)], pop=False)
+        queue.step(now=1, pushes=[entry(queue, url, prio)], pop=False)
     assert drain(queue) == ["http://a/huge", "http://a/high", "http://a/mid1", "http://a/mid2",
                             "http://a/low1", "http://a/low2"]  # fmt: skip
 
 
 def test_a_host_is_handed_out_once_per_delay_across_workers(redis_client):
     queue, _ = make(redis_client)
-    queue.step(now=100, worker_id="w1", pop=False,
+    queue.step(now=100, pop=False,
                pushes=[entry(queue, f"http://a/{i}") for i in range(3)])  # fmt: skip
-    first = queue.step(now=100, worker_id="w1", default_delay=2.0)
+    first = queue.step(now=100, default_delay=2.0)
     assert first.request.url == "http://a/0"
-    other = queue.step(now=101, worker_id="w2", default_delay=2.0)  # another worker, too early
+    other = queue.step(now=101, default_delay=2.0)  # another worker, too early
     assert other.request is None and other.next_ready == 1.0  # seconds until a is ready
-    assert queue.step(now=102, worker_id="w2", default_delay=2.0).request.url == "http://a/1"
+    assert queue.step(now=102, default_delay=2.0).request.url == "http://a/1"
     # a per-host delay overrides the default
     queue.set_delay("a", 10.0)
-    assert queue.step(now=103, worker_id="w1", default_delay=2.0).request is None
-    assert queue.step(now=104, worker_id="w1", default_delay=2.0).request.url == "http://a/2"
+    assert queue.step(now=103, default_delay=2.0).request is None
+    assert queue.step(now=104, default_delay=2.0).request.url == "http://a/2"
     # the hard check at send time: the host's last send is remembered, even while
     # its queue is empty, and a send too early is told how long to wait
     assert queue.acquire("a", now=104.5, default_delay=2.0) == 0.0
     assert queue.acquire("a", now=110.0, default_delay=2.0) == pytest.approx(4.5)
-    queue.step(now=110, worker_id="w1", pushes=[entry(queue, "http://a/3")], pop=False)
-    assert queue.step(now=110, worker_id="w1").next_ready == 4.5
+    queue.step(now=110, pushes=[entry(queue, "http://a/3")], pop=False)
+    assert queue.step(now=110).next_ready == 4.5
     # a request that really left later than its turn pushes the next turn back
     queue.mark_sent("a", now=113.0, default_delay=2.0)  # host a's own delay is 10 s
     assert queue.acquire("a", now=114.5, default_delay=2.0) == pytest.approx(8.5)
@@ -176,11 +176,11 @@ def test_hosts_take_turns(redis_client):
     queue, _ = make(redis_client, shards=1)
     pushes = [entry(queue, f"http://big/{i}") for i in range(100)]
     pushes += [entry(queue, f"http://small{h}/{i}") for h in range(3) for i in range(2)]
-    queue.step(now=0, worker_id="w", pushes=pushes, pop=False)
+    queue.step(now=0, pushes=pushes, pop=False)
     hosts = []
     now = 0.0
     while len(hosts) < 12:
-        result = queue.step(now=now, worker_id="w", default_delay=1.0)
+        result = queue.step(now=now, default_delay=1.0)
         if result.request is None:
             now += result.next_ready
             continue
@@ -192,26 +192,26 @@ def test_hosts_take_turns(redis_client):
 
 def test_leases_ack_and_expire(redis_client):
     queue, keys = make(redis_client)
-    queue.step(now=0, worker_id="w", pop=False,
+    queue.step(now=0, pop=False,
                pushes=[entry(queue, "http://a/1"), entry(queue, "http://b/2")])  # fmt: skip
-    one = queue.step(now=0, worker_id="w1", lease_timeout=10)
-    two = queue.step(now=0, worker_id="w2", lease_timeout=10)
+    one = queue.step(now=0, lease_timeout=10)
+    two = queue.step(now=0, lease_timeout=10)
     assert {one.request.url, two.request.url} == {"http://a/1", "http://b/2"}
     assert total(redis_client, keys, "ZCARD", "leases") == 2 and len(queue) == 0
-    queue.step(now=1, worker_id="w1", acks=[one.lease], pop=False)  # w1 finished
+    queue.step(now=1, acks=[one.lease], pop=False)  # w1 finished
     queue.renew([one.lease], 49, now=1)  # renewing an acked lease does not revive it
     assert total(redis_client, keys, "ZCARD", "leases") == 1
-    assert queue.step(now=5, worker_id="w3").request is None  # w2's lease still valid
-    again = queue.step(now=11, worker_id="w3", lease_timeout=10)  # w2 died: lease expired
+    assert queue.step(now=5).request is None  # w2's lease still valid
+    again = queue.step(now=11, lease_timeout=10)  # w2 died: lease expired
     assert again.requeued == 1 and again.request.url == two.request.url
     queue.renew([again.lease], 89, now=11)
-    assert queue.step(now=30, worker_id="w4").requeued == 0  # renewed
+    assert queue.step(now=30).requeued == 0  # renewed
 
 
 def test_delayed_requests_wait_for_their_time(redis_client):
     queue, _ = make(redis_client)
     pushes = [entry(queue, "http://a/retry", wait=50.0), entry(queue, "http://a/now")]
-    queue.step(now=0, worker_id="w", pushes=pushes, pop=False)
+    queue.step(now=0, pushes=pushes, pop=False)
     assert len(queue) == 2
     assert drain(queue, now=10) == ["http://a/now"]
     assert drain(queue, now=50) == ["http://a/retry"]
@@ -220,23 +220,23 @@ def test_delayed_requests_wait_for_their_time(redis_client):
 def test_idle_check_sees_busy_live_workers_and_leases(redis_client):
     queue, keys = make(redis_client)
     registry = WorkerRegistry(redis_client, keys)
-    queue.step(now=0, worker_id="w", pop=False,
+    queue.step(now=0, pop=False,
                pushes=[entry(queue, "http://a/1"), entry(queue, "http://b/2")])  # fmt: skip
     registry.beat("w1", {}, ttl=10)
     registry.beat("w2", {}, ttl=10)
-    l1 = queue.step(now=0, worker_id="w1").lease
-    l2 = queue.step(now=0, worker_id="w2").lease
+    l1 = queue.step(now=0).lease
+    l2 = queue.step(now=0).lease
     registry.mark_busy("w1", 0.0)  # what a worker's scheduler does when it first pops
     registry.mark_busy("w2", 0.0)
     assert queue.idle_check("w1") == (0, 0, 1, 2)  # w2 busy; both leases open
-    queue.step(now=0, worker_id="w1", acks=[l1, l2], pop=False)
+    queue.step(now=0, acks=[l1, l2], pop=False)
     assert queue.idle_check("w2") == (0, 0, 0, 0)
     redis_client.rpush(keys.start, "http://submitted/")
     assert queue.idle_check("w1") == (0, 1, 0, 0)
     # a busy worker whose heartbeat expired (killed) does not count as busy
-    queue.step(now=0, worker_id="w", pushes=[entry(queue, "http://a/3")], pop=False)
+    queue.step(now=0, pushes=[entry(queue, "http://a/3")], pop=False)
     registry.beat("w4", {}, ttl=0.05)
-    queue.step(now=0, worker_id="w4")
+    queue.step(now=0)
     registry.mark_busy("w4", 0.0)
     time.sleep(0.1)
     assert queue.idle_check("w1") == (0, 1, 0, 1)  # ...but its lease does, until it expires
@@ -316,28 +316,28 @@ def test_entries_are_small_and_decode_to_the_request_scrapy_would_rebuild(redis_
 def test_one_step_pops_several_hosts_but_each_once_per_delay(redis_client):
     queue, keys = make(redis_client, shards=1)
     pushes = [entry(queue, u) for u in ("http://a/1", "http://a/2", "http://b/1", "http://c/1")]
-    queue.step(now=0, worker_id="w", pushes=pushes, pop=False)
-    result = queue.step(now=10, worker_id="w", pop=8, default_delay=1.0, lease_timeout=30)
+    queue.step(now=0, pushes=pushes, pop=False)
+    result = queue.step(now=10, pop=8, default_delay=1.0, lease_timeout=30)
     assert sorted(r.url for r, _ in result.popped) == ["http://a/1", "http://b/1", "http://c/1"]
     assert len({lease for _, lease in result.popped}) == 3
     assert total(redis_client, keys, "ZCARD", "leases") == 3
-    later = queue.step(now=10.5, worker_id="w", pop=8, default_delay=1.0)
+    later = queue.step(now=10.5, pop=8, default_delay=1.0)
     assert later.popped == [] and later.next_ready == 0.5  # a waits for its delay
     # without a delay one call takes a host's requests in turn
-    queue.step(now=0, worker_id="w", pop=False,
+    queue.step(now=0, pop=False,
                pushes=[entry(queue, "http://d/1"), entry(queue, "http://d/2")])  # fmt: skip
-    urls = [r.url for r, _ in queue.step(now=20, worker_id="w", pop=8).popped]
+    urls = [r.url for r, _ in queue.step(now=20, pop=8).popped]
     assert urls == ["http://d/1", "http://a/2", "http://d/2"]  # by ready time, in turn
 
 
 def test_released_leases_go_back_at_the_next_step(redis_client):
     """What a closing worker popped but never started is requeued at once (renew to 0)."""
     queue, _ = make(redis_client, shards=1)
-    queue.step(now=0, worker_id="w", pop=False,
+    queue.step(now=0, pop=False,
                pushes=[entry(queue, "http://a/1"), entry(queue, "http://b/1")])  # fmt: skip
-    popped = queue.step(now=1, worker_id="w1", pop=2, lease_timeout=60).popped
+    popped = queue.step(now=1, pop=2, lease_timeout=60).popped
     queue.renew([lease for _, lease in popped], 0.0, now=1)
-    again = queue.step(now=2, worker_id="w2", pop=2, lease_timeout=60)
+    again = queue.step(now=2, pop=2, lease_timeout=60)
     assert again.requeued == 2
     assert sorted(r.url for r, _ in again.popped) == ["http://a/1", "http://b/1"]
 
@@ -351,22 +351,22 @@ def revisit(queue, url, due, priority=0):
 
 def test_revisits_are_one_per_url_and_bypass_the_dupefilter(redis_client):
     queue, keys = make(redis_client)
-    queue.step(now=0, worker_id="w", pushes=[entry(queue, "http://a/1")], pop=False)
+    queue.step(now=0, pushes=[entry(queue, "http://a/1")], pop=False)
     long = {"lease_timeout": 1e6}  # no lease expiry in this test
     assert drain(queue, now=0, **long) == ["http://a/1"]  # fetched, and in the seen set
     # scheduled twice: the second schedule replaces the first
-    queue.step(now=0, worker_id="w", revisits=[revisit(queue, "http://a/1", 50.0)], pop=False)
-    queue.step(now=0, worker_id="w", revisits=[revisit(queue, "http://a/1", 80.0)], pop=False)
+    queue.step(now=0, revisits=[revisit(queue, "http://a/1", 50.0)], pop=False)
+    queue.step(now=0, revisits=[revisit(queue, "http://a/1", 80.0)], pop=False)
     assert total(redis_client, keys, "ZCARD", "revisits") == 1
     assert drain(queue, now=60, **long) == []
-    result = queue.step(now=80, worker_id="w", **long)
+    result = queue.step(now=80, **long)
     assert result.revisited == 1 and result.request.url == "http://a/1"
     assert (
         total(redis_client, keys, "ZCARD", "revisits") == 0
         and total(redis_client, keys, "HLEN", "revisit_requests") == 0
     )
     # the seen set still has it: a link to it is filtered as before
-    assert queue.step(now=90, worker_id="w", pushes=[entry(queue, "http://a/1")]).added == 0
+    assert queue.step(now=90, pushes=[entry(queue, "http://a/1")]).added == 0
 
 
 def _take_revisits(url, worker, out, barrier):
@@ -376,7 +376,7 @@ def _take_revisits(url, worker, out, barrier):
     got = []
     barrier.wait(30)  # both start together
     for _ in range(400):
-        result = queue.step(worker_id=worker, pop=5)  # Redis's clock
+        result = queue.step(pop=5)  # Redis's clock
         got += [request.url for request, _ in result.popped]
     out.put(got)
 
@@ -386,7 +386,7 @@ def test_due_revisits_move_atomically_with_two_workers(redis_client, redis_serve
 
     queue, keys = make(redis_client)
     urls = [f"http://h{i % 7}/p{i}" for i in range(300)]
-    queue.step(worker_id="w", pop=False,
+    queue.step(pop=False,
                revisits=[revisit(queue, u, -1.0) for u in urls])  # fmt: skip
     ctx = multiprocessing.get_context("spawn")
     out, barrier = ctx.Queue(), ctx.Barrier(2)
@@ -405,11 +405,11 @@ def test_due_revisits_move_atomically_with_two_workers(redis_client, redis_serve
 def test_a_lease_handed_back_returns_after_its_wait(redis_client):
     """A request whose page could not be stored is not acknowledged: it comes back."""
     queue, keys = make(redis_client)
-    queue.step(now=0, worker_id="w", pushes=[entry(queue, "http://a/1")], pop=False)
-    lease = queue.step(now=0, worker_id="w1", lease_timeout=60).lease
-    queue.step(now=1, worker_id="w1", nacks=[(lease, 5.0)], pop=False)
-    assert queue.step(now=5, worker_id="w2").request is None  # not yet
-    again = queue.step(now=6, worker_id="w2")
+    queue.step(now=0, pushes=[entry(queue, "http://a/1")], pop=False)
+    lease = queue.step(now=0, lease_timeout=60).lease
+    queue.step(now=1, nacks=[(lease, 5.0)], pop=False)
+    assert queue.step(now=5).request is None  # not yet
+    again = queue.step(now=6)
     assert again.requeued == 1 and again.request.url == "http://a/1"
     assert total(redis_client, keys, "SCARD", "seen") == 1  # past the dupefilter, which has it
 
@@ -418,9 +418,9 @@ def test_shared_times_are_redis_time_not_the_workers(redis_client):
     """Leases, delays and due revisits are set by Redis's clock: a step sends only
     durations, so a worker whose clock is off cannot move them."""
     queue, keys = make(redis_client)
-    queue.step(worker_id="w", pushes=[entry(queue, "http://a/1")], pop=False)
-    queue.step(worker_id="w", revisits=[revisit(queue, "http://a/2", 3600.0)], pop=False)
-    lease = queue.step(worker_id="w1", lease_timeout=60).lease
+    queue.step(pushes=[entry(queue, "http://a/1")], pop=False)
+    queue.step(revisits=[revisit(queue, "http://a/2", 3600.0)], pop=False)
+    lease = queue.step(lease_timeout=60).lease
     seconds, micros = redis_client.time()
     now = seconds + micros / 1e6
     assert redis_client.zscore(
@@ -465,8 +465,8 @@ def test_entries_naming_a_class_outside_the_allow_list_are_refused_unimported(
     good = entry(queue, "http://a/ok")
     planted = b'{"url": "http://a/evil", "_class": "planted.Evil", "headers": {}}'
     pushes = [good, (b"e", "a", 0, 0.0, planted), (b"g", "a", 0, 0.0, b"not json")]
-    queue.step(now=0, worker_id="w", pushes=pushes, pop=False)
-    result = queue.step(now=0, worker_id="w", pop=3)
+    queue.step(now=0, pushes=pushes, pop=False)
+    result = queue.step(now=0, pop=3)
     assert [r.url for r, _ in result.popped] == ["http://a/ok"]
     assert [why for _, why in result.refused] == [
         "request class 'planted.Evil' is not in FRONTIER_REQUEST_CLASSES",

@@ -143,12 +143,12 @@ def test_a_refill_whose_lease_expired_does_nothing(redis_client, store):
     queue, _ = make(redis_client, store, per_host=2)
     queue.step(now=0, pushes=[entry(queue, f"http://a/{i}") for i in range(6)], pop=False)
     grants = []
-    refill = queue._refill
-    queue._refill = lambda *args, **kw: grants.append(args)  # the paused worker
+    refill = queue.tiers.refill
+    queue.tiers.refill = lambda *args, **kw: grants.append(args)  # the paused worker
     queue.step(now=0, lease_timeout=5)
     queue.step(now=0, lease_timeout=5)  # the queue is empty: a refill lease, not used
     assert len(grants) == 1
-    queue._refill = refill
+    queue.tiers.refill = refill
     urls = drain(queue, now=100)  # the lease expired: another refill
     refill(*grants[0], now=100)  # the paused worker wakes up
     assert sorted(urls) == [f"http://a/{i}" for i in range(6)]  # a/0, a/1: expired leases

@@ -17,16 +17,16 @@ TINY = ("FRONTIER_HOT_PER_HOST=2", "FRONTIER_HOST_DELAY=0.1", "FRONTIER_LEASE_TI
 # A worker that kills itself in its 5th refill: the refilled requests are in Redis, not
 # yet deleted from the store (the moment a crash could queue them twice).
 DIES_IN_A_REFILL = """import os, signal
-from webcrawl.frontier import queue, scripts
-_single, _refills = queue.HostQueue._single, []
-def _dying(self, shard, script, keys, args):
-    result = _single(self, shard, script, keys, args)
-    if script is scripts.REFILL and int(result) > 0:
+from webcrawl.frontier import scripts
+_run, _refills = scripts.Script.run, []
+def _dying(self, router, keys, args):
+    result = _run(self, router, keys, args)
+    if self is scripts.REFILL and int(result) > 0:
         _refills.append(result)
         if len(_refills) == 5:
             os.kill(os.getpid(), signal.SIGKILL)
     return result
-queue.HostQueue._single = _dying
+scripts.Script.run = _dying
 from scrapy.cmdline import execute
 execute()
 """

@@ -124,10 +124,9 @@ def _host_sizes(client: Any, keys: CrawlKeys, shards: list[dict[str, Any]]) -> l
         k = keys.shard(s["shard"])
         for host in s["hosts"]:
             hosts.append(host)
-            pipe.zcard(k.host_queue(host)).zcard(k.overflow_prefix + host).hget(k.cold, host)
+            pipe.zcard(k.host_queue(host)).hget(k.cold, host)
     counts = pipe.execute() if hosts else []
-    totals = [a + b + int(c or 0) for a, b, c in zip(counts[::3], counts[1::3], counts[2::3],
-                                                     strict=True)]  # fmt: skip
+    totals = [hot + int(cold or 0) for hot, cold in zip(counts[::2], counts[1::2], strict=True)]
     return sorted(zip(totals, hosts, strict=True), reverse=True)
 
 

@@ -267,7 +267,7 @@ def run_memory(args: argparse.Namespace) -> int:
                         )
                         fp = hashlib.sha1(u.encode()).digest()
                         pushes.append((fp, host, 0, 0.0, queue.encode(request)))
-                    queue.step(now=0, worker_id="bench", pushes=pushes, pop=False)
+                    queue.step(now=0, pushes=pushes, pop=False)
                 queue_bytes = sum(client.memory_usage(k) or 0 for k in client.scan_iter(
                     match=f"webcrawl:{{mem{hosts}:*}}:hq:*"))  # fmt: skip
                 rows.append((name, queue_bytes / n, None))

@@ -203,7 +203,7 @@ class Worker:
             data = self.queue.encode(Request(url, meta={"depth": 0}))
             batch.append((fingerprint(url), host_name(i), 0, 0.0, data))
             if len(batch) >= SEED_BATCH or i + self.cfg.workers >= self.cfg.hosts:
-                result = self.queue.step(worker_id="bench", pushes=batch, pop=False)
+                result = self.queue.step(pushes=batch, pop=False)
                 if result.failed:
                     raise RuntimeError(f"seeding failed: {next(iter(result.failed.values()))}")
                 self.counts["seeded"] += result.added
@@ -265,7 +265,7 @@ class Worker:
             self.unconfirmed = []
         acks, batch = self.ackable, self.buffer
         began, cpu = time.perf_counter(), time.process_time()
-        result = self.queue.step(worker_id="bench", acks=acks, pushes=batch, pop=pop,
+        result = self.queue.step(acks=acks, pushes=batch, pop=pop,
                                  default_delay=0.0, lease_timeout=LEASE_TIMEOUT,
                                  seen_mode="set")  # fmt: skip
         self.counts["step_wall"] += time.perf_counter() - began

@@ -99,12 +99,6 @@ class ShardKeys:
         return self.host_queue_prefix + host
 
     @property
-    def overflow_prefix(self) -> str:
-        """``<prefix>hqo:<host>``: a host's overflow, from versions before the cold tier
-        (drained as its queue is)."""
-        return self.prefix + "hqo:"
-
-    @property
     def cold(self) -> str:
         """Hash host -> its requests in the cold tier: in the store, or spilling to it."""
         return self.prefix + "cold"

@@ -35,10 +35,11 @@ from twisted.internet import task, threads
 from twisted.internet.defer import Deferred
 
 from webcrawl.frontier.dupefilter import dupefilter_class
+from webcrawl.frontier.entry import DEFAULT_REQUEST_CLASSES
 from webcrawl.frontier.keys import MAX_SHARDS, CrawlKeys
 from webcrawl.frontier.known import by_url, url_key, url_key_of
 from webcrawl.frontier.layout import join_crawl
-from webcrawl.frontier.queue import DEFAULT_REQUEST_CLASSES, HostQueue, StepResult, lease_shard
+from webcrawl.frontier.queue import HostQueue, StepResult, lease_shard
 from webcrawl.frontier.redisconn import CrawlRedis, RoundTrips
 from webcrawl.frontier.requeue import Requeue
 from webcrawl.frontier.workers import WorkerRegistry, new_worker_id, worker_info
@@ -448,7 +449,7 @@ class Scheduler(RedisScheduler):
         acks = [*self._ackable, *self._refused]
         try:
             result = self.queue.step(
-                worker_id=self.worker_id, acks=acks, nacks=nacks, pushes=batch, pop=pop,
+                acks=acks, nacks=nacks, pushes=batch, pop=pop,
                 revisits=revisits, default_delay=self.host_delay,
                 lease_timeout=self.lease_timeout, slack=self.delay_slack,
                 seen_mode=self.df.mode,

@@ -1,0 +1,41 @@
+--! keys: ready next queued reserved cold cold_total refill_wait hq refill moved
+--! uses: clock tiers
+-- A refill: rows of a host's cold tier read from the store move into its queue, if the
+-- caller's lease (its token) is still the host's.  A row is put in the queue once: its
+-- key joins the host's moved set in the same step, and a row already there (put there
+-- by a refill whose worker died before deleting it from the store) is skipped.
+-- ARGV: 1 now, 2 host, 3 token, 4 hot_per_host, 5 '1' if the store had no more rows of
+-- the host, then (row key, score, member) per row.
+-- Returns how many moved up, or -1 (the lease is another's: nothing done).
+local now, host, token = clock(ARGV[1]), ARGV[2], ARGV[3]
+local lease = redis.call('HGET', K.refill, host)
+if not lease or string.match(lease, '^([^|]*)|') ~= token then return -1 end
+local entries = {}
+for k = 6, #ARGV, 3 do
+  if redis.call('SADD', K.moved .. host, ARGV[k]) == 1 then
+    entries[#entries + 1] = ARGV[k + 1]
+    entries[#entries + 1] = ARGV[k + 2]
+  end
+end
+local n = #entries / 2
+for s = 1, #entries, 1000 do
+  redis.call('ZADD', K.hq .. host, unpack(entries, s, math.min(s + 999, #entries)))
+end
+if n > 0 then
+  redis.call('INCRBY', K.queued, n)
+  add_cold(host, -n)
+end
+local room, cold = string.match(lease, '^[^|]*|(%d+)|(%d+)$')
+redis.call('DECRBY', K.reserved, tonumber(room))
+redis.call('HSET', K.refill, host, token .. '|0|0')
+if ARGV[5] == '1' then
+  -- the store had fewer rows than asked for: the rows it should have held at the grant
+  -- beyond those read are not there (rows stored since can only make this smaller)
+  local extra = math.min(tonumber(cold) - (#ARGV - 5) / 3, num(redis.call('HGET', K.cold, host)))
+  if extra > 0 then add_cold(host, -extra) end
+end
+if redis.call('EXISTS', K.hq .. host) == 1 then
+  local nxt = tonumber(redis.call('HGET', K.next, host) or '0')
+  redis.call('ZADD', K.ready, 'NX', string.format('%.17g', math.max(now, nxt)), host)
+end
+return n

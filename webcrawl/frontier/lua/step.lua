@@ -1,0 +1,310 @@
+--! keys: ready next delay leases leased seen seq queued hq delayed lease_seq
+--! keys: revisits revisit_requests cold cold_total spill spilling refill_wait refilling
+--! keys: refill reserved moved host_pages over_budget
+--! uses: clock next_work tiers
+-- One step on one shard: acknowledgements, leases handed back, new requests (the
+-- dupefilter checked), revisits scheduled; and, in a call that pops, expired leases,
+-- due delayed requests and due revisits into their host queues, then up to want_pop
+-- requests popped from the hosts whose turn it is.  Every key, the per-host ones (hq,
+-- moved) included, carries the shard's hash tag: one slot.
+-- ARGV: 1 now, 2 default delay, 3 lease timeout, 4 want_pop (0: this call does not
+-- pop), 5 requeue limit, 6 slack, 7 seen mode ('set' or 'bloom'), 8 hot_per_host,
+-- 9 budget, 10 spill batch, 11 max refill grants, 12 max pages per host; then the
+-- acks, the nacks, the pushes and the revisits, each a count and its items (see the
+-- numbered parts below).
+-- Returns {added, requeued, revisited, next work ('' when it did not pop), refill
+-- grants, spill entries claimed, over budget, then (member, lease id) per pop}.
+local now = clock(ARGV[1])
+local default_delay = tonumber(ARGV[2])
+local lease_timeout = tonumber(ARGV[3])
+local want_pop = tonumber(ARGV[4])
+local requeue_limit = tonumber(ARGV[5])
+local slack = tonumber(ARGV[6])
+local bloom = ARGV[7] == 'bloom'
+local hot_per_host = tonumber(ARGV[8])
+local budget = tonumber(ARGV[9])
+local spill_batch = tonumber(ARGV[10])
+local max_grants = tonumber(ARGV[11])
+local max_pages = tonumber(ARGV[12])
+
+-- is a request new?  '' (dont_filter) always; else add it to the seen set, or
+-- set its bits in the Bloom filter: new if any bit was 0
+local function is_new(fp)
+  if fp == '' then return true end
+  if not bloom then return redis.call('SADD', K.seen, fp) == 1 end
+  local new = false
+  for offset in string.gmatch(fp, '%d+') do
+    if redis.call('SETBIT', K.seen, tonumber(offset), 1) == 0 then new = true end
+  end
+  return new
+end
+
+local function host_delay(host)
+  local delay = tonumber(redis.call('HGET', K.delay, host) or default_delay)
+  if delay > 0 then return delay + slack end
+  return 0
+end
+
+local function schedule(host)
+  local nxt = tonumber(redis.call('HGET', K.next, host) or '0')
+  redis.call('ZADD', K.ready, 'NX', string.format('%.17g', math.max(now, nxt)), host)
+end
+
+-- ZADD entries[from..to] (score, member pairs; from odd) in calls of at most 500
+-- pairs: unpack's limit
+local function zadd_all(key, entries, from, to)
+  for s = from, to, 1000 do
+    redis.call('ZADD', key, unpack(entries, s, math.min(s + 999, to)))
+  end
+end
+
+-- Requests into a host's queue: entries are score, member pairs.  A host holds at
+-- most hot_per_host requests in its queue, and the shard at most budget; the rest
+-- goes to the cold tier: into the spill set, from which a worker moves it to the
+-- store.  Once a host has requests in the cold tier its new ones follow them there,
+-- in order, and move up with the refills.
+local function enqueue_all(host, entries, force)
+  local n = #entries / 2
+  local room = n
+  if hot_per_host > 0 and not force then
+    if num(redis.call('HGET', K.cold, host)) > 0 then
+      room = 0
+    else
+      room = math.min(n, hot_per_host - redis.call('ZCARD', K.hq .. host), budget_room(budget))
+      room = math.max(0, room)
+    end
+  end
+  if room > 0 then
+    zadd_all(K.hq .. host, entries, 1, 2 * room)
+    redis.call('INCRBY', K.queued, room)
+    schedule(host)
+  end
+  if room < n then
+    local spilled = {}
+    for s = 2 * room + 1, #entries, 2 do
+      spilled[#spilled + 1] = '0'
+      spilled[#spilled + 1] = host .. '\n' .. entries[s] .. '\n' .. entries[s + 1]
+    end
+    zadd_all(K.spill, spilled, 1, #spilled)
+    redis.call('HINCRBY', K.spilling, host, n - room)
+    add_cold(host, n - room)
+  end
+  return n
+end
+
+local function enqueue(host, score, member, force)
+  enqueue_all(host, {score, member}, force)
+end
+
+-- Up to spill_batch requests of the spill set, claimed for lease_timeout seconds (a
+-- claim that is not completed expires, and the next worker stores them again)
+local function claim_spills()
+  local claimed = redis.call('ZRANGEBYSCORE', K.spill, '-inf', now, 'LIMIT', 0, spill_batch)
+  local until_ = string.format('%.17g', now + lease_timeout)
+  for _, entry in ipairs(claimed) do redis.call('ZADD', K.spill, 'XX', until_, entry) end
+  return claimed
+end
+
+-- Refill leases for hosts waiting for one (at most max_grants): {host, token, room,
+-- rows a dead worker's refill moved up but did not delete from the store}.  A host
+-- is refilled only when none of its requests is on its way to the store (the rows
+-- come up in order), by one worker at a time, within the shard's budget.
+local function grant_refills()
+  local grants = {}
+  if hot_per_host <= 0 then return grants end
+  for _, h in ipairs(redis.call('ZRANGEBYSCORE', K.refilling, '-inf', now, 'LIMIT', 0, 20)) do
+    -- the worker of this refill died: the host waits again
+    redis.call('ZREM', K.refilling, h)
+    local lease = redis.call('HGET', K.refill, h)
+    if lease then redis.call('DECRBY', K.reserved, tonumber(string.match(lease, '^[^|]*|(%d+)'))) end
+    redis.call('HDEL', K.refill, h)
+    redis.call('ZADD', K.refill_wait, 'NX', string.format('%.17g', now), h)
+  end
+  local room_left, looked = budget_room(budget), 0
+  while #grants < max_grants and room_left > 0 and looked < 4 * max_grants do
+    looked = looked + 1
+    local top = redis.call('ZPOPMIN', K.refill_wait)
+    if #top == 0 then break end
+    local h = top[1]
+    local room = math.max(0, math.min(hot_per_host - redis.call('ZCARD', K.hq .. h), room_left))
+    -- wanted: room, rows in the store and none on its way there; or rows a dead
+    -- worker's refill moved up are still in the store (deleted by this refill)
+    local wanted = room > 0 and num(redis.call('HGET', K.cold, h)) > 0
+      and num(redis.call('HGET', K.spilling, h)) == 0
+    if wanted or redis.call('EXISTS', K.moved .. h) == 1 then
+      local token = tostring(redis.call('INCR', K.lease_seq))
+      -- the host's rows in the store now: its count, less what is on its way there
+      local stored = num(redis.call('HGET', K.cold, h)) - num(redis.call('HGET', K.spilling, h))
+      redis.call('HSET', K.refill, h, token .. '|' .. room .. '|' .. math.max(0, stored))
+      redis.call('ZADD', K.refilling, string.format('%.17g', now + lease_timeout), h)
+      redis.call('INCRBY', K.reserved, room)
+      room_left = room_left - room
+      grants[#grants + 1] = {h, token, room, redis.call('SMEMBERS', K.moved .. h)}
+    end
+  end
+  return grants
+end
+
+-- When the shard has work: its ready hosts, leases, delayed requests and revisits, its
+-- spill set, refill leases that may expire, and hosts waiting for a refill when the
+-- budget has room for them
+local function shard_next_work()
+  local names = {K.ready, K.leases, K.delayed, K.revisits, K.spill, K.refilling}
+  if budget_room(budget) > 0 then names[#names + 1] = K.refill_wait end
+  return next_work(now, names)
+end
+
+-- 1. acknowledgements, then leases handed back (their request could not be
+-- completed: it goes back to its host queue when the lease expires, after a wait)
+local i = 13
+local n_acks = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n_acks do
+  redis.call('ZREM', K.leases, ARGV[i])
+  redis.call('HDEL', K.leased, ARGV[i])
+  i = i + 1
+end
+local n_nacks = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n_nacks do
+  redis.call('ZADD', K.leases, 'XX', string.format('%.17g', now + tonumber(ARGV[i+1])), ARGV[i])
+  i = i + 2
+end
+
+-- 2. new requests, by host: n requests, n hosts, then per host: host, count, and
+-- count times (fingerprint, priority, seconds to wait, data); a host's new requests
+-- go into its queue together.  A host takes at most max_pages new URLs in all
+-- (FRONTIER_MAX_PAGES_PER_HOST, 0: no limit); beyond, new URLs are dropped (and seen)
+-- and the host joins the set of hosts over their budget.
+local added, over_budget = 0, 0
+local n_push, n_hosts = tonumber(ARGV[i]), tonumber(ARGV[i+1]); i = i + 2
+local seq = 0
+if n_push > 0 then seq = redis.call('INCRBY', K.seq, n_push) - n_push end
+for _ = 1, n_hosts do
+  local host, count = ARGV[i], tonumber(ARGV[i+1]); i = i + 2
+  local entries = {}
+  local pages, counted, over_before = 0, 0, over_budget
+  if max_pages > 0 then pages = num(redis.call('HGET', K.host_pages, host)) end
+  for _ = 1, count do
+    local fp, data = ARGV[i], ARGV[i+3]
+    local prio, wait = tonumber(ARGV[i+1]), tonumber(ARGV[i+2])
+    i = i + 4
+    local new = is_new(fp)
+    if new and max_pages > 0 and fp ~= '' then
+      if pages + counted >= max_pages then
+        new = false
+        over_budget = over_budget + 1
+      else
+        counted = counted + 1
+      end
+    end
+    if new then
+      seq = seq + 1
+      local score = string.format('%.17g', -prio * 1e12 + seq)
+      -- the sequence number prefix keeps identical (dont_filter) requests apart
+      local member = seq .. '|' .. data
+      if wait > 0 then
+        local entry = host .. '\n' .. score .. '\n' .. member
+        redis.call('ZADD', K.delayed, string.format('%.17g', now + wait), entry)
+      else
+        entries[#entries + 1] = score
+        entries[#entries + 1] = member
+      end
+      added = added + 1
+    end
+  end
+  if #entries > 0 then enqueue_all(host, entries) end
+  if counted > 0 then redis.call('HINCRBY', K.host_pages, host, counted) end
+  if over_budget > over_before then redis.call('SADD', K.over_budget, host) end
+end
+
+-- 3. revisits scheduled (url key, host, priority, seconds until due, data): one
+-- entry per URL
+local n_rev = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n_rev do
+  local key, host, prio, due, data = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4]
+  i = i + 5
+  redis.call('ZADD', K.revisits, string.format('%.17g', now + tonumber(due)), key)
+  redis.call('HSET', K.revisit_requests, key, host .. '\n' .. prio .. '\n' .. data)
+end
+
+-- 4. expired leases, due delayed requests and due revisits go to their host queues;
+-- only in a call that pops (a shard with such work is due in every worker's map, so
+-- one pops there), the rest ends here: a call that only pushes says nothing of when
+-- the shard has work (''), and takes spilled requests to store only when there are
+-- a batch of them
+local requeued, revisited = 0, 0
+if want_pop == 0 then
+  local spills = {}
+  if hot_per_host > 0 and redis.call('ZCARD', K.spill) >= spill_batch then
+    spills = claim_spills()
+  end
+  return {added, requeued, revisited, '', {}, spills, over_budget}
+end
+local expired = redis.call('ZRANGEBYSCORE', K.leases, '-inf', now, 'LIMIT', 0, requeue_limit)
+for _, id in ipairs(expired) do
+  local entry = redis.call('HGET', K.leased, id)
+  redis.call('ZREM', K.leases, id)
+  redis.call('HDEL', K.leased, id)
+  if entry then
+    local host, score, member = string.match(entry, '^([^\n]*)\n([^\n]*)\n(.*)$')
+    -- back to its host queue, whatever its limits: it was there, and comes first
+    enqueue(host, score, member, true)
+    requeued = requeued + 1
+  end
+end
+local due = redis.call('ZRANGEBYSCORE', K.delayed, '-inf', now, 'LIMIT', 0, requeue_limit)
+for _, entry in ipairs(due) do
+  redis.call('ZREM', K.delayed, entry)
+  local host, score, member = string.match(entry, '^([^\n]*)\n([^\n]*)\n(.*)$')
+  enqueue(host, score, member)
+end
+local revisits = redis.call('ZRANGEBYSCORE', K.revisits, '-inf', now, 'LIMIT', 0, requeue_limit)
+for _, key in ipairs(revisits) do
+  local entry = redis.call('HGET', K.revisit_requests, key)
+  redis.call('ZREM', K.revisits, key)
+  redis.call('HDEL', K.revisit_requests, key)
+  if entry then
+    local host, prio, data = string.match(entry, '^([^\n]*)\n([^\n]*)\n(.*)$')
+    local n = redis.call('INCR', K.seq)
+    enqueue(host, string.format('%.17g', -tonumber(prio) * 1e12 + n), n .. '|' .. data)
+    revisited = revisited + 1
+  end
+end
+
+-- 5. pop up to want_pop requests, each from the host whose turn it is (a
+-- host handed out is not ready again before its delay, so with a delay one
+-- call never hands out one host twice)
+local out = {added, requeued, revisited, false, false, false, over_budget}
+local tries = 0
+while #out < 7 + 2 * want_pop and tries < 10 + 2 * want_pop do
+  tries = tries + 1
+  local top = redis.call('ZRANGE', K.ready, 0, 0, 'WITHSCORES')
+  if #top == 0 or tonumber(top[2]) > now then break end
+  local host = top[1]
+  local item = redis.call('ZPOPMIN', K.hq .. host)
+  if #item == 0 then
+    -- its requests left are in the cold tier: it is ready again when they move up
+    redis.call('ZREM', K.ready, host)
+    want_refill(host, hot_per_host, now)
+  else
+    redis.call('DECR', K.queued)
+    -- the host's turn is claimed until now + delay (or its next send, if later)
+    local sent = tonumber(redis.call('HGET', K.next, host) or '0')
+    local nxt = math.max(now + host_delay(host), sent)
+    if redis.call('EXISTS', K.hq .. host) == 1 then
+      redis.call('ZADD', K.ready, string.format('%.17g', nxt), host)
+    else
+      redis.call('ZREM', K.ready, host)
+    end
+    want_refill(host, hot_per_host, now)
+    local id = tostring(redis.call('INCR', K.lease_seq))
+    redis.call('ZADD', K.leases, string.format('%.17g', now + lease_timeout), id)
+    redis.call('HSET', K.leased, id, host .. '\n' .. item[2] .. '\n' .. item[1])
+    out[#out + 1] = item[1]
+    out[#out + 1] = id
+  end
+end
+out[5] = grant_refills()
+out[6] = {}
+if hot_per_host > 0 then out[6] = claim_spills() end
+out[4] = shard_next_work()
+return out

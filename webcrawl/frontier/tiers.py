@@ -1,0 +1,196 @@
+"""The two tiers: requests over a host's or a shard's limit move from Redis to the
+store's frontier table (spills) and back as the host's queue drains (refills); revisits
+due beyond the horizon wait in the store too."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import redis
+
+from webcrawl.frontier import scripts
+from webcrawl.frontier.cold import (
+    cold_key,
+    host_prefix,
+    parse_cold_key,
+    parse_revisit_key,
+    revisit_key,
+    revisit_prefix,
+)
+from webcrawl.frontier.keys import CrawlKeys
+from webcrawl.frontier.scripts import now_arg
+from webcrawl.frontier.shards import ShardRouter
+from webcrawl.store.base import Store, StoreError
+
+logger = logging.getLogger(__name__)
+
+# Spilled requests a worker takes to the store at once (and the spill set's size from
+# which a step that only pushes takes them); refill leases one step hands out per shard.
+SPILL_BATCH = 500
+REFILLS_PER_STEP = 4
+
+
+@dataclass
+class TierStats:
+    """What a worker's queue moved between Redis and the store (the cold tier)."""
+
+    spilled: int = 0  # requests stored
+    refilled: int = 0  # requests moved up into their host queues
+    refills: int = 0  # refill leases completed
+    recovered: int = 0  # rows a dead worker's refill left in the store, deleted
+    store_seconds: float = 0.0  # time in store calls
+    spill_seconds: float = 0.0  # time in spills (store and Redis)
+    refill_seconds: float = 0.0  # time in refills (store and Redis)
+    errors: int = 0  # spills or refills left to expire (store or Redis error)
+
+
+class Tiers:
+    """A worker's moves between the shards in Redis and the store (one per HostQueue)."""
+
+    def __init__(
+        self,
+        server: redis.Redis | redis.RedisCluster,
+        router: ShardRouter,
+        keys: CrawlKeys,
+        store: Store | None,
+        hot_per_host: int,
+    ) -> None:
+        self.server = server
+        self.router = router
+        self.keys = keys
+        self.store = store
+        self.hot_per_host = hot_per_host
+        self.stats = TierStats()
+
+    def move(self, shard: int, spills: list[bytes], grants: list, *, now: float | None) -> None:
+        """What a step call handed this worker to move between the tiers."""
+        stats, started = self.stats, time.perf_counter()
+        if spills:
+            self.spill(shard, spills, now=now)
+        moved = time.perf_counter()
+        for host, token, room, stale in grants or ():
+            self.refill(shard, host.decode(), token.decode(), int(room),
+                        [k.decode() for k in stale], now=now)  # fmt: skip
+        stats.spill_seconds += moved - started
+        stats.refill_seconds += time.perf_counter() - moved
+
+    def spill(self, shard: int, entries: list[bytes], *, now: float | None) -> None:
+        """Store claimed spill entries (``host\\nscore\\n<seq>|data``) in the cold tier, then
+        take them out of the spill set.  Storing again is harmless (same row, same key):
+        if this worker dies in between, the claim expires and another stores them."""
+        crawl = self.keys.crawl
+        rows = []
+        for entry in entries:
+            host, score, member = entry.split(b"\n", 2)
+            seq, data = member.split(b"|", 1)
+            priority = round((int(seq) - float(score)) / 1e12)
+            rows.append((cold_key(crawl, shard, host.decode(), priority, int(seq)), data))
+        k = self.keys.shard(shard)
+        started = time.perf_counter()
+        try:
+            self.store.frontier_put(rows)
+            self.stats.store_seconds += time.perf_counter() - started
+            scripts.SPILLED.run(self.router, k, [now_arg(now), self.hot_per_host, *entries])
+        except (StoreError, redis.RedisError) as exc:
+            self.stats.errors += 1
+            logger.warning("Could not move %d requests to the store (retried when their "
+                           "claim expires): %s", len(entries), exc)  # fmt: skip
+            return
+        self.stats.spilled += len(rows)
+
+    def refill(self, shard: int, host: str, token: str, room: int, stale: list[str], *,
+               now: float | None) -> None:  # fmt: skip
+        """Move up to ``room`` of ``host``'s next requests from the store into its queue,
+        under the refill lease ``token``.
+
+        Exactly once, whatever the moment a worker dies: the rows go into the queue
+        in one script that also records their keys in the host's moved set (and skips
+        keys already there); only then are they deleted from the store, and only then
+        is the moved set cleared, with the lease.  A dead worker's lease expires and
+        the next refill of the host first deletes the rows its moved set names
+        (``stale``)."""
+        k = self.keys.shard(shard)
+        started = time.perf_counter()
+        try:
+            if stale:
+                logger.info("Refill of %s: deleting from the store %d rows that a refill "
+                            "whose worker died had moved up", host, len(stale))  # fmt: skip
+                self.store.frontier_delete(stale)
+                self.stats.recovered += len(stale)
+            rows = self.store.frontier_scan(host_prefix(self.keys.crawl, shard, host), room)
+            self.stats.store_seconds += time.perf_counter() - started
+            args: list[object] = [now_arg(now), host, token, self.hot_per_host,
+                                  "1" if len(rows) < room else "0"]  # fmt: skip
+            for key, data in rows:
+                priority, seq = parse_cold_key(key)[3:]
+                args += [key, repr(float(-priority * 10**12 + seq)), b"%d|%s" % (seq, data)]
+            moved = int(scripts.REFILL.run(self.router, k, args))
+            if moved < 0:
+                logger.warning("Refill of %s: the lease expired (another worker has it)", host)
+                return
+            started = time.perf_counter()
+            if rows:
+                self.store.frontier_delete([key for key, _ in rows])
+            self.stats.store_seconds += time.perf_counter() - started
+            scripts.REFILLED.run(self.router, k, [now_arg(now), host, token, self.hot_per_host])
+        except (StoreError, redis.RedisError) as exc:
+            self.stats.errors += 1
+            logger.warning("Could not refill %s from the store (retried when the lease "
+                           "expires): %s", host, exc)  # fmt: skip
+            return
+        self.stats.refilled += moved
+        self.stats.refills += 1
+
+    def put_far_revisits(self, revisits: Sequence[tuple[str, str, int, float, bytes]]) -> None:
+        """Revisits ``(url key, host, priority, due as Unix time, data)`` due beyond the
+        horizon: into the store, until :meth:`move_revisits_up` brings them to Redis."""
+        rows = [(revisit_key(self.keys.crawl, due, key),
+                 b"%s\n%d\n%s" % (host.encode(), priority, data))
+                for key, host, priority, due, data in revisits]  # fmt: skip
+        self.store.frontier_put(rows)
+
+    def move_revisits_up(
+        self,
+        horizon: float,
+        schedule: Callable[[list[tuple[str, str, int, float, bytes]]], None],
+        *,
+        now: float,
+        batch: int = 500,
+    ) -> int:
+        """Move the revisits the store holds that fall due within ``horizon`` seconds of
+        ``now`` (Unix time) into the revisit schedule in Redis (``schedule``: a step that
+        raises if it failed); returns how many.
+
+        One worker at a time (a lease in Redis).  Each batch goes to Redis first (a
+        revisit is one entry per URL: sending it again changes nothing), then leaves
+        the store; a worker that dies between the two leaves rows that the next one
+        sends again."""
+        k = self.keys
+        lease = max(30.0, 10.0 * batch / 1000)
+        if not self.server.set(k.revisit_mover, "1", nx=True, px=int(lease * 1000)):
+            return 0
+        moved = 0
+        try:
+            while True:
+                rows = self.store.frontier_scan(revisit_prefix(k.crawl), batch)
+                due_rows = [
+                    (key, v) for key, v in rows if parse_revisit_key(key)[0] <= now + horizon
+                ]
+                if not due_rows:
+                    return moved
+                revisits = []
+                for key, value in due_rows:
+                    due, url_key = parse_revisit_key(key)
+                    host, priority, data = value.split(b"\n", 2)
+                    revisits.append((url_key, host.decode(), int(priority), max(0.0, due - now),
+                                     data))  # fmt: skip
+                schedule(revisits)
+                self.store.frontier_delete([key for key, _ in due_rows])
+                moved += len(due_rows)
+                if len(due_rows) < batch:
+                    return moved
+        finally:
+            self.server.delete(k.revisit_mover)
