@@ -1,26 +1,7 @@
-"""The layout's promises: old class paths still load (with a warning); policies need no Scrapy."""
+"""The layout's promise: the policies import no Scrapy and no network client."""
 
 import subprocess
 import sys
-
-import pytest
-from scrapy.exceptions import ScrapyDeprecationWarning
-from scrapy.utils.misc import load_object
-
-from webcrawl.frontier.dupefilter import RedisBloomDupeFilter, RedisDupeFilter
-from webcrawl.frontier.queue import HostQueue
-from webcrawl.frontier.scheduler import Scheduler
-
-
-@pytest.mark.parametrize(
-    ("old", "new"),
-    [("webcrawl.scheduler.Scheduler", Scheduler), ("webcrawl.queue.HostQueue", HostQueue),
-     ("webcrawl.dupefilter.RedisDupeFilter", RedisDupeFilter),
-     ("webcrawl.dupefilter.RedisBloomDupeFilter", RedisBloomDupeFilter)],
-)  # fmt: skip
-def test_an_old_class_path_in_a_settings_file_still_loads_and_names_the_new_one(old, new):
-    with pytest.warns(ScrapyDeprecationWarning, match=rf"moved to {new.__module__}\."):
-        assert load_object(old) is new
 
 
 def test_policies_import_no_scrapy_and_no_network_client():

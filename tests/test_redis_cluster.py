@@ -266,19 +266,6 @@ def read_items_of(result: subprocess.CompletedProcess) -> list[str]:
     return [line for line in result.stderr.splitlines() if "Scraped from" in line]
 
 
-def test_state_of_an_older_webcrawl_is_refused_with_the_way_out(
-    demo, redis_server, redis_client, tmp_path
-):
-    redis_client.sadd("webcrawl:web:seen", b"x" * 20)  # the one-keyspace layout
-    result = run_crawl(demo.seeds, tmp_path / "data", f"REDIS_URL={redis_server.url}")
-    assert "holds state of an older webcrawl" in result.stderr
-    assert "webcrawl reset --crawl web --yes" in result.stderr
-    reset = webcrawl("reset", "--yes", redis_url=redis_server.url, data_dir=tmp_path)
-    assert reset.returncode == 0 and redis_client.exists("webcrawl:web:seen") == 0
-    again = run_crawl(demo.seeds, tmp_path / "data", f"REDIS_URL={redis_server.url}")
-    assert again.returncode == 0, again.stderr[-2000:]
-
-
 def test_a_crawl_name_that_cannot_name_keys_is_refused(tmp_path):
     with pytest.raises(ValueError, match="cannot name Redis keys"):
         CrawlKeys("we{b}")

@@ -32,7 +32,7 @@ def test_every_key_of_a_shard_shares_its_hash_tag_and_the_crawl_owns_them():
     assert all(n.startswith(k.prefix) for n in names)
     assert k.prefix.startswith(f"webcrawl:{{web:{k.shard}")
     assert keys.start.startswith("webcrawl:{web}:")
-    assert all(keys.owns(n) for n in [*names, keys.start, "webcrawl:web:seen"])
+    assert all(keys.owns(n) for n in [*names, keys.start])
     other = CrawlKeys("web:x", 16)  # a crawl whose name extends ours
     assert not keys.owns(other.shard(3).ready) and not keys.owns(other.start)
     assert not keys.owns("webcrawl:{webx}:start")
@@ -93,21 +93,6 @@ def test_the_dupefilter_is_recorded_and_another_refused(redis_client):
     join_crawl(redis_client, "d", 16, SET)
     with pytest.raises(CrawlLayoutError, match="created with an exact set as its dupefilter"):
         join_crawl(redis_client, "d", 16, BLOOM)
-
-
-def test_a_crawl_that_predates_the_record_is_judged_by_its_keys(redis_client):
-    """A crawl created before webcrawl recorded its dupefilter: keys of the other kind show
-    it; else the first worker to join records its own."""
-    keys = CrawlKeys("old", 16)
-    join_crawl(redis_client, "old", 16)  # shards recorded, no dupefilter
-    redis_client.sadd(keys.shard(3).seen, b"f" * 20)
-    with pytest.raises(CrawlLayoutError, match="created with an exact set as its dupefilter, "
-                       "this worker has a Bloom filter for 1000000"):  # fmt: skip
-        join_crawl(redis_client, "old", 16, BLOOM)
-    join_crawl(redis_client, "old", 16, SET)  # the same kind: recorded now
-    redis_client.delete(keys.shard(3).seen)
-    with pytest.raises(CrawlLayoutError, match="created with an exact set"):
-        join_crawl(redis_client, "old", 16, BLOOM)
 
 
 def entry(queue, url):

@@ -130,24 +130,19 @@ def _host_sizes(client: Any, keys: CrawlKeys, shards: list[dict[str, Any]]) -> l
     return sorted(zip(totals, hosts, strict=True), reverse=True)
 
 
-def _seen(
-    client: Any, keys: CrawlKeys, shards: list[dict[str, Any]], settings: Settings
-) -> tuple[int, dict[str, Any]]:
+def _seen(client: Any, keys: CrawlKeys, shards: list[dict[str, Any]]) -> tuple[int, dict[str, Any]]:
     """URLs the crawl has seen (a Bloom filter's: estimated from its bits), and its
-    dupefilter as recorded when the crawl was created; a Bloom filter's with the new
-    URLs expected to have been taken for seen (never crawled)."""
+    dupefilter as recorded when the crawl was created (not this command's settings); a
+    Bloom filter's with the new URLs expected to have been taken for seen (never
+    crawled)."""
     from webcrawl.frontier.dupefilter import shard_bloom_params
     from webcrawl.frontier.layout import recorded_dupefilter
 
     seen = sum(s["seen"] for s in shards)
     layout = recorded_dupefilter(client, keys)
-    if not any(s["bloom_bits"] for s in shards) and layout.get("dupefilter") != "bloom":
+    if layout.get("dupefilter") != "bloom":
         return seen, {"kind": "set"}
-    if "bloom_capacity" in layout:  # as the crawl was created, not this command's settings
-        capacity, error_rate = int(layout["bloom_capacity"]), float(layout["bloom_error_rate"])
-    else:  # a crawl created before webcrawl recorded it: this command's settings
-        capacity = settings.getint("BLOOM_CAPACITY")
-        error_rate = settings.getfloat("BLOOM_ERROR_RATE")
+    capacity, error_rate = int(layout["bloom_capacity"]), float(layout["bloom_error_rate"])
     params = shard_bloom_params(capacity, error_rate, keys.shards)
     counts = [params.estimated_count(s["bloom_bits"]) for s in shards]
     return seen + sum(counts), {
@@ -193,7 +188,7 @@ def collect_status(session: _Session, settings: Settings, crawl: str, top: int) 
     pipe = session.client.pipeline(transaction=False)
     pipe.llen(keys.start).scard(keys.scope).get(keys.failed)
     submitted, scope, failed = pipe.execute()
-    seen, dupefilter = _seen(session.client, keys, shards, settings)
+    seen, dupefilter = _seen(session.client, keys, shards)
     queued = sum(s["queued"] for s in shards)
     cold = sum(s["cold"] for s in shards)
     firsts = [s["next_revisit"] for s in shards if s["next_revisit"] is not None]

@@ -67,11 +67,6 @@ STOCK_REDIS = [
 ]
 
 
-def crawl_once(seeds: list[str], workdir: Path, settings: list[str]) -> tuple[int, float]:
-    """(pages, seconds) of one ``scrapy crawl`` run."""
-    return crawl_parallel(seeds, workdir, settings, workers=1)
-
-
 def crawl_parallel(
     seeds: list[str],
     workdir: Path,

@@ -6,7 +6,7 @@ nginx, and :mod:`~webcrawl.demo.command` is ``webcrawl demo``.  A tool beside th
 product: nothing in the crawler imports it.
 """
 
-from webcrawl._moved import lazy
+from webcrawl._lazy import lazy
 
 # exported lazily: ``python -m webcrawl.demo.web`` must not find the module
 # already imported by its package

@@ -10,7 +10,7 @@ embedded Redis, the queue's JSON serialisation, the adaptive politeness policy
 (:mod:`~webcrawl.frontier.adaptive_delay`, pure) and the ``Requeue`` exception.
 """
 
-from webcrawl._moved import lazy
+from webcrawl._lazy import lazy
 
 # exported lazily: the scheduler module pulls in scrapy-redis and Twisted
 _EXPORTS = {"Scheduler": "scheduler", "HostQueue": "queue", "RedisDupeFilter": "dupefilter",

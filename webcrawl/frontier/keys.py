@@ -334,22 +334,17 @@ class CrawlKeys:
         """Held (with an expiry of FAILPATH_PROBE_INTERVAL) by the worker running a re-probe."""
         return self.prefix + "failpath_probe"
 
-    @property
-    def legacy_prefix(self) -> str:
-        """The one-keyspace layout of webcrawl before shards (``webcrawl:<crawl>:``)."""
-        return f"webcrawl:{self.crawl}:"
-
     def all_patterns(self) -> list[str]:
-        """SCAN patterns matching every key of the crawl (crawl-wide, shards, old layout);
-        they may match other crawls' keys too (a crawl ``a`` and one named ``a:1``): keep
-        only the names :meth:`owns`."""
-        return [self.prefix + "*", f"webcrawl:{{{self.crawl}:*}}:*", self.legacy_prefix + "*"]
+        """SCAN patterns matching every key of the crawl (crawl-wide, shards); they may
+        match other crawls' keys too (a crawl ``a`` and one named ``a:1``): keep only the
+        names :meth:`owns`."""
+        return [self.prefix + "*", f"webcrawl:{{{self.crawl}:*}}:*"]
 
     def owns(self, name: str | bytes) -> bool:
         """Whether the key ``name`` belongs to this crawl."""
         if isinstance(name, bytes):
             name = name.decode("utf-8", "surrogateescape")
-        if name.startswith(self.prefix) or name.startswith(self.legacy_prefix):
+        if name.startswith(self.prefix):
             return True
         head = f"webcrawl:{{{self.crawl}:"
         if not name.startswith(head):

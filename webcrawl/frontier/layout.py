@@ -17,9 +17,6 @@ from webcrawl.frontier.keys import CrawlKeys
 
 LAYOUT = "shards/1"
 
-# keys that only the one-keyspace layout of webcrawl before shards had
-_LEGACY = ("seen", "bloom", "queued", "ready", "leases", "revisits", "start", "workers")
-
 
 class CrawlLayoutError(ValueError):
     """The crawl in Redis cannot be joined with these settings."""
@@ -30,11 +27,10 @@ def join_crawl(
 ) -> CrawlKeys:
     """The keys of ``crawl`` with ``shards`` shards, recording the count (and
     ``dupefilter``, a :meth:`RedisDupeFilter.layout`) if the crawl has none yet;
-    CrawlLayoutError if it was created with others or by an older webcrawl."""
+    CrawlLayoutError if it was created with others."""
     keys = CrawlKeys(crawl, shards)
     recorded = client.hget(keys.meta, "shards")
     if recorded is None:
-        _refuse_legacy(client, keys)
         client.hsetnx(keys.meta, "shards", shards)
         client.hsetnx(keys.meta, "layout", LAYOUT)
         recorded = client.hget(keys.meta, "shards")  # another worker may have been first
@@ -51,7 +47,7 @@ def join_crawl(
 
 
 def recorded_dupefilter(client: Any, keys: CrawlKeys) -> dict[str, str]:
-    """The crawl's dupefilter as recorded (``{}`` for a crawl created before it was)."""
+    """The crawl's dupefilter as recorded (``{}`` while no worker has joined it)."""
     recorded = client.hget(keys.meta, "dupefilter")
     return json.loads(recorded) if recorded else {}
 
@@ -67,15 +63,9 @@ def describe_dupefilter(layout: dict[str, str]) -> str:
 
 def _join_dupefilter(client: Any, keys: CrawlKeys, ours: dict[str, str]) -> None:
     recorded = recorded_dupefilter(client, keys)
-    if not recorded:
-        # none recorded (a new crawl, or one of an older webcrawl): the other kind's keys
-        # would show a crawl that has been running with it
-        kind, key = ("bloom", "bloom") if ours["dupefilter"] == "set" else ("set", "seen")
-        if any(client.exists(getattr(k, key)) for k in keys.all_shards()):
-            recorded = {"dupefilter": kind}
-        else:
-            client.hsetnx(keys.meta, "dupefilter", json.dumps(ours, sort_keys=True))
-            recorded = recorded_dupefilter(client, keys)  # another worker may have been first
+    if not recorded:  # a new crawl
+        client.hsetnx(keys.meta, "dupefilter", json.dumps(ours, sort_keys=True))
+        recorded = recorded_dupefilter(client, keys)  # another worker may have been first
     if recorded != ours:
         raise CrawlLayoutError(
             f"crawl {keys.crawl!r} was created with {describe_dupefilter(recorded)} as its "
@@ -93,13 +83,3 @@ def existing_crawl(client: Any, crawl: str, default_shards: int) -> tuple[CrawlK
     if recorded is None:
         return CrawlKeys(crawl, default_shards), False
     return CrawlKeys(crawl, int(recorded)), True
-
-
-def _refuse_legacy(client: Any, keys: CrawlKeys) -> None:
-    old = [keys.legacy_prefix + name for name in _LEGACY]
-    if any(client.exists(name) for name in old):  # one by one: other slots on a cluster
-        raise CrawlLayoutError(
-            f"crawl {keys.crawl!r} holds state of an older webcrawl (one keyspace, "
-            f"{keys.legacy_prefix}*), before the frontier had shards: start over with "
-            f"`webcrawl reset --crawl {keys.crawl} --yes` (the store keeps its pages)"
-        )

@@ -94,9 +94,6 @@ def shard_settings(settings: Any) -> tuple[int, int, float]:
 
 def tier_settings(settings: Any) -> tuple[int, int, float]:
     """FRONTIER_HOT_PER_HOST, FRONTIER_HOT_BUDGET and FRONTIER_REVISIT_HORIZON, checked."""
-    if "FRONTIER_MAX_PER_HOST" in settings:  # retired: not a setting any more
-        raise ValueError("FRONTIER_MAX_PER_HOST is gone: FRONTIER_HOT_PER_HOST bounds a host's "
-                         "queue in Redis (the rest waits in the store)")  # fmt: skip
     per_host = non_negative_int(settings, "FRONTIER_HOT_PER_HOST")
     budget = non_negative_int(settings, "FRONTIER_HOT_BUDGET")
     if budget and not per_host:

@@ -211,9 +211,6 @@ class LocalHBase:
             return False
         return status != "Z" and f"-Dwebcrawl.hbase.home={self.home}".encode() in cmdline
 
-    def master_running(self) -> bool:
-        return self._ours(self.state().master_pid)
-
     def gateway(self, name: str = "thrift") -> Gateway:
         gateway = self.state().gateways.get(name)
         if gateway is None:
@@ -447,11 +444,3 @@ class LocalHBase:
         except OSError:
             return "(no log)"
         return "\n".join(text.splitlines()[-lines:])
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "home": str(self.home),
-            "processes": {
-                name: {"pid": pid, "running": alive} for name, pid, alive in self.processes()
-            },
-        }

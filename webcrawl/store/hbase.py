@@ -32,8 +32,7 @@ version, as Nutch's mapping does):
   ``c:rows:<host>:<pid>:<id>``, rewritten with each batch (a put, safe to retry,
   where an increment whose reply is lost could not be); the count is their sum.
   An increment whose reply is lost is settled with a later batch by reading
-  the marker back.  Rows written before the counter existed are counted on
-  their next write.
+  the marker back.
 - ``failpaths``, one row per site, one 8-byte counter per path level in
   family ``c`` (HBase's atomic ``atomicIncrement``).  A count at 0 or below
   reads as absent; a level is cleared by taking its counter back to 0 with

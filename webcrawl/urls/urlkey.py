@@ -86,11 +86,6 @@ def strip_session_ids(path: str, query: str) -> tuple[str, str]:
     return path, query
 
 
-def host_key(url: str) -> str:
-    """``host[:port]`` of a canonical URL, the unit of scope and politeness."""
-    return urlsplit(url).netloc
-
-
 def _reverse_host(host: str) -> str:
     if host.startswith("["):
         return host
