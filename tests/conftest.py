@@ -154,6 +154,16 @@ def redis_client(redis_server: RedisServer) -> Iterator[redis.Redis]:
     client.close()
 
 
+@pytest.fixture(autouse=True)
+def _empty_session_redis(request: pytest.FixtureRequest) -> None:
+    """A test on the session's Redis starts with it empty: a crawl an earlier test left
+    there (with its store recorded) is not this test's crawl."""
+    if "redis_server" in request.fixturenames:
+        client = request.getfixturevalue("redis_server").client()
+        client.flushall()
+        client.close()
+
+
 @dataclass
 class Demo:
     info: dict

@@ -262,6 +262,27 @@ def test_a_shard_count_other_than_the_crawls_is_refused_naming_both(
     assert sum(frontier_totals(redis_client).values()) > 0  # nothing of the crawl touched
 
 
+def test_a_worker_whose_store_is_not_the_crawls_is_refused_naming_both(
+    demo, redis_server, redis_client, tmp_path
+):
+    """Two machines with the defaults: one Redis, a SQLite file each.  The second would
+    spill requests to its own file and refill from an empty one: refused at start."""
+    redis_url, depth = f"REDIS_URL={redis_server.url}", "DEPTH_LIMIT=1"
+    first = run_crawl(demo.seeds[:1], tmp_path / "m1", redis_url, depth)
+    assert first.returncode == 0, first.stderr[-2000:]
+    other = run_crawl(demo.seeds[1:], tmp_path / "m2", redis_url, depth)
+    said = (f"crawl 'web' keeps its frontier and pages in sqlite:///{tmp_path}/m1/"
+            "webtable.sqlite3 on host ")  # fmt: skip
+    assert said in other.stderr, other.stderr[-2000:]
+    assert f"this worker's store is sqlite:///{tmp_path}/m2/webtable.sqlite3 on " in other.stderr
+    assert "`webcrawl reset --crawl web --yes`" in other.stderr
+    assert not read_items_of(other) and other.returncode != 0
+    # the control: a worker with the crawl's store joins, and crawls
+    again = run_crawl(demo.seeds[1:], tmp_path / "m1", redis_url, depth)
+    assert again.returncode == 0 and "keeps its frontier" not in again.stderr
+    assert read_items_of(again), again.stderr[-2000:]
+
+
 def read_items_of(result: subprocess.CompletedProcess) -> list[str]:
     return [line for line in result.stderr.splitlines() if "Scraped from" in line]
 

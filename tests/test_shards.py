@@ -7,9 +7,16 @@ import pytest
 from scrapy import Request, Spider
 
 from webcrawl.frontier.keys import CrawlKeys, check_crawl_name, hash_slot, shard_of
-from webcrawl.frontier.layout import CrawlLayoutError, existing_crawl, join_crawl
+from webcrawl.frontier.layout import (
+    CrawlLayoutError,
+    existing_crawl,
+    join_crawl,
+    recorded_store,
+    store_record,
+)
 from webcrawl.frontier.queue import HostQueue
 from webcrawl.frontier.redisconn import cluster_nodes
+from webcrawl.store.sqlite import SQLiteStore
 
 
 class S(Spider):
@@ -93,6 +100,49 @@ def test_the_dupefilter_is_recorded_and_another_refused(redis_client):
     join_crawl(redis_client, "d", 16, SET)
     with pytest.raises(CrawlLayoutError, match="created with an exact set as its dupefilter"):
         join_crawl(redis_client, "d", 16, BLOOM)
+
+
+def test_the_store_is_recorded_and_a_worker_with_another_refused(redis_client):
+    """The crawl's cold tier and pages are in its store: a worker with another (two
+    machines with their own SQLite files) is refused, both stores named."""
+    a = {"id": "1a", "url": "sqlite:////srv/data/webtable.sqlite3", "host": "m1"}
+    b = {"id": "2b", "url": "sqlite:////home/w/.webcrawl/webtable.sqlite3", "host": "m2"}
+    join_crawl(redis_client, "web", 16, SET, a)
+    assert recorded_store(redis_client, CrawlKeys("web", 16)) == a
+    assert join_crawl(redis_client, "web", 16, SET, {**a, "host": "m3"}).shards == 16  # HBase
+    assert join_crawl(redis_client, "web", 16).shards == 16  # commands do not ask
+    with pytest.raises(CrawlLayoutError) as refused:
+        join_crawl(redis_client, "web", 16, SET, b)
+    assert str(refused.value) == (
+        "crawl 'web' keeps its frontier and pages in sqlite:////srv/data/webtable.sqlite3 on "
+        "host m1 (store id 1a); this worker's store is sqlite:////home/w/.webcrawl/webtable."
+        "sqlite3 on host m2 (store id 2b): set WEBCRAWL_STORE_URL to the crawl's store (every "
+        "worker of a crawl must share one store: on several machines, HBase) or start over "
+        "with `webcrawl reset --crawl web --yes`"
+    )
+    with pytest.raises(CrawlLayoutError, match="the same URL on the same host: that store "
+                       "was made anew since the crawl began"):  # fmt: skip
+        join_crawl(redis_client, "web", 16, SET, {**a, "id": "3c"})
+    assert recorded_store(redis_client, CrawlKeys("web", 16)) == a
+    join_crawl(redis_client, "other", 16, SET, b)  # another crawl, another store
+    assert recorded_store(redis_client, CrawlKeys("new", 16)) is None
+
+
+def test_workers_with_their_own_data_dirs_are_two_stores_and_one_data_dir_is_one(
+    redis_client, tmp_path
+):
+    """As a worker joins (Scheduler.open): the default store, SQLite in the data dir."""
+    stores = [SQLiteStore(tmp_path / d / "webtable.sqlite3") for d in ("m1", "m1", "m2")]
+    first, same, other = (store_record(s) for s in stores)
+    join_crawl(redis_client, "web", 16, SET, first)
+    join_crawl(redis_client, "web", 16, SET, same)
+    with pytest.raises(CrawlLayoutError) as refused:
+        join_crawl(redis_client, "web", 16, SET, other)
+    for store in stores:
+        store.close()
+    assert f"pages in sqlite:///{tmp_path}/m1/webtable.sqlite3 on host " in str(refused.value)
+    assert f"this worker's store is sqlite:///{tmp_path}/m2/webtable.sqlite3 on " in str(
+        refused.value)  # fmt: skip
 
 
 def entry(queue, url):

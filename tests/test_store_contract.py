@@ -10,6 +10,7 @@ contract.
 from __future__ import annotations
 
 import multiprocessing
+import re
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -332,6 +333,44 @@ def test_failure_counts_are_atomic_across_threads_and_processes(backend):
                      for v in vs]  # fmt: skip
         values = local + [v for vs in procs.get(120) for v in vs]
     assert sorted(values) == list(range(1, 421))
+
+
+def another_store(url: str) -> str:
+    """A store of the same backend beside ``url``'s: another file, or another table prefix."""
+    if url.startswith("sqlite:"):
+        return url.replace("/w.db", "/other.db")
+    return re.sub(r"table_prefix=\w+", f"table_prefix=t{uuid.uuid4().hex[:8]}", url)
+
+
+def _identity(url: str, barrier: Any) -> str:
+    with open_store(url) as store:
+        barrier.wait(60)
+        return store.identity()
+
+
+def test_a_store_keeps_its_id_and_another_store_has_another(backend):
+    """A crawl knows its store by this id: made on the first call, the same for every
+    client of the store and after a restart, never another store's."""
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Manager() as manager, ctx.Pool(3) as pool:
+        barrier = manager.Barrier(3)  # three clients of a new store, at one moment
+        ids = pool.starmap(_identity, [(backend.url, barrier)] * 3)
+    assert len(set(ids)) == 1 and len(ids[0]) >= 16, ids
+    with backend.open() as store:
+        assert store.identity() == store.identity() == ids[0]
+        store.frontier_put([("c/0000/a.example/1", b"e")])  # (no scan sees the id)
+        assert store.frontier_scan("", 10) == [("c/0000/a.example/1", b"e")]
+        store.frontier_delete(["c/0000/a.example/1"])
+    backend.restart()
+    with backend.open() as store:
+        assert store.identity() == ids[0]
+    other = another_store(backend.url)
+    try:
+        with open_store(other) as store:
+            assert store.identity() != ids[0]
+    finally:
+        if other.startswith("hbase:"):
+            drop_tables(other)
 
 
 def test_bad_urls():

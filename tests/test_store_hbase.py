@@ -30,6 +30,7 @@ import happybase
 import pytest
 from support.hbase_emulator import EmulatorServer
 
+from webcrawl.frontier.cold import clear_cold
 from webcrawl.localhbase.launcher import free_port
 from webcrawl.store import StoreError, open_store
 from webcrawl.store.hbase import decode_row, encode_row, parse_hbase_url
@@ -414,6 +415,23 @@ def test_a_counter_put_to_zero_counts_from_zero(real):
         assert store.failpath_add("com.a:http", "/z/", 2) == 2
 
 
+def test_the_store_id_is_a_frontier_row_no_scan_or_reset_sees(real):
+    """Row ``/store-id`` of the frontier table: no cold key starts with ``/``, and no
+    frontier scan reads column ``e:id``; a crawl's reset leaves it."""
+    url = real.url()
+    with open_store(url) as store:
+        ident = store.identity()
+        store.frontier_put([("web/0000/a.example/1", b"entry")])
+        assert store.frontier_scan("", 10) == [("web/0000/a.example/1", b"entry")]
+        assert clear_cold(store, "web") == 1
+    with happybase_connection(url) as conn:
+        assert conn.table("frontier").row(b"/store-id") == {b"e:id": ident.encode()}
+    with open_store(url) as store:
+        assert store.identity() == ident
+    with open_store(real.url()) as other:  # tables of another prefix: another store
+        assert other.identity() != ident
+
+
 def test_check_writable_needs_a_server_and_enabled_tables(hbase, real):
     url = real.url(OWN, retries=0, timeout=2)
     with open_store(url) as store:
@@ -525,6 +543,16 @@ def test_counters_are_never_retried_blindly(server):
             store.failpath_add("com.a:http", "/x/", 1)
         assert store.failpath_row("com.a:http") == {"/x/": 1}  # counted once, not twice
         assert store.failpath_add("com.a:http", "/x/", 1) == 2
+
+
+def test_a_store_id_whose_reply_was_lost_is_read_back_not_made_twice(server):
+    with open_store(emulator_url(server)) as store:
+        store.failpath_row("warm-up")
+        # the id is put, but the reply is lost: the retry finds one there and puts nothing
+        server.inject_errors("checkAndPut", count=1, kind="disconnect", apply=True)
+        ident = store.identity()
+    with open_store(emulator_url(server)) as store:
+        assert store.identity() == ident
 
 
 # -- the cells, without a server ---------------------------------------------------------

@@ -3,7 +3,6 @@ contract every backend meets is in test_store_contract.py)."""
 
 import multiprocessing
 import sqlite3
-from pathlib import Path
 
 import pytest
 
@@ -71,8 +70,9 @@ def test_check_writable_fails_while_another_process_holds_the_write_lock(tmp_pat
 
 def test_store_url_takes_a_busy_timeout(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    relative = SQLiteStore.from_url("sqlite:///data/w.db")
-    assert (relative.path, relative.busy_timeout) == (Path("data/w.db"), 60.0)
+    relative = SQLiteStore.from_url("sqlite:///data/w.db")  # in the current directory
+    assert (relative.path, relative.busy_timeout) == (tmp_path / "data/w.db", 60.0)
+    assert relative.url == f"sqlite:///{tmp_path}/data/w.db"  # names the file wherever read
     absolute = SQLiteStore.from_url(f"sqlite:///{tmp_path}/w.db?timeout=0.5")
     assert (absolute.path, absolute.busy_timeout) == (tmp_path / "w.db", 0.5)
     assert str(absolute.path).startswith("/")  # sqlite:////abs: an absolute path

@@ -180,7 +180,10 @@ def _hosts_over_budget(client: Any, keys: CrawlKeys) -> list[tuple[int, str]]:
 
 
 def collect_status(session: _Session, settings: Settings, crawl: str, top: int) -> dict[str, Any]:
-    """The crawl's state as ``webcrawl status --json`` shows it (``now``: Redis's clock)."""
+    """The crawl's state as ``webcrawl status --json`` shows it (``now``: Redis's clock;
+    ``store``: this command's store, ``crawl_store``: the one the crawl recorded)."""
+    from webcrawl.frontier.layout import recorded_store
+
     keys = _crawl_keys(session.client, crawl, settings)
     seconds, micros = session.client.time()  # the frontier's clock, not this machine's
     now = seconds + micros / 1e6
@@ -197,6 +200,7 @@ def collect_status(session: _Session, settings: Settings, crawl: str, top: int) 
     workers = WorkerRegistry(session.client, keys).live()
     store_url = store_url_from_settings(settings)
     with open_store(store_url) as store:
+        store_id = store.identity()
         stored = store.count_pages()
         dead = _dead_paths(store, settings)
     return {
@@ -204,6 +208,8 @@ def collect_status(session: _Session, settings: Settings, crawl: str, top: int) 
         "now": now,
         "redis": session.redis.description,
         "store": store_url,
+        "store_id": store_id,
+        "crawl_store": recorded_store(session.client, keys),  # None: no worker joined yet
         "shards": keys.shards,
         "queued": queued,
         "queued_in_store": cold,
@@ -227,6 +233,8 @@ def collect_status(session: _Session, settings: Settings, crawl: str, top: int) 
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    from webcrawl.frontier.layout import describe_store
+
     with _Session(settings) as session:
         status = collect_status(session, settings, _crawl_name(args, settings), args.top)
     now, queued, cold = status["now"], status["queued"], status["queued_in_store"]
@@ -242,6 +250,10 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     print(f"crawl      {keys_crawl}")
     print(f"redis      {redis_desc}")
     print(f"store      {store_url}")
+    crawl_store = status["crawl_store"]
+    if crawl_store is not None and crawl_store["id"] != status["store_id"]:
+        print(f"           not the crawl's store, which is {describe_store(crawl_store)}: "
+              "stored pages and dead paths below are this command's store's")  # fmt: skip
     for name in ("queued", "leased", "seen", "submitted", "stored", "failed"):
         tiers = f" ({queued - cold} in Redis, {cold} in the store)" if name == "queued" else ""
         print(f"{name:<10} {status[name]}{tiers}")
@@ -449,8 +461,11 @@ def cmd_reset(args: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
         return 2
+    from webcrawl.frontier.layout import describe_store, recorded_store
+
     with _Session(settings) as session:
         keys = _crawl(args, settings, session.client)
+        crawl_store = recorded_store(session.client, keys)
         names = {name for pattern in keys.all_patterns()  # every node of a cluster
                  for name in session.client.scan_iter(match=pattern, count=1000)
                  if keys.owns(name)}  # fmt: skip
@@ -460,8 +475,14 @@ def cmd_reset(args: argparse.Namespace, settings: Settings) -> int:
     store_url = store_url_from_settings(settings)
     with open_store(store_url) as store:
         cold = clear_cold(store, keys.crawl)
+        elsewhere = crawl_store is not None and crawl_store["id"] != store.identity()
     print(f"reset crawl {crawl!r}: deleted {len(names)} keys, and {cold} queued requests "
           f"in {store_url}")  # fmt: skip
+    if elsewhere:
+        print(f"webcrawl reset: the crawl's queued requests in the store were in "
+              f"{describe_store(crawl_store)}, not this command's store: they are left there "
+              "(clear them with `webcrawl reset` and WEBCRAWL_STORE_URL set to that store)",
+              file=sys.stderr)  # fmt: skip
     return 0
 
 

@@ -5,15 +5,23 @@ is its hash modulo the count, so a worker with another count would queue a
 host's URLs in another shard than the one holding its queue, leases and
 fingerprints.  It is recorded in the crawl's ``meta`` hash and every worker
 checks it.  So is its dupefilter (an exact set, or a Bloom filter of a given
-size): a worker with another would not know the URLs the crawl has seen.
+size): a worker with another would not know the URLs the crawl has seen.  And
+so is its store (by the store's own id, :meth:`Store.identity`): the frontier's
+cold tier and the pages are there, so a worker with another store (two
+machines with their own SQLite files) would spill requests where no other
+worker refills them from, and refill from a store that does not have them.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import socket
+from typing import TYPE_CHECKING, Any
 
 from webcrawl.frontier.keys import CrawlKeys
+
+if TYPE_CHECKING:
+    from webcrawl.store.base import Store
 
 LAYOUT = "shards/1"
 
@@ -23,11 +31,16 @@ class CrawlLayoutError(ValueError):
 
 
 def join_crawl(
-    client: Any, crawl: str, shards: int, dupefilter: dict[str, str] | None = None
+    client: Any,
+    crawl: str,
+    shards: int,
+    dupefilter: dict[str, str] | None = None,
+    store: dict[str, str] | None = None,
 ) -> CrawlKeys:
     """The keys of ``crawl`` with ``shards`` shards, recording the count (and
-    ``dupefilter``, a :meth:`RedisDupeFilter.layout`) if the crawl has none yet;
-    CrawlLayoutError if it was created with others."""
+    ``dupefilter``, a :meth:`RedisDupeFilter.layout`, and ``store``, a
+    :func:`store_record`) if the crawl has none yet; CrawlLayoutError if it was
+    created with others."""
     keys = CrawlKeys(crawl, shards)
     recorded = client.hget(keys.meta, "shards")
     if recorded is None:
@@ -43,6 +56,8 @@ def join_crawl(
         )
     if dupefilter is not None:
         _join_dupefilter(client, keys, dupefilter)
+    if store is not None:
+        _join_store(client, keys, store)
     return keys
 
 
@@ -83,3 +98,39 @@ def existing_crawl(client: Any, crawl: str, default_shards: int) -> tuple[CrawlK
     if recorded is None:
         return CrawlKeys(crawl, default_shards), False
     return CrawlKeys(crawl, int(recorded)), True
+
+
+def store_record(store: Store) -> dict[str, str]:
+    """What the crawl's meta hash records of ``store``: its id (read, or made, in the
+    store: blocks), its URL and the machine it is recorded from (for messages)."""
+    return {"id": store.identity(), "url": store.url, "host": socket.gethostname()}
+
+
+def recorded_store(client: Any, keys: CrawlKeys) -> dict[str, str] | None:
+    """The crawl's store as recorded (a :func:`store_record`; None while no worker has
+    joined it)."""
+    recorded = client.hget(keys.meta, "store")
+    return json.loads(recorded) if recorded else None
+
+
+def describe_store(record: dict[str, str]) -> str:
+    """In words, for messages: "sqlite:///... on host A (store id ...)"."""
+    return f"{record['url']} on host {record['host']} (store id {record['id']})"
+
+
+def _join_store(client: Any, keys: CrawlKeys, ours: dict[str, str]) -> None:
+    recorded = recorded_store(client, keys)
+    if recorded is None:  # a new crawl
+        client.hsetnx(keys.meta, "store", json.dumps(ours, sort_keys=True))
+        recorded = recorded_store(client, keys)  # another worker may have been first
+    if recorded is not None and recorded["id"] != ours["id"]:  # (None: reset meanwhile)
+        anew = (" (the same URL on the same host: that store was made anew since the crawl "
+                "began)" if (recorded["url"], recorded["host"]) == (ours["url"], ours["host"])
+                else "")  # fmt: skip
+        raise CrawlLayoutError(
+            f"crawl {keys.crawl!r} keeps its frontier and pages in {describe_store(recorded)}; "
+            f"this worker's store is {describe_store(ours)}{anew}: set WEBCRAWL_STORE_URL to "
+            "the crawl's store (every worker of a crawl must share one store: on several "
+            "machines, HBase) or start over with "
+            f"`webcrawl reset --crawl {keys.crawl} --yes`"
+        )

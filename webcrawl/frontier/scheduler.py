@@ -159,9 +159,9 @@ class Scheduler(RedisScheduler):
         self.delay_slack = non_negative_float(settings, "FRONTIER_DELAY_SLACK")
         self.hot_per_host, self.hot_budget, self.revisit_horizon = tier_settings(settings)
         self.max_pages_per_host = non_negative_int(settings, "FRONTIER_MAX_PAGES_PER_HOST")
-        # the cold tier's store (the pipelines' one): connected in open(), off the reactor
-        self.store = (open_store(store_url_from_settings(settings))
-                      if self.hot_per_host or self.revisit_horizon else None)  # fmt: skip
+        # the crawl's store (the pipelines' one, the cold tier's): connected in open(), off
+        # the reactor, and checked to be the one the crawl records
+        self.store = open_store(store_url_from_settings(settings))
         self.store_connect_wait = non_negative_float(settings, "WEBCRAWL_STORE_CONNECT_WAIT")
         self.request_classes = request_classes(settings)
         self.lease_timeout = positive_float(settings, "FRONTIER_LEASE_TIMEOUT")
@@ -223,10 +223,12 @@ class Scheduler(RedisScheduler):
         CrawlKeys(crawl, self.shards)  # a name that cannot name keys fails here
 
         def connect() -> CrawlKeys:
-            if self.store is not None:
-                self.store.connect(self.store_connect_wait)
+            from webcrawl.frontier.layout import store_record
+
+            self.store.connect(self.store_connect_wait)
+            store = store_record(self.store)
             self.redis.open()
-            keys = join_crawl(self.redis.client, crawl, self.shards, self.df.layout())
+            keys = join_crawl(self.redis.client, crawl, self.shards, self.df.layout(), store)
             if not self.hot_per_host:
                 check_no_cold_tier(self.redis.client, keys)
             return keys

@@ -87,6 +87,13 @@ class Store(abc.ABC):
     def frontier_delete(self, keys: Sequence[str]) -> None:
         """Delete the entries at ``keys``; keys without one are ignored."""
 
+    @abc.abstractmethod
+    def identity(self) -> str:
+        """The store's id: random, made by the first call on a new store and kept in the
+        store itself, so every client of one store reads the same id (whatever URL it
+        reaches it by) and two stores never share one.  A crawl records the id of the
+        store its frontier and pages are in (:func:`webcrawl.frontier.layout.join_crawl`)."""
+
     def connect(self, wait: float = 0.0) -> None:  # noqa: B027 - SQLite opens on first use
         """Reach the store before the first page: a server that does not answer is
         waited for up to ``wait`` seconds; what waiting cannot fix (a wrong URL, a

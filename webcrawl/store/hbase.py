@@ -9,7 +9,7 @@ timeout in seconds, 30), ``batch_size`` (cells per ``mutateRows`` call,
 refuses frames over 2 MB; a single larger row still goes alone), ``retries``
 (attempts after the first for idempotent calls, 4).
 
-Two tables, created idempotently on first use (every family keeps one
+Four tables, created idempotently on first use (every family keeps one
 version, as Nutch's mapping does):
 
 - ``webpage``, one row per URL, row key the reversed URL (Nutch 2).  Known
@@ -33,6 +33,9 @@ version, as Nutch's mapping does):
   where an increment whose reply is lost could not be); the count is their sum.
   An increment whose reply is lost is settled with a later batch by reading
   the marker back.
+- ``frontier``, family ``e``: the cold frontier (``e:q``, the queue entry, under
+  keys of :mod:`webcrawl.frontier.cold`), and the store's id (``identity``) in
+  row ``/store-id``, column ``e:id``.
 - ``failpaths``, one row per site, one 8-byte counter per path level in
   family ``c`` (HBase's atomic ``atomicIncrement``).  A count at 0 or below
   reads as absent; a level is cleared by taking its counter back to 0 with
@@ -84,6 +87,9 @@ MARKER = b"f:n"  # 8-byte counter in every webtable row: 1 once the row is count
 FRONTIER = "frontier"
 FRONTIER_FAMILIES = {"e": {"max_versions": 1}}
 ENTRY = b"e:q"  # a cold frontier row's queue entry
+# the store's id, in a row of the frontier table no cold key can have (they start with
+# "<crawl>/") and a column no frontier scan reads
+STORE_ID = (b"/store-id", b"e:id")
 TABLES = ((WEBTABLE, WEBTABLE_FAMILIES), (FAILPATHS, FAILPATH_FAMILIES),
           (COUNTERS, COUNTER_FAMILIES), (FRONTIER, FRONTIER_FAMILIES))  # fmt: skip
 # HBase's table names: [namespace:]qualifier, qualifier of letters, digits, _ - .
@@ -330,6 +336,7 @@ class HBaseStore(Store):
         self._ledger = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}".encode()
         self._counted = 0
         self._counted_unsaved = False
+        self._identity: str | None = None
 
     # -- connections ----------------------------------------------------------------
 
@@ -749,6 +756,30 @@ class HBaseStore(Store):
                     batch.delete(key.encode())
 
         self._call(f"deleting {len(keys)} frontier entries", delete)
+
+    def identity(self) -> str:
+        """Row ``/store-id`` of the frontier table: read; if absent, put only if still
+        absent (``checkAndPut``, atomic on the server), so the first writer's id wins,
+        and read back.  Both are safe to retry."""
+        if self._identity is not None:
+            return self._identity
+        row, column = STORE_ID
+
+        def read(conn: Any) -> bytes | None:
+            return conn.table(FRONTIER).row(row, columns=[column]).get(column)
+
+        found = self._call("reading the store's id", read)
+        if found is None:
+            from Hbase_thrift import Mutation
+
+            mine = Mutation(column=column, value=uuid.uuid4().hex.encode())
+            self._call("recording the store's id", lambda conn: conn.client.checkAndPut(
+                conn.table(FRONTIER).name, row, column, None, mine, {}))  # fmt: skip
+            found = self._call("reading the store's id", read)
+            if found is None:
+                raise StoreError(f"{self.url}: the store's id was recorded but reads as absent")
+        self._identity = found.decode()
+        return self._identity
 
     def check_writable(self) -> None:
         """Both tables exist and are enabled (one cheap call each on the server)."""

@@ -6,7 +6,8 @@ busy timeout, 60 s).  Several processes may write one file: WAL lets readers
 run beside the writer, and writers wait for each other up to that timeout.
 Each thread gets its own connection (sqlite3 connections are not shared
 across threads).  Every sqlite3 error (a locked database, a file that is not
-a database, a table that is not ours) ends as :class:`StoreError`.
+a database, a table that is not ours) ends as :class:`StoreError`.  The
+store's id (:meth:`SQLiteStore.identity`) is in the file's ``meta`` table.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import math
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,6 +43,10 @@ CREATE TABLE IF NOT EXISTS frontier (
     key    TEXT PRIMARY KEY,
     entry  BLOB NOT NULL
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta (
+    name   TEXT PRIMARY KEY,
+    value  TEXT NOT NULL
+) WITHOUT ROWID;
 """
 
 # Host parameters per statement: SQLite's limit is 999 before 3.32, 32766 after.
@@ -51,7 +57,7 @@ class SQLiteStore(Store):
     DEFAULT_TIMEOUT = 60.0
 
     def __init__(self, path: str | Path, busy_timeout: float = DEFAULT_TIMEOUT) -> None:
-        self.path = Path(path)
+        self.path = Path(path).absolute()  # the file, whatever the directory is later
         self.busy_timeout = busy_timeout
         self.url = f"sqlite:///{self.path}"
         if busy_timeout != self.DEFAULT_TIMEOUT:
@@ -59,6 +65,7 @@ class SQLiteStore(Store):
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._identity: str | None = None
 
     @classmethod
     def from_url(cls, url: str) -> SQLiteStore:
@@ -253,6 +260,17 @@ class SQLiteStore(Store):
     def frontier_delete(self, keys: Sequence[str]) -> None:
         with self._errors(f"deleting {len(keys)} frontier entries"), self._conn() as conn:
             conn.executemany("DELETE FROM frontier WHERE key = ?", [(k,) for k in keys])
+
+    def identity(self) -> str:
+        """Kept in the file's ``meta`` table (row ``store_id``): the first writer's id wins."""
+        if self._identity is None:
+            with self._errors("reading the store's id"), self._conn() as conn:
+                conn.execute("INSERT OR IGNORE INTO meta (name, value) VALUES ('store_id', ?)",
+                             (uuid.uuid4().hex,))  # fmt: skip
+                ((self._identity,),) = conn.execute(
+                    "SELECT value FROM meta WHERE name = 'store_id'"
+                ).fetchall()
+        return self._identity
 
     def check_writable(self) -> None:
         """Takes the write lock and lets it go (``BEGIN IMMEDIATE``; ``ROLLBACK``): waits up
