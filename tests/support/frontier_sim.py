@@ -1,0 +1,277 @@
+"""Simulated workers of one crawl and the ground truth they are checked against.
+
+A :class:`SimWorker` is what a crawl worker does with the frontier (the real
+:class:`~webcrawl.frontier.queue.HostQueue` over a real Redis and a real store),
+every outside call passing its :class:`~support.gates.Gate`.  :class:`Frontier`
+reads every place a URL can be in, straight from Redis and the store, for the
+invariants.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+from scrapy import Request, Spider
+
+from support.gates import Gate, GatedRedis, GatedStore
+from webcrawl.frontier.cold import crawl_prefix, parse_cold_key, parse_revisit_key
+from webcrawl.frontier.keys import CrawlKeys
+from webcrawl.frontier.queue import HostQueue, lease_shard
+from webcrawl.store.base import StoreError
+
+LEASE = 10.0  # lease timeout (and spill claims, refill leases), seconds
+HORIZON = 50.0  # revisits due later than this wait in the store
+
+
+class SimSpider(Spider):
+    name = "sim"
+
+
+def url_key(url: str) -> str:
+    return hashlib.sha1(url.encode()).hexdigest()[:20]
+
+
+def host_of(url: str) -> str:
+    return url.split("/")[2]
+
+
+@dataclass
+class Held:
+    url: str
+    lease: str
+    revisit: bool
+
+
+class SimWorker:
+    """One worker: its memory (buffers, leases) and the scheduler's rules over a HostQueue.
+
+    The rules are those of :class:`webcrawl.frontier.scheduler.Scheduler`: pushes and
+    revisits are buffered and sent with the next step; a finished page's lease is
+    acknowledged only in the step after the one that stored its outlinks; revisits
+    beyond the horizon go to the store in batches and at heartbeats.
+    """
+
+    def __init__(self, name: str, client: redis.Redis, store: Any, keys: CrawlKeys,
+                 model: Any, *, hot_per_host: int, budget: int) -> None:  # fmt: skip
+        self.name = name
+        self.gate = Gate(name)
+        self.model = model
+        self.queue = HostQueue(GatedRedis(client, self.gate), SimSpider(), keys,
+                               store=GatedStore(store, self.gate), hot_per_host=hot_per_host,
+                               hot_budget=budget)  # fmt: skip
+        self.held: dict[str, Held] = {}  # lease -> what this worker is fetching
+        self.buffer: list[tuple] = []
+        self.revisits: list[tuple] = []
+        self.far: list[tuple] = []
+        self.finished: list[str] = []  # leases done with, not yet in a step
+        self.unconfirmed: list[str] = []
+        self.ackable: list[str] = []
+        self.nacks: list[tuple[str, float]] = []
+        self.refused: list[str] = []
+
+    # -- the scheduler's rules -------------------------------------------------
+
+    def entry(self, url: str, *, revisit: bool = False) -> tuple:
+        data = self.queue.encode(Request(url, meta={"rv": 1} if revisit else {}))
+        return (url.encode(), host_of(url), 0, 0.0, data)
+
+    def step(self, pop: int = 0) -> Any:
+        """Scheduler._step: push the buffer, acknowledge, maybe pop."""
+        self.unconfirmed += self.finished
+        self.finished = []
+        self.put_far()
+        batch, revisits, nacks = self.buffer, self.revisits, self.nacks
+        if not batch and not revisits and not self.far:
+            self.ackable += self.unconfirmed
+            self.unconfirmed = []
+        acks = [*self.ackable, *self.refused]
+        try:
+            result = self.queue.step(acks=acks, nacks=nacks, pushes=batch, pop=pop,
+                                     revisits=revisits, lease_timeout=LEASE,
+                                     now=self.model.now)  # fmt: skip
+        except redis.RedisError:
+            return None
+        failed = result.failed
+        shard = self.queue.keys.shard_of
+        if failed:
+            self.buffer = [e for e in batch if shard(e[1]) in failed]
+            self.revisits = [e for e in revisits if shard(e[1]) in failed]
+            self.nacks = [n for n in nacks if lease_shard(n[0])[0] in failed]
+            self.ackable = [a for a in self.ackable if lease_shard(a)[0] in failed]
+            self.refused = [a for a in self.refused if lease_shard(a)[0] in failed]
+        else:
+            self.buffer, self.revisits, self.nacks = [], [], []
+            self.ackable, self.refused = [], []
+        if result.unconfirmed:
+            self.unconfirmed = []
+        elif not self.buffer and not self.revisits and not self.far:
+            self.ackable += self.unconfirmed
+            self.unconfirmed = []
+        for lease, _ in result.refused:
+            self.refused.append(lease)
+        for request, lease in result.popped:
+            revisit = bool(request.meta.get("rv"))
+            self.model.handed_out(self, request.url, lease, revisit)
+            self.held[lease] = Held(request.url, lease, revisit)
+        return result
+
+    def put_far(self) -> None:
+        if not self.far:
+            return
+        try:
+            self.queue.put_far_revisits(self.far)
+        except StoreError:
+            return
+        self.far = []
+
+    # -- operations (each runs on the worker's thread) ---------------------------
+
+    def push(self, urls: list[str]) -> None:
+        self.buffer += [self.entry(u) for u in urls]
+        self.step()
+
+    def fetch(self, n: int) -> None:
+        self.step(pop=n)
+
+    def finish(self, lease: str, links: list[str], revisit_in: float | None) -> None:
+        """The page of ``lease`` is done: its links join the buffer, its revisit the
+        schedule (memory only: they leave with the next step)."""
+        held = self.held.pop(lease)
+        self.finished.append(lease)
+        self.buffer += [self.entry(u) for u in links]
+        self.model.finished(self, held, revisit_in)
+        if revisit_in is None:
+            return
+        _, host, _, _, data = self.entry(held.url, revisit=True)
+        key = url_key(held.url)
+        if revisit_in > HORIZON:
+            self.far.append((key, host, 0, self.model.now + revisit_in, data))
+            if len(self.far) >= 2:
+                self.put_far()
+        else:
+            self.revisits.append((key, host, 0, revisit_in, data))
+
+    def nack(self, lease: str, wait: float) -> None:
+        self.held.pop(lease)
+        self.nacks.append((lease, wait))
+
+    def heartbeat(self) -> None:
+        """Scheduler._beat: far revisits into the store, near ones up, leases renewed."""
+        self.put_far()
+        with contextlib.suppress(StoreError):  # as the scheduler: logged, tried again
+            self.queue.move_revisits_up(HORIZON, now=self.model.now)
+        leases = [*self.held, *self.finished, *self.unconfirmed, *self.ackable]
+        self.queue.renew(leases, LEASE, now=self.model.now)
+
+    def idle(self) -> Any:
+        """Scheduler._on_idle: flush, then ask whether the crawl is done."""
+        for _ in range(3):
+            if self.step() is None:
+                return None
+            if not self.pending():
+                break
+        return self.queue.idle_check(self.name, now=self.model.now)
+
+    def pending(self) -> bool:
+        return bool(self.buffer or self.revisits or self.nacks or self.refused
+                    or self.unconfirmed or self.ackable or self.finished or self.far)  # fmt: skip
+
+
+def _num(value: bytes | None) -> int:
+    return int(value or 0)
+
+
+def _entry_url(member: bytes) -> tuple[str, bool]:
+    """URL of a queue member ``<seq>|<json>``, and whether it is a revisit."""
+    d = json.loads(member.split(b"|", 1)[1])
+    return d["url"], bool(d.get("meta", {}).get("rv"))
+
+
+@dataclass
+class Places:
+    """Where every URL of the crawl is, read from Redis and the store."""
+
+    hot: list[tuple[str, bool]] = field(default_factory=list)  # (url, revisit)
+    delayed: list[tuple[str, bool]] = field(default_factory=list)
+    leased: dict[str, tuple[str, bool]] = field(default_factory=dict)  # lease -> ...
+    spill: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))  # host->seqs
+    spill_urls: set[str] = field(default_factory=set)
+    spilled_revisits: set[str] = field(default_factory=set)  # revisits in the spill set or
+    # the store's tier (a revisit of a host with requests there follows them)
+    cold: dict[str, dict[int, str]] = field(default_factory=lambda: defaultdict(dict))
+    moved: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
+    revisits_redis: set[str] = field(default_factory=set)  # URL keys
+    revisits_store: set[str] = field(default_factory=set)
+    seen: set[str] = field(default_factory=set)
+    counters: dict[str, int] = field(default_factory=dict)
+    cold_count: dict[str, int] = field(default_factory=dict)  # host -> the `cold` hash
+    spilling: dict[str, int] = field(default_factory=dict)
+    dead_claims: set[tuple[int, str]] = field(default_factory=set)  # (shard, claim): their
+    # rows are garbage
+    cold_revisits: dict[str, set[int]] = field(default_factory=dict)  # host -> seqs
+    refill_rooms: int = 0
+    refill_leases: int = 0
+
+    def queued_urls(self) -> set[str]:
+        """URLs (not revisits) in a place from which they will be fetched."""
+        urls = {u for u, rv in self.hot + self.delayed if not rv}
+        urls |= {u for u, rv in self.leased.values() if not rv}
+        urls |= self.spill_urls
+        for host, rows in self.cold.items():
+            revisits = self.cold_revisits.get(host, set())
+            urls |= {u for seq, u in rows.items() if seq not in self.moved[host] | revisits}
+        return urls
+
+
+def read_places(client: redis.Redis, store: Any, keys: CrawlKeys) -> Places:  # noqa: PLR0912
+    p = Places()
+    totals = defaultdict(int)
+    for k in keys.all_shards():
+        for name in client.scan_iter(match=k.host_queue_prefix + "*"):
+            p.hot += [_entry_url(m) for m in client.zrange(name, 0, -1)]
+        for entry in client.zrange(k.delayed, 0, -1):
+            p.delayed.append(_entry_url(entry.split(b"\n", 2)[2]))
+        for lease, entry in client.hgetall(k.leased).items():
+            p.leased[f"{k.shard}:{lease.decode()}"] = _entry_url(entry.split(b"\n", 2)[2])
+        for entry in client.zrange(k.spill, 0, -1):
+            host, _, member = entry.split(b"\n", 2)
+            p.spill[host.decode()].add(int(member.split(b"|", 1)[0]))
+            url, revisit = _entry_url(member)
+            (p.spilled_revisits if revisit else p.spill_urls).add(url)
+        for name in client.scan_iter(match=k.moved_prefix + "*"):
+            host = name.decode()[len(k.moved_prefix) :]
+            p.moved[host] |= {parse_cold_key(m.decode())[4] for m in client.smembers(name)}
+        p.dead_claims |= {(k.shard, c.decode()) for c in client.smembers(k.spill_dead)}
+        p.revisits_redis |= {key.decode() for key in client.hkeys(k.revisit_requests)}
+        p.seen |= {fp.decode() for fp in client.smembers(k.seen)}
+        for name, key in (("queued", k.queued), ("cold_total", k.cold_total),
+                          ("reserved", k.reserved)):  # fmt: skip
+            totals[name] += _num(client.get(key))
+            p.counters[f"{name}:{k.shard}"] = _num(client.get(key))
+        for host, n in client.hgetall(k.cold).items():
+            p.cold_count[host.decode()] = int(n)
+        for host, n in client.hgetall(k.spilling).items():
+            p.spilling[host.decode()] = int(n)
+        for lease in client.hvals(k.refill):
+            p.refill_rooms += int(lease.split(b"|")[1])
+            p.refill_leases += 1
+    p.counters.update(totals)
+    for key, value in store.frontier_scan(crawl_prefix(keys.crawl), 10**6):
+        if "/~r/" in key:
+            p.revisits_store.add(parse_revisit_key(key)[1])
+        else:
+            _, shard, host, _, seq, claim = parse_cold_key(key)
+            if (shard, claim) in p.dead_claims:
+                continue  # a late write of a dead spill claim: never refilled
+            d = json.loads(value)
+            if d.get("meta", {}).get("rv"):
+                p.spilled_revisits.add(d["url"])
+                p.cold_revisits.setdefault(host, set()).add(seq)
+            p.cold[host][seq] = d["url"]
+    return p

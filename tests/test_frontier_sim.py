@@ -1,0 +1,402 @@
+"""The frontier's protocol, checked by simulation (Hypothesis stateful testing).
+
+Several simulated workers (:mod:`support.frontier_sim`) share one crawl on a real Redis
+and a real SQLite store, with tiny hot tiers so that every request goes through spills
+and refills.  Hypothesis chooses what each worker does next, which of them makes its
+next call to Redis or the store, whether that call fails (before or after the server
+did it) or the worker dies there (kill -9), and when time moves on past leases,
+claims and locks.  After every rule the invariants below hold; at the end, with no
+more pushes and time running on, the crawl drains to nothing.
+
+``WEBCRAWL_SIM_EXAMPLES`` (default 20) sets how many examples run, and
+``WEBCRAWL_SIM_STEPS`` (default 100) the rules per example: thousands in the long
+mode, e.g. ``WEBCRAWL_SIM_EXAMPLES=5000 pytest tests/test_frontier_sim.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+from support.frontier_sim import (
+    LEASE,
+    SimWorker,
+    read_places,
+    url_key,
+)
+from support.gates import CRASH, FAIL_AFTER, FAIL_BEFORE, GO
+
+from webcrawl.frontier.keys import CrawlKeys
+from webcrawl.frontier.lock import RedisLock
+from webcrawl.store.sqlite import SQLiteStore
+
+SKIP = set(os.environ.get("WEBCRAWL_SIM_SKIP", "").split(","))
+EXAMPLES = int(os.environ.get("WEBCRAWL_SIM_EXAMPLES", "20"))
+STEPS = int(os.environ.get("WEBCRAWL_SIM_STEPS", "100"))
+WORKERS = 3
+HOSTS = ["a", "b", "c", "d"]
+TICKS = [0.5, 3.0, LEASE + 1, 31.0, 200.0]  # 31: past the revisit mover's lock (30 s)
+
+
+class FrontierMachine(RuleBasedStateMachine):
+    client = None  # set by the test: a real Redis
+    tmp = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.client.flushall()
+        self.client.script_flush()  # every example loads its scripts: the same calls
+        FrontierMachine.runs += 1
+        self.store = SQLiteStore(self.tmp / f"sim{self.runs}.sqlite3")
+        self.keys = CrawlKeys("sim", 2)
+        self.now = 1000.0
+        self.n_urls = 0
+        self.workers: list[SimWorker] = []
+        self.dead: list[SimWorker] = []
+        self.stores: list[SQLiteStore] = [self.store]
+        # ground truth
+        self.finished_urls: set[str] = set()
+        self.holders: dict[str, list[tuple[SimWorker, str]]] = {}  # url -> (worker, lease)
+        self.obligations: list[tuple[str, str, SimWorker]] = []  # (url, lease, worker)
+        self.revisit_fetched: Counter[str] = Counter()
+        self.history: list[str] = []
+
+    runs = 0
+
+    # -- workers ---------------------------------------------------------------
+
+    def new_worker(self, index: int | None = None) -> SimWorker:
+        store = SQLiteStore(self.store.path)  # a process of its own: its own connection
+        self.stores.append(store)
+        worker = SimWorker(f"w{len(self.workers) + len(self.dead)}", self.client, store,
+                           self.keys, self, hot_per_host=2, budget=6)  # fmt: skip
+        if index is None:
+            self.workers.append(worker)
+        else:
+            self.workers[index] = worker
+        return worker
+
+    def handed_out(self, worker: SimWorker, url: str, lease: str, revisit: bool) -> None:
+        if revisit:
+            self.revisit_fetched[url] += 1
+            return
+        live = [(w, lease2) for w, lease2 in self.holders.get(url, ())
+                if w in self.workers and lease2 in w.held and self._lease_live(lease2)]  # fmt: skip
+        assert not live, (f"{url} handed out to {worker.name} ({lease}) while {live[0][0].name} "
+                          f"holds it under a live lease {live[0][1]}")  # fmt: skip
+        self.holders.setdefault(url, []).append((worker, lease))
+
+    def _lease_live(self, lease: str) -> bool:
+        shard, ident = lease.split(":")
+        score = self.client.zscore(self.keys.shard(int(shard)).leases, ident)
+        return score is not None and score > self.now
+
+    def finished(self, worker: SimWorker, held, revisit_in: float | None) -> None:
+        self.finished_urls.add(held.url)
+        if revisit_in is not None:
+            self.obligations.append((held.url, held.lease, worker))
+
+    def fresh_urls(self, host: str, n: int) -> list[str]:
+        urls = [f"http://{host}/{self.n_urls + i}" for i in range(n)]
+        self.n_urls += n
+        return urls
+
+    def idle_workers(self) -> list[int]:
+        return [i for i, w in enumerate(self.workers) if not w.gate.busy]
+
+    @initialize()
+    def start(self) -> None:
+        for _ in range(WORKERS):
+            self.new_worker()
+
+    # -- what workers do -------------------------------------------------------
+
+    def _start(self, worker: SimWorker, what: str, task) -> None:
+        self.history.append(f"{worker.name} starts {what}")
+        worker.gate.start(task)
+
+    def _idle_worker(self, data) -> SimWorker:
+        return data.draw(st.sampled_from([w for w in self.workers if not w.gate.busy]))
+
+    def _holder(self, data) -> SimWorker:
+        return data.draw(st.sampled_from([w for w in self.workers
+                                          if not w.gate.busy and w.held]))  # fmt: skip
+
+    def any_idle(self) -> bool:
+        return any(not w.gate.busy for w in self.workers)
+
+    def any_holder(self) -> bool:
+        return any(not w.gate.busy and w.held for w in self.workers)
+
+    def any_waiting(self) -> bool:
+        return any(w.gate.waiting is not None for w in self.workers)
+
+    @precondition(any_idle)
+    @rule(data=st.data(), host=st.sampled_from(HOSTS), n=st.integers(1, 6),
+          dups=st.integers(0, 2))  # fmt: skip
+    def push(self, data, host, n, dups):
+        worker = self._idle_worker(data)
+        urls = self.fresh_urls(host, n) + [f"http://{host}/{j}" for j in range(dups)]
+        self._start(worker, f"push {urls}", lambda: worker.push(urls))
+
+    @precondition(any_idle)
+    @rule(data=st.data(), n=st.integers(1, 3))
+    def fetch(self, data, n):
+        worker = self._idle_worker(data)
+        self._start(worker, f"fetch {n}", lambda: worker.fetch(n))
+
+    @precondition(any_holder)
+    @rule(data=st.data(), pick=st.integers(0, 10), links=st.integers(0, 3),
+          revisit=st.sampled_from([None, None, 5.0, 20.0, 120.0, 300.0]))  # fmt: skip
+    def finish(self, data, pick, links, revisit):
+        worker = self._holder(data)
+        lease = sorted(worker.held)[pick % len(worker.held)]
+        urls = self.fresh_urls(HOSTS[pick % len(HOSTS)], links)
+        self._start(worker, f"finish {lease} +{urls} revisit {revisit}",
+                    lambda: worker.finish(lease, urls, revisit))  # fmt: skip
+
+    @precondition(any_holder)
+    @rule(data=st.data(), pick=st.integers(0, 10), wait=st.sampled_from([0.0, 5.0]))
+    def nack(self, data, pick, wait):
+        worker = self._holder(data)
+        lease = sorted(worker.held)[pick % len(worker.held)]
+        self._start(worker, f"nack {lease}", lambda: worker.nack(lease, wait))
+
+    @precondition(any_idle)
+    @rule(data=st.data())
+    def heartbeat(self, data):
+        worker = self._idle_worker(data)
+        self._start(worker, "heartbeat", worker.heartbeat)
+
+    @precondition(any_idle)
+    @rule(data=st.data())
+    def idle(self, data):
+        worker = self._idle_worker(data)
+        self._start(worker, "idle check", worker.idle)
+
+    # -- the calls: go, fail or crash ---------------------------------------------
+
+    @precondition(any_waiting)
+    @rule(data=st.data(), roll=st.integers(0, 29))
+    def call(self, data, roll):
+        waiting = [i for i, w in enumerate(self.workers) if w.gate.waiting is not None]
+        i = data.draw(st.sampled_from(waiting))
+        worker = self.workers[i]
+        verdict = {0: CRASH, 1: FAIL_BEFORE, 2: FAIL_AFTER}.get(roll, GO)
+        self.history.append(f"{worker.name} {verdict}: {worker.gate.waiting}")
+        worker.gate.decide(verdict)
+        if worker.gate.crashed:
+            self.dead.append(worker)
+            self.new_worker(i)
+
+    @precondition(any_waiting)
+    @rule(times=st.integers(1, 8))
+    def run_on(self, times):
+        """Every waiting worker makes its next calls."""
+        for _ in range(times):
+            for worker in self.workers:
+                if worker.gate.waiting is not None:
+                    self.history.append(f"{worker.name} go: {worker.gate.waiting}")
+                    worker.gate.decide(GO)
+
+    @rule(dt=st.sampled_from(TICKS))
+    def tick(self, dt):
+        self.now += dt
+        self.history.append(f"time +{dt} = {self.now}")
+
+    # -- invariants --------------------------------------------------------------
+
+    def places(self):
+        return read_places(self.client, self.store, self.keys)
+
+    @invariant()
+    def counters_match_what_the_keys_and_rows_hold(self):
+        if "counters_match_what_the_keys_and_rows_hold" in SKIP:
+            return
+        p = self.places()
+        negative = {k: v for k, v in {**p.counters, **p.cold_count, **p.spilling}.items()
+                    if v < 0}  # fmt: skip
+        assert not negative, f"negative counters {negative}"
+        assert p.counters["queued"] == len(p.hot), (p.counters, len(p.hot))
+        assert p.counters["cold_total"] == sum(p.cold_count.values())
+        for host in set(p.cold_count) | set(p.spill) | set(p.cold):
+            rows = (p.spill[host] | set(p.cold[host])) - p.moved[host]
+            assert p.cold_count.get(host, 0) == len(rows), (
+                f"host {host}: cold count {p.cold_count.get(host, 0)}, but {len(rows)} in the "
+                f"spill set and store (spill {sorted(p.spill[host])}, store "
+                f"{sorted(p.cold[host])}, moved {sorted(p.moved[host])})"
+            )
+        assert p.counters["reserved"] == p.refill_rooms, (
+            f"reserved {p.counters['reserved']} but {p.refill_leases} refill leases hold "
+            f"{p.refill_rooms} places"
+        )
+
+    @invariant()
+    def every_admitted_url_is_somewhere(self):
+        if "every_admitted_url_is_somewhere" in SKIP:
+            return
+        p = self.places()
+        queued = p.queued_urls()
+        held = {h.url for w in self.workers for h in w.held.values()}
+        lost = p.seen - queued - self.finished_urls - held
+        assert not lost, f"admitted but nowhere: {sorted(lost)}"
+        hot = {u for u, rv in p.hot if not rv}
+        for host, rows in p.cold.items():
+            skip = p.moved[host] | p.cold_revisits.get(host, set())
+            twice = {u for seq, u in rows.items() if seq not in skip} & hot
+            assert not twice, f"in the store and in a host queue: {sorted(twice)}"
+
+    @invariant()
+    def every_revisit_is_somewhere(self):
+        if "every_revisit_is_somewhere" in SKIP:
+            return
+        p = self.places()
+        queued = {u for u, rv in p.hot + p.delayed + list(p.leased.values()) if not rv}
+        revisits = {u for u, rv in p.hot + p.delayed + list(p.leased.values()) if rv}
+        keep = []
+        for url, lease, worker in self.obligations:
+            if lease in p.leased:  # not acknowledged yet
+                keep.append((url, lease, worker))
+                continue
+            if url in queued or self.revisit_fetched[url]:
+                continue  # the lease expired and the page is fetched again; or revisited
+            key = url_key(url)
+            alive = worker in self.workers
+            if (
+                key in p.revisits_redis
+                or key in p.revisits_store
+                or url in revisits
+                or url in p.spilled_revisits
+                or (alive and any(r[0] == key for r in worker.revisits + worker.far))
+            ):
+                keep.append((url, lease, worker))  # fmt: skip
+                continue
+            raise AssertionError(f"the revisit of {url} (lease {lease} acknowledged) is lost")
+        self.obligations = keep
+
+    @invariant()
+    def a_live_lock_is_its_holders(self):
+        if "a_live_lock_is_its_holders" in SKIP:
+            return
+        live = {f"sim-{w.name}" for w in self.workers}
+        for thread, lock in TAKEN:
+            if thread in live and lock.held and lock.deadline > self.now:
+                value = self.client.get(lock.key)
+                assert value is not None and value.decode().startswith(lock.token + "|"), (
+                    f"{thread} holds {lock.key} until {lock.deadline} (now {self.now}) but "
+                    f"Redis has {value!r}: another worker freed or took it"
+                )
+
+    def teardown(self):
+        for w in self.workers + self.dead:
+            t = w.queue.tier_stats
+            STATS.update(
+                spilled=t.spilled,
+                refilled=t.refilled,
+                refills=t.refills,
+                recovered=t.recovered,
+                errors=t.errors,
+            )
+            STATS.update(w.gate.log[i].split(":")[0] for i in range(len(w.gate.log)))
+            STATS.update(c.split(":", 1)[1].split()[0:2][-1] for c in w.gate.log)
+        STATS["examples"] += 1
+        STATS["steps"] += len(self.history)
+        try:
+            self.drain()
+        except BaseException:
+            Path("/tmp/sim-fail.txt").write_text("\n".join(self.history))
+            raise
+        finally:
+            for worker in self.workers:
+                if worker.gate.busy:  # leave no thread waiting
+                    worker.gate.decide(CRASH)
+            for store in self.stores:
+                store.close()
+
+    def drain(self) -> None:
+        """Liveness: no more pushes, no faults, time runs on: everything is fetched,
+        nothing is left queued, and the idle check says the crawl is done."""
+        for worker in self.workers:
+            while worker.gate.busy:
+                worker.gate.decide(GO)
+        for _ in range(200):
+            for worker in self.workers:
+                worker.gate.start(lambda w=worker: w.fetch(3))
+                while worker.gate.busy:
+                    worker.gate.decide(GO)
+                for lease in list(worker.held):
+                    worker.gate.start(lambda w=worker, lease=lease: w.finish(lease, [], None))
+                worker.gate.start(worker.heartbeat)
+                while worker.gate.busy:
+                    worker.gate.decide(GO)
+            states = []
+            for worker in self.workers:
+                worker.gate.start(worker.idle)
+                while worker.gate.busy:
+                    worker.gate.decide(GO)
+                states.append(worker.gate.outcome)
+            if all(s is not None and not any(s) for s in states):
+                break
+            self.now += LEASE + 1
+        else:
+            p = self.places()
+            raise AssertionError(f"the crawl does not drain: idle checks {states}, counters "
+                                 f"{p.counters}, cold {p.cold_count}, store "
+                                 f"{ {h: sorted(r) for h, r in p.cold.items() if r} }")  # fmt: skip
+        p = self.places()
+        missing = p.seen - self.finished_urls
+        assert not missing, f"never fetched: {sorted(missing)}"
+        left = {"queued": sorted(p.queued_urls()), "cold": p.cold_count, "spilling": p.spilling,
+                "counters": {k: v for k, v in p.counters.items() if v and ":" not in k},
+                "refill leases": p.refill_leases}  # fmt: skip
+        assert not any(left.values()), f"the crawl says it is done, but {left}"
+        assert not any(p.cold.values()), f"left in the store: {dict(p.cold)}"
+
+
+# (worker thread, lock) of every lock a simulated worker took
+TAKEN: list[tuple[str, RedisLock]] = []
+
+
+@pytest.fixture
+def machine(redis_server, tmp_path, monkeypatch):
+    acquire = RedisLock.acquire
+
+    def recorded(lock: RedisLock, *, now: float | None = None) -> bool:
+        taken = acquire(lock, now=now)
+        if taken:
+            TAKEN.append((threading.current_thread().name, lock))
+        return taken
+
+    monkeypatch.setattr(RedisLock, "acquire", recorded)
+    FrontierMachine.client = redis_server.client()
+    FrontierMachine.tmp = tmp_path
+    yield FrontierMachine
+    FrontierMachine.client.close()
+    TAKEN.clear()
+
+
+@pytest.mark.timeout(3600)
+def test_the_frontier_protocol_holds_under_any_interleaving(machine, monkeypatch):
+    from webcrawl.frontier import queue
+
+    monkeypatch.setattr(queue, "SPILL_BATCH", 3)
+    test = machine.TestCase
+    test.settings = settings(max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None,
+                             suppress_health_check=list(HealthCheck), database=None)  # fmt: skip
+    test().runTest()
+    print(dict(STATS))
+
+
+STATS: Counter[str] = Counter()
