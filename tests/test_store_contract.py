@@ -285,7 +285,7 @@ def _successes_all(url: str, columns: int, barrier: Any) -> None:
 def test_the_cold_frontier_scans_a_host_in_queue_order_and_deletes(backend):
     """Entries under a host's prefix come back as its queue would pop them (priority,
     then arrival), never another host's; a rewrite replaces; deletes are idempotent."""
-    entries = [(cold_key("c", 3, host, prio, seq), b"%d|{\"url\":\"x\"}\xff" % seq)
+    entries = [(cold_key("c", 3, host, prio, seq, claim="1"), b"%d|{\"url\":\"x\"}\xff" % seq)
                for seq, (host, prio) in enumerate(
                    [("a.example", 0), ("a.example", 5), ("ab.example", 9), ("a.example", -2),
                     ("a.example", 5), ("a.example:8080", 1), ("a.example", 0)])]  # fmt: skip
@@ -299,10 +299,11 @@ def test_the_cold_frontier_scans_a_host_in_queue_order_and_deletes(backend):
         assert store.frontier_scan(host_prefix("c", 3, "a.example"), 0) == []
         store.frontier_put([(order[0][0], b"again")])  # a retried write: replaced
         assert store.frontier_scan(host_prefix("c", 3, "a.example"), 1) == [(order[0][0], b"again")]
-        store.frontier_delete([k for k, _ in order[:3]] + [cold_key("c", 3, "gone.example", 0, 1)])
+        gone = cold_key("c", 3, "gone.example", 0, 1, claim="1")
+        store.frontier_delete([k for k, _ in order[:3]] + [gone])
         store.frontier_delete([order[0][0]])  # again: nothing happens
         assert store.frontier_scan(host_prefix("c", 3, "a.example"), 100) == order[3:]
-        many = [(cold_key("c", 0, "big.example", 0, i), b"e%d" % i) for i in range(1500)]
+        many = [(cold_key("c", 0, "big.example", 0, i, claim="1"), b"e%d" % i) for i in range(1500)]
         store.frontier_put(many)
         assert store.frontier_scan(host_prefix("c", 0, "big.example"), 2000) == many
     with backend.open() as store:  # stored, not held by the client

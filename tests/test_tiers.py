@@ -285,8 +285,7 @@ def test_revisits_beyond_the_horizon_wait_in_the_store(redis_client, store):
 
 @pytest.mark.parametrize(
     ("given", "message"),
-    [({"FRONTIER_MAX_PER_HOST": 10}, "FRONTIER_MAX_PER_HOST is gone: FRONTIER_HOT_PER_HOST"),
-     ({"FRONTIER_HOT_PER_HOST": 0, "FRONTIER_HOT_BUDGET": 5}, "FRONTIER_HOT_BUDGET needs"),
+    [({"FRONTIER_HOT_PER_HOST": 0, "FRONTIER_HOT_BUDGET": 5}, "FRONTIER_HOT_BUDGET needs"),
      ({"FRONTIER_HOT_PER_HOST": -1}, "FRONTIER_HOT_PER_HOST"),
      ({"FRONTIER_REVISIT_HORIZON": "soon"}, "FRONTIER_REVISIT_HORIZON")],
 )  # fmt: skip

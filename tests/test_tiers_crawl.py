@@ -18,15 +18,15 @@ TINY = ("FRONTIER_HOT_PER_HOST=2", "FRONTIER_HOST_DELAY=0.1", "FRONTIER_LEASE_TI
 # yet deleted from the store (the moment a crash could queue them twice).
 DIES_IN_A_REFILL = """import os, signal
 from webcrawl.frontier import scripts
-_run, _refills = scripts.Script.run, []
-def _dying(self, router, keys, args):
-    result = _run(self, router, keys, args)
-    if self is scripts.REFILL and int(result) > 0:
+_run, _refills = scripts.Script.run_confirmed, []
+def _dying(self, router, keys, args, **kwargs):
+    result = _run(self, router, keys, args, **kwargs)
+    if self is scripts.REFILL and int(result[0]) > 0:
         _refills.append(result)
         if len(_refills) == 5:
             os.kill(os.getpid(), signal.SIGKILL)
     return result
-scripts.Script.run = _dying
+scripts.Script.run_confirmed = _dying
 from scrapy.cmdline import execute
 execute()
 """

@@ -7,7 +7,10 @@ A key sorts as the host queue does: by crawl, shard, host, then priority
 host's prefix yields its next requests in the order Redis would have popped
 them::
 
-    <crawl>/<shard, 4 hex digits>/<host>/<11 digits: OFFSET - priority>/<16 digits: seq>
+    <crawl>/<shard, 4 hex digits>/<host>/<11 digits: OFFSET - priority>/<16 digits: seq>/<claim>
+
+``claim`` is the token of the spill claim under which a worker wrote the row: a claim
+that expired and was taken again is dead, and its rows are never refilled.
 
 Crawl names and hosts (``scope_key(url, "host")``: a host and maybe a port)
 hold no ``/``, so one host's prefix never covers another's.
@@ -41,20 +44,22 @@ def host_prefix(crawl: str, shard: int, host: str) -> str:
     return f"{crawl_prefix(crawl)}{shard:04x}/{host}/"
 
 
-def cold_key(crawl: str, shard: int, host: str, priority: int, seq: int) -> str:
+def cold_key(crawl: str, shard: int, host: str, priority: int, seq: int, *, claim: str) -> str:
     """The key of a queued request of ``host`` with ``priority`` that arrived as
-    ``seq``-th of its shard."""
+    ``seq``-th of its shard, written under the spill claim ``claim``."""
     if not -PRIORITY_LIMIT < priority < PRIORITY_LIMIT:
         raise ValueError(f"priority {priority} out of range (|priority| < {PRIORITY_LIMIT})")
     if not 0 <= seq < _SEQ_LIMIT:
         raise ValueError(f"sequence number {seq} out of range")
-    return f"{host_prefix(crawl, shard, host)}{_OFFSET - priority:011d}/{seq:016d}"
+    if not claim or "/" in claim:
+        raise ValueError(f"not a claim token: {claim!r}")
+    return f"{host_prefix(crawl, shard, host)}{_OFFSET - priority:011d}/{seq:016d}/{claim}"
 
 
-def parse_cold_key(key: str) -> tuple[str, int, str, int, int]:
-    """``(crawl, shard, host, priority, seq)`` of a cold key."""
-    crawl, shard, host, priority, seq = key.split("/")
-    return crawl, int(shard, 16), host, _OFFSET - int(priority), int(seq)
+def parse_cold_key(key: str) -> tuple[str, int, str, int, int, str]:
+    """``(crawl, shard, host, priority, seq, claim)`` of a cold key."""
+    crawl, shard, host, priority, seq, claim = key.split("/")
+    return crawl, int(shard, 16), host, _OFFSET - int(priority), int(seq), claim
 
 
 def revisit_prefix(crawl: str) -> str:

@@ -120,6 +120,17 @@ class ShardKeys:
         return self.prefix + "spill_n"
 
     @property
+    def spill_claim(self) -> str:
+        """Hash spill entry -> the token of the claim that is storing it."""
+        return self.prefix + "spill_claim"
+
+    @property
+    def spill_dead(self) -> str:
+        """Set of spill claims that expired and were taken again: rows written under them
+        are never refilled (their worker may still write them, late)."""
+        return self.prefix + "spill_dead"
+
+    @property
     def refill_wait(self) -> str:
         """Sorted set of hosts whose queue wants a refill from the store, by when they asked."""
         return self.prefix + "refill_wait"

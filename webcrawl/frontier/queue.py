@@ -402,16 +402,21 @@ class HostQueue:
         horizon: into the store, until :meth:`move_revisits_up` brings them to Redis."""
         self.tiers.put_far_revisits(revisits)
 
-    def move_revisits_up(self, horizon: float, *, now: float, batch: int = 500) -> int:
-        """Move the revisits the store holds that fall due within ``horizon`` seconds of
-        ``now`` (Unix time) into the revisit schedule in Redis; returns how many
+    def move_revisits_up(
+        self, horizon: float, *, now: float | None = None, batch: int = 500
+    ) -> int:
+        """Move the revisits the store holds that fall due within ``horizon`` seconds
+        into the revisit schedule in Redis; returns how many (``now``: a test's clock,
+        for Redis's too
         (:meth:`Tiers.move_revisits_up`)."""
-        return self.tiers.move_revisits_up(horizon, self._schedule, now=now, batch=batch)
 
-    def _schedule(self, revisits: list[tuple[str, str, int, float, bytes]]) -> None:
-        result = self.step(revisits=revisits, pop=False)
-        if result.failed:
-            raise next(iter(result.failed.values()))
+        def schedule(revisits: list[tuple[str, str, int, float, bytes]]) -> bool:
+            result = self.step(revisits=revisits, pop=False, now=now)
+            if result.failed:
+                raise next(iter(result.failed.values()))
+            return not result.unconfirmed
+
+        return self.tiers.move_revisits_up(horizon, schedule, now=now, batch=batch)
 
     def renew(self, leases: Sequence[str], timeout: float, *, now: float | None = None) -> None:
         """Leases still in progress (only those that exist) run ``timeout`` seconds more
@@ -503,7 +508,8 @@ class HostQueue:
             names = [k.host_queue(h) for h in hosts] + [k.moved_prefix + h for h in hosts]
             names += [k.ready, k.next, k.leases, k.leased, k.seq, k.queued, k.delayed,
                       k.lease_seq, k.revisits, k.revisit_requests, k.cold, k.cold_total, k.spill,
-                      k.spilling, k.refill_wait, k.refilling, k.refill, k.reserved]  # fmt: skip
+                      k.spilling, k.spill_claim, k.spill_dead, k.refill_wait, k.refilling, k.refill,
+                      k.reserved]  # fmt: skip
             self.server.delete(*names)
         if self.store is not None:
             clear_cold(self.store, self.keys.crawl)

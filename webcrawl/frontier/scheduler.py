@@ -306,12 +306,14 @@ class Scheduler(RedisScheduler):
         self._far_revisits = []
 
     def _move_revisits_up(self) -> None:
-        """Revisits the store holds that fall due within the horizon: into Redis."""
-        if not self.revisit_horizon:
+        """Revisits the store holds that fall due within the horizon: into Redis (all of
+        them with FRONTIER_REVISIT_HORIZON = 0: none waits in the store then, and those
+        an earlier run put there are not stranded)."""
+        if self.store is None:
             return
         self._put_far_revisits()
         try:
-            moved = self.queue.move_revisits_up(self.revisit_horizon, now=time.time())
+            moved = self.queue.move_revisits_up(self.revisit_horizon or float("inf"))
         except StoreError as exc:
             logger.warning("Could not read the revisits in the store: %s", exc)
             return
@@ -441,8 +443,11 @@ class Scheduler(RedisScheduler):
         outlinks an earlier step stored, maybe pop."""
         for request in self._finished():
             self._unconfirmed.append(self._leases.pop(request))
+        # revisits beyond the horizon are stored before the leases of their pages are
+        # acknowledged (held in memory past that, a kill -9 would lose them)
+        self._put_far_revisits()
         batch, revisits, nacks = self._buffer, self._revisits, self._nacks
-        if not batch and not revisits:  # nothing of theirs left to store
+        if not batch and not revisits and not self._far_revisits:  # nothing left to store
             self._ackable += self._unconfirmed
             self._unconfirmed = []
         acks = [*self._ackable, *self._refused]
@@ -483,7 +488,7 @@ class Scheduler(RedisScheduler):
                            "be fetched again when their leases expire", len(result.unconfirmed),
                            self.wait_replicas, len(self._unconfirmed))  # fmt: skip
             self._unconfirmed = []
-        elif not self._buffer and not self._revisits:
+        elif not self._buffer and not self._revisits and not self._far_revisits:
             self._ackable += self._unconfirmed
             self._unconfirmed = []
         self._count(result, batch, revisits, nacks)
@@ -520,8 +525,8 @@ class Scheduler(RedisScheduler):
 
     def _pending(self) -> bool:
         """Whether this worker holds anything the frontier does not have yet."""
-        return bool(self._buffer or self._revisits or self._nacks or self._refused
-                    or self._unconfirmed or self._ackable)  # fmt: skip
+        return bool(self._buffer or self._revisits or self._far_revisits or self._nacks
+                    or self._refused or self._unconfirmed or self._ackable)  # fmt: skip
 
     def _flush(self) -> bool:
         """Hand everything held to the frontier (two steps: the links, then the

@@ -95,10 +95,18 @@ class Script(Lua):
 
     def run(self, router: ShardRouter, keys: ShardKeys, args: Sequence[object]) -> object:
         """Run the script on the shard of ``keys`` alone: its result (its error, raised)."""
-        (call,) = router.run([self.call(keys, args)])
+        return self.run_confirmed(router, keys, args, confirm=False)[0]
+
+    def run_confirmed(
+        self, router: ShardRouter, keys: ShardKeys, args: Sequence[object], *,
+        confirm: bool = True,
+    ) -> tuple[object, bool]:  # fmt: skip
+        """:meth:`run`, and whether FRONTIER_REDIS_WAIT_REPLICAS replicas have its writes
+        (``confirm``: ask them)."""
+        (call,) = router.run([self.call(keys, args, confirm=confirm)])
         if call.error is not None:
             raise call.error
-        return call.result
+        return call.result, call.confirmed
 
 
 STEP, PEEK, COUNT = Script("step"), Script("peek"), Script("count")

@@ -21,6 +21,7 @@ from webcrawl.frontier.cold import (
     revisit_prefix,
 )
 from webcrawl.frontier.keys import CrawlKeys
+from webcrawl.frontier.lock import RedisLock
 from webcrawl.frontier.scripts import now_arg
 from webcrawl.frontier.shards import ShardRouter
 from webcrawl.store.base import Store, StoreError
@@ -68,8 +69,8 @@ class Tiers:
     def move(self, shard: int, spills: list[bytes], grants: list, *, now: float | None) -> None:
         """What a step call handed this worker to move between the tiers."""
         stats, started = self.stats, time.perf_counter()
-        if spills:
-            self.spill(shard, spills, now=now)
+        if spills:  # [claim token, entries]
+            self.spill(shard, spills[0].decode(), spills[1], now=now)
         moved = time.perf_counter()
         for host, token, room, stale in grants or ():
             self.refill(shard, host.decode(), token.decode(), int(room),
@@ -77,23 +78,28 @@ class Tiers:
         stats.spill_seconds += moved - started
         stats.refill_seconds += time.perf_counter() - moved
 
-    def spill(self, shard: int, entries: list[bytes], *, now: float | None) -> None:
-        """Store claimed spill entries (``host\\nscore\\n<seq>|data``) in the cold tier, then
-        take them out of the spill set.  Storing again is harmless (same row, same key):
-        if this worker dies in between, the claim expires and another stores them."""
+    def spill(self, shard: int, claim: str, entries: list[bytes], *, now: float | None) -> None:
+        """Store spill entries (``host\\nscore\\n<seq>|data``) claimed under the token
+        ``claim`` in the cold tier, then take them out of the spill set (if the claim is
+        still ours).  If this worker dies or stalls in between, the claim expires and
+        another worker's claim takes the entries: ours is dead, and rows written under it,
+        whenever they land, are never refilled (REFILL skips them; the refill deletes
+        them)."""
         crawl = self.keys.crawl
         rows = []
         for entry in entries:
             host, score, member = entry.split(b"\n", 2)
             seq, data = member.split(b"|", 1)
             priority = round((int(seq) - float(score)) / 1e12)
-            rows.append((cold_key(crawl, shard, host.decode(), priority, int(seq)), data))
+            key = cold_key(crawl, shard, host.decode(), priority, int(seq), claim=claim)
+            rows.append((key, data))
         k = self.keys.shard(shard)
         started = time.perf_counter()
         try:
             self.store.frontier_put(rows)
             self.stats.store_seconds += time.perf_counter() - started
-            scripts.SPILLED.run(self.router, k, [now_arg(now), self.hot_per_host, *entries])
+            scripts.SPILLED.run(self.router, k, [now_arg(now), self.hot_per_host, claim,
+                                                 *entries])  # fmt: skip
         except (StoreError, redis.RedisError) as exc:
             self.stats.errors += 1
             logger.warning("Could not move %d requests to the store (retried when their "
@@ -125,11 +131,20 @@ class Tiers:
             args: list[object] = [now_arg(now), host, token, self.hot_per_host,
                                   "1" if len(rows) < room else "0"]  # fmt: skip
             for key, data in rows:
-                priority, seq = parse_cold_key(key)[3:]
+                priority, seq = parse_cold_key(key)[3:5]
                 args += [key, repr(float(-priority * 10**12 + seq)), b"%d|%s" % (seq, data)]
-            moved = int(scripts.REFILL.run(self.router, k, args))
+            result, confirmed = scripts.REFILL.run_confirmed(self.router, k, args)
+            moved = int(result)
             if moved < 0:
                 logger.warning("Refill of %s: the lease expired (another worker has it)", host)
+                return
+            if not confirmed:
+                # a failover now could lose the move: the rows stay in the store (and in
+                # the moved set), for the next refill of the host to delete or move again
+                logger.warning("Refill of %s: its move was not confirmed by the replicas "
+                               "(FRONTIER_REDIS_WAIT_REPLICAS); the rows stay in the store "
+                               "until the lease expires", host)  # fmt: skip
+                self.stats.errors += 1
                 return
             started = time.perf_counter()
             if rows:
@@ -155,29 +170,31 @@ class Tiers:
     def move_revisits_up(
         self,
         horizon: float,
-        schedule: Callable[[list[tuple[str, str, int, float, bytes]]], None],
+        schedule: Callable[[list[tuple[str, str, int, float, bytes]]], bool],
         *,
-        now: float,
+        now: float | None,
         batch: int = 500,
     ) -> int:
         """Move the revisits the store holds that fall due within ``horizon`` seconds of
-        ``now`` (Unix time) into the revisit schedule in Redis (``schedule``: a step that
-        raises if it failed); returns how many.
+        now (``now``: a test's clock, else this worker's Unix time and Redis's clock) into
+        the revisit schedule in Redis (``schedule``: a step that
+        raises if it failed, and says whether the replicas confirmed it); returns how many.
 
-        One worker at a time (a lease in Redis).  Each batch goes to Redis first (a
-        revisit is one entry per URL: sending it again changes nothing), then leaves
-        the store; a worker that dies between the two leaves rows that the next one
-        sends again."""
+        One worker at a time (a :class:`RedisLock`, released by its holder only).  Each
+        batch goes to Redis first (a revisit is one entry per URL: sending it again
+        changes nothing), then leaves the store, once Redis's replicas have it; a
+        worker that dies between the two leaves rows that the next one sends again."""
         k = self.keys
-        lease = max(30.0, 10.0 * batch / 1000)
-        if not self.server.set(k.revisit_mover, "1", nx=True, px=int(lease * 1000)):
+        lock = RedisLock(self.server, k.revisit_mover, max(30.0, 10.0 * batch / 1000))
+        if not lock.acquire(now=now):
             return 0
         moved = 0
         try:
             while True:
+                clock = time.time() if now is None else now
                 rows = self.store.frontier_scan(revisit_prefix(k.crawl), batch)
                 due_rows = [
-                    (key, v) for key, v in rows if parse_revisit_key(key)[0] <= now + horizon
+                    (key, v) for key, v in rows if parse_revisit_key(key)[0] <= clock + horizon
                 ]
                 if not due_rows:
                     return moved
@@ -185,12 +202,18 @@ class Tiers:
                 for key, value in due_rows:
                     due, url_key = parse_revisit_key(key)
                     host, priority, data = value.split(b"\n", 2)
-                    revisits.append((url_key, host.decode(), int(priority), max(0.0, due - now),
+                    revisits.append((url_key, host.decode(), int(priority), max(0.0, due - clock),
                                      data))  # fmt: skip
-                schedule(revisits)
+                if not schedule(revisits):
+                    logger.warning("Revisits moved to Redis were not confirmed by its replicas "
+                                   "(FRONTIER_REDIS_WAIT_REPLICAS): they stay in the store "
+                                   "until the next move")  # fmt: skip
+                    return moved
                 self.store.frontier_delete([key for key, _ in due_rows])
+                if not lock.extend(now=now):
+                    return moved + len(due_rows)  # another worker moves the rest
                 moved += len(due_rows)
                 if len(due_rows) < batch:
                     return moved
         finally:
-            self.server.delete(k.revisit_mover)
+            lock.release(now=now)

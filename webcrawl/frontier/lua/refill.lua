@@ -1,20 +1,29 @@
---! keys: ready next queued reserved cold cold_total refill_wait hq refill moved
+--! keys: ready next queued reserved cold cold_total refill_wait hq refill moved spill_dead
 --! uses: clock tiers
 -- A refill: rows of a host's cold tier read from the store move into its queue, if the
 -- caller's lease (its token) is still the host's.  A row is put in the queue once: its
 -- key joins the host's moved set in the same step, and a row already there (put there
--- by a refill whose worker died before deleting it from the store) is skipped.
+-- by a refill whose worker died before deleting it from the store) is skipped, and so
+-- is a row written under a dead spill claim (the claim expired and was taken again:
+-- its worker's store write may land at any time, after the live claim's rows were
+-- refilled too); the caller deletes both from the store.
 -- ARGV: 1 now, 2 host, 3 token, 4 hot_per_host, 5 '1' if the store had no more rows of
 -- the host, then (row key, score, member) per row.
 -- Returns how many moved up, or -1 (the lease is another's: nothing done).
 local now, host, token = clock(ARGV[1]), ARGV[2], ARGV[3]
 local lease = redis.call('HGET', K.refill, host)
 if not lease or string.match(lease, '^([^|]*)|') ~= token then return -1 end
-local entries = {}
+local entries, live = {}, 0
 for k = 6, #ARGV, 3 do
-  if redis.call('SADD', K.moved .. host, ARGV[k]) == 1 then
+  local claim = string.match(ARGV[k], '/([^/]*)$')
+  if redis.call('SISMEMBER', K.spill_dead, claim) == 1 then
+    -- a dead claim's row: neither counted nor moved
+  elseif redis.call('SADD', K.moved .. host, ARGV[k]) == 1 then
+    live = live + 1
     entries[#entries + 1] = ARGV[k + 1]
     entries[#entries + 1] = ARGV[k + 2]
+  else
+    live = live + 1
   end
 end
 local n = #entries / 2
@@ -31,7 +40,7 @@ redis.call('HSET', K.refill, host, token .. '|0|0')
 if ARGV[5] == '1' then
   -- the store had fewer rows than asked for: the rows it should have held at the grant
   -- beyond those read are not there (rows stored since can only make this smaller)
-  local extra = math.min(tonumber(cold) - (#ARGV - 5) / 3, num(redis.call('HGET', K.cold, host)))
+  local extra = math.min(tonumber(cold) - live, num(redis.call('HGET', K.cold, host)))
   if extra > 0 then add_cold(host, -extra) end
 end
 if redis.call('EXISTS', K.hq .. host) == 1 then

@@ -1,13 +1,18 @@
---! keys: spill spilling cold refill_wait hq
+--! keys: spill spilling cold refill_wait hq spill_claim spill_dead
 --! uses: clock tiers
--- A worker stored these spilled requests: they leave the spill set, and a host none of
--- whose requests is spilling any more may be refilled.  Entries already gone (another
--- worker's claim after ours expired) count once.
--- ARGV: 1 now, 2 hot_per_host, then the entries (host \n score \n member).
--- Returns how many left the spill set.
-local now, per_host, done = clock(ARGV[1]), tonumber(ARGV[2]), 0
-for k = 3, #ARGV do
-  if redis.call('ZREM', K.spill, ARGV[k]) == 1 then
+-- A worker stored these spilled requests under its claim's token: those still claimed
+-- by that token leave the spill set, and a host none of whose requests is spilling any
+-- more may be refilled.  A claim that is dead (it expired and some of its entries were
+-- claimed again: every row written under it is garbage) takes nothing out: its entries
+-- not claimed again yet will be, by the next claim.
+-- ARGV: 1 now, 2 hot_per_host, 3 the claim's token, then the entries (host \n score \n
+-- member).  Returns how many left the spill set.
+local now, per_host, token, done = clock(ARGV[1]), tonumber(ARGV[2]), ARGV[3], 0
+if redis.call('SISMEMBER', K.spill_dead, token) == 1 then return 0 end
+for k = 4, #ARGV do
+  if redis.call('HGET', K.spill_claim, ARGV[k]) == token then
+    redis.call('HDEL', K.spill_claim, ARGV[k])
+    redis.call('ZREM', K.spill, ARGV[k])
     done = done + 1
     local host = string.match(ARGV[k], '^([^\n]*)\n')
     if redis.call('HINCRBY', K.spilling, host, -1) <= 0 then

@@ -1,6 +1,6 @@
 --! keys: ready next delay leases leased seen seq queued hq delayed lease_seq
 --! keys: revisits revisit_requests cold cold_total spill spilling refill_wait refilling
---! keys: refill reserved moved host_pages over_budget
+--! keys: refill reserved moved host_pages over_budget spill_claim spill_dead
 --! uses: clock next_work tiers
 -- One step on one shard: acknowledgements, leases handed back, new requests (the
 -- dupefilter checked), revisits scheduled; and, in a call that pops, expired leases,
@@ -99,10 +99,20 @@ end
 -- Up to spill_batch requests of the spill set, claimed for lease_timeout seconds (a
 -- claim that is not completed expires, and the next worker stores them again)
 local function claim_spills()
+  -- {token, entries}: a claim's token names the rows its worker writes; a claim that
+  -- expires and is taken again is dead, and the rows its worker may still write (a
+  -- late store write) are left out of every refill (SPILLED and REFILL check it)
   local claimed = redis.call('ZRANGEBYSCORE', K.spill, '-inf', now, 'LIMIT', 0, spill_batch)
+  if #claimed == 0 then return {} end
+  local token = tostring(redis.call('INCR', K.lease_seq))
   local until_ = string.format('%.17g', now + lease_timeout)
-  for _, entry in ipairs(claimed) do redis.call('ZADD', K.spill, 'XX', until_, entry) end
-  return claimed
+  for _, entry in ipairs(claimed) do
+    local old = redis.call('HGET', K.spill_claim, entry)
+    if old then redis.call('SADD', K.spill_dead, old) end
+    redis.call('HSET', K.spill_claim, entry, token)
+    redis.call('ZADD', K.spill, 'XX', until_, entry)
+  end
+  return {token, claimed}
 end
 
 -- Refill leases for hosts waiting for one (at most max_grants): {host, token, room,
@@ -126,12 +136,15 @@ local function grant_refills()
     local top = redis.call('ZPOPMIN', K.refill_wait)
     if #top == 0 then break end
     local h = top[1]
+    -- a host whose refill lease is live is not granted another: that refill's end
+    -- (REFILLED) or its lease's expiry (above) puts it back in the wait list
     local room = math.max(0, math.min(hot_per_host - redis.call('ZCARD', K.hq .. h), room_left))
     -- wanted: room, rows in the store and none on its way there; or rows a dead
     -- worker's refill moved up are still in the store (deleted by this refill)
     local wanted = room > 0 and num(redis.call('HGET', K.cold, h)) > 0
       and num(redis.call('HGET', K.spilling, h)) == 0
-    if wanted or redis.call('EXISTS', K.moved .. h) == 1 then
+    local leased = redis.call('HEXISTS', K.refill, h) == 1
+    if not leased and (wanted or redis.call('EXISTS', K.moved .. h) == 1) then
       local token = tostring(redis.call('INCR', K.lease_seq))
       -- the host's rows in the store now: its count, less what is on its way there
       local stored = num(redis.call('HGET', K.cold, h)) - num(redis.call('HGET', K.spilling, h))
