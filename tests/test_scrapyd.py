@@ -85,16 +85,23 @@ def test_deploy_two_workers_to_scrapyd(scrapyd, slow_demo, redis_server, redis_c
 
 def test_the_egg_holds_every_package_of_the_project(tmp_path):
     """scrapyd on another machine has only the egg: each package pyproject.toml installs
-    (handlers/ for the download handler, ...) must be in it."""
+    (handlers/ for the download handler, ...) must be in it, with its package data (the
+    frontier's Lua scripts, the monitor's page, HBase's pom.xml)."""
     import zipfile
 
-    from webcrawl.deploy import PACKAGES, build_egg
+    from webcrawl.deploy import PACKAGE_DATA, PACKAGES, build_egg
 
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
     installed = {p.rstrip("*") for p in config["tool"]["setuptools"]["packages"]["find"]["include"]}
     assert installed == set(PACKAGES)
+    assert config["tool"]["setuptools"]["package-data"] == PACKAGE_DATA
     egg = build_egg(ROOT, tmp_path, "1")
-    names = {n.split("/")[0] for n in zipfile.ZipFile(egg).namelist()}
-    assert set(PACKAGES) <= names
-    assert "handlers/http.py" in zipfile.ZipFile(egg).namelist()
+    files = set(zipfile.ZipFile(egg).namelist())
+    assert set(PACKAGES) <= {n.split("/")[0] for n in files}
+    assert "handlers/http.py" in files
+    for package, patterns in PACKAGE_DATA.items():
+        folder = ROOT / package.replace(".", "/")
+        for pattern in patterns:
+            wanted = {str(p.relative_to(ROOT)) for p in folder.glob(pattern)}
+            assert wanted and wanted <= files, (package, pattern)

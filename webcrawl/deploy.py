@@ -34,6 +34,12 @@ from scrapy.utils.conf import closest_scrapy_cfg, get_config
 
 # every top-level package of the project (pyproject.toml lists the same; a test checks)
 PACKAGES = ("webcrawl", "spiders", "middlewares", "pipelines", "handlers", "extensions", "settings")
+# files other than modules the packages need (pyproject.toml's package-data; a test checks)
+PACKAGE_DATA = {
+    "webcrawl.localhbase": ["pom.xml", "log4j2.properties"],
+    "webcrawl.monitor": ["static/*"],
+    "webcrawl.frontier": ["lua/*.lua"],
+}
 SETUP_PY = """\
 from setuptools import find_packages, setup
 
@@ -41,6 +47,7 @@ setup(
     name="webcrawl",
     version="{version}",
     packages=find_packages(include={packages!r}),
+    package_data={package_data!r},
     entry_points={{"scrapy": ["settings = {settings}"]}},
 )
 """
@@ -91,7 +98,9 @@ def build_egg(project_dir: Path, out_dir: Path, version: str) -> Path:
         shutil.copy(project_dir / "scrapy.cfg", work / "scrapy.cfg")
         include = [p for name in PACKAGES for p in (name, f"{name}.*")]
         (work / "setup.py").write_text(
-            SETUP_PY.format(version=version, packages=include, settings=settings)
+            SETUP_PY.format(
+                version=version, packages=include, package_data=PACKAGE_DATA, settings=settings
+            )
         )
         result = subprocess.run(
             [sys.executable, "setup.py", "bdist_egg", "-d", str(out_dir)],
