@@ -312,3 +312,34 @@ def test_a_crawl_with_requests_in_the_store_refuses_workers_without_the_tier(
     queue.step(now=0, pushes=[entry(queue, f"http://a/{i}") for i in range(3)], pop=False)
     with pytest.raises(ValueError, match="has 2 queued requests in the store: FRONTIER_HOT_PER"):
         check_no_cold_tier(redis_client, keys)
+
+
+def test_a_store_outage_is_logged_once_counted_and_loses_nothing(redis_client, tmp_path, caplog):
+    """Spills that fail (the store is down) are counted each time, logged once per outage,
+    and retried when their claims expire; nothing is lost."""
+    from webcrawl.store.base import StoreError
+
+    class Down(SQLiteStore):
+        down = True
+
+        def frontier_put(self, entries):
+            if self.down:
+                raise StoreError("the store is down")
+            super().frontier_put(entries)
+
+    with Down(tmp_path / "down.sqlite3") as store:
+        queue, _ = make(redis_client, store, shards=1, per_host=1)
+        urls = [f"http://a/{i}" for i in range(600)]
+        caplog.set_level("DEBUG", logger="webcrawl.frontier.tiers")
+        queue.step(now=0, pushes=[entry(queue, u) for u in urls], pop=False)
+        for t in (100, 200):  # the claims expire and are tried again, still down
+            queue.step(now=t, pop=False, pushes=[entry(queue, f"http://b/{t}")])
+        warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+        assert len(warnings) == 1 and "further failures are not logged" in warnings[0].message
+        stats = queue.tier_stats
+        assert stats.errors >= 2 and stats.outages == 1 and stats.spilled == 0
+        store.down = False
+        popped = drain(queue, now=1000)
+        assert sorted(popped) == sorted([*urls, "http://b/100", "http://b/200"])
+        assert any("work again" in r.message for r in caplog.records)
+        assert queue.tier_stats.outages == 1

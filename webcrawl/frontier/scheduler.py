@@ -324,7 +324,8 @@ class Scheduler(RedisScheduler):
         """What this worker moved between Redis and the store (the cold tier)."""
         tiers = self.queue.tier_stats
         for name, value in (("spilled", tiers.spilled), ("refilled", tiers.refilled),
-                            ("tier_errors", tiers.errors)):  # fmt: skip
+                            ("tier_errors", tiers.errors),
+                            ("tier_outages", tiers.outages)):  # fmt: skip
             if value:
                 self.stats.set_value(f"frontier/{name}", value)
 

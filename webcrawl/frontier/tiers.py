@@ -46,6 +46,7 @@ class TierStats:
     spill_seconds: float = 0.0  # time in spills (store and Redis)
     refill_seconds: float = 0.0  # time in refills (store and Redis)
     errors: int = 0  # spills or refills left to expire (store or Redis error)
+    outages: int = 0  # times moves began to fail (logged once each, until one succeeds)
 
 
 class Tiers:
@@ -65,6 +66,24 @@ class Tiers:
         self.store = store
         self.hot_per_host = hot_per_host
         self.stats = TierStats()
+        self._failing = False  # an outage is going on (logged once)
+
+    def _failed(self, what: str, exc: Exception) -> None:
+        """A move failed: counted each time, logged once per outage (it is retried when
+        its claim or lease expires, by this worker or another)."""
+        self.stats.errors += 1
+        if self._failing:
+            logger.debug("Could not %s: %s", what, exc)
+            return
+        self._failing = True
+        self.stats.outages += 1
+        logger.warning("Could not %s: %s (retried when its claim or lease expires; further "
+                       "failures are not logged until a move succeeds)", what, exc)  # fmt: skip
+
+    def _succeeded(self) -> None:
+        if self._failing:
+            self._failing = False
+            logger.info("Moves between Redis and the store work again")
 
     def move(self, shard: int, spills: list[bytes], grants: list, *, now: float | None) -> None:
         """What a step call handed this worker to move between the tiers."""
@@ -101,10 +120,9 @@ class Tiers:
             scripts.SPILLED.run(self.router, k, [now_arg(now), self.hot_per_host, claim,
                                                  *entries])  # fmt: skip
         except (StoreError, redis.RedisError) as exc:
-            self.stats.errors += 1
-            logger.warning("Could not move %d requests to the store (retried when their "
-                           "claim expires): %s", len(entries), exc)  # fmt: skip
+            self._failed(f"move {len(entries)} requests to the store", exc)
             return
+        self._succeeded()
         self.stats.spilled += len(rows)
 
     def refill(self, shard: int, host: str, token: str, room: int, stale: list[str], *,
@@ -152,10 +170,9 @@ class Tiers:
             self.stats.store_seconds += time.perf_counter() - started
             scripts.REFILLED.run(self.router, k, [now_arg(now), host, token, self.hot_per_host])
         except (StoreError, redis.RedisError) as exc:
-            self.stats.errors += 1
-            logger.warning("Could not refill %s from the store (retried when the lease "
-                           "expires): %s", host, exc)  # fmt: skip
+            self._failed(f"refill {host} from the store", exc)
             return
+        self._succeeded()
         self.stats.refilled += moved
         self.stats.refills += 1
 
