@@ -247,6 +247,15 @@ def test_status_counts_the_requests_in_the_store(redis_server, redis_client, tmp
         queue.step(now=0, pushes=pushes, pop=False)  # spilled, stored in a batch of 500
         queue.step(now=0, pushes=[entry(queue, "http://only/0")], pop=False)
     redis_url = f"REDIS_URL={redis_server.url}"
+    # a store that cannot be read: reset deletes nothing (Redis forgetting the crawl would
+    # leave its rows in the store for the next crawl of the name)
+    broken = tmp_path / "broken"
+    (broken / "webtable.sqlite3").mkdir(parents=True)
+    failed = webcrawl(
+        "reset", "--yes", "--crawl", "t", "-s", redis_url, data_dir=broken, check=False
+    )
+    assert failed.returncode == 1 and "nothing deleted in Redis" in failed.stderr
+    assert redis_client.exists(keys.meta)
     status = json.loads(webcrawl("status", "--json", "--crawl", "t", "-s", redis_url,
                                  data_dir=data).stdout)  # fmt: skip
     assert status["queued"] == 901 and status["queued_in_store"] == 3 * 298
@@ -254,7 +263,7 @@ def test_status_counts_the_requests_in_the_store(redis_server, redis_client, tmp
     human = webcrawl("status", "--crawl", "t", "-s", redis_url, data_dir=data).stdout
     assert "queued     901 (7 in Redis, 894 in the store)" in human
     reset = webcrawl("reset", "--yes", "--crawl", "t", "-s", redis_url, data_dir=data).stdout
-    assert "and 500 queued requests in sqlite:" in reset  # the rest: spilling, in Redis
+    assert "deleted 500 queued requests in sqlite:" in reset  # the rest: spilling, in Redis
     with SQLiteStore(data / "webtable.sqlite3") as store:
         assert store.frontier_scan("t/", 10) == []
 

@@ -33,7 +33,7 @@ from webcrawl.frontier.keys import CrawlKeys
 from webcrawl.frontier.redisconn import CrawlRedis
 from webcrawl.frontier.workers import WorkerRegistry
 from webcrawl.settings_check import environment_overridden
-from webcrawl.store import open_store, store_url_from_settings
+from webcrawl.store import StoreError, open_store, store_url_from_settings
 from webcrawl.urls.urlkey import BadURLError, url_to_key
 
 
@@ -463,26 +463,34 @@ def cmd_reset(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     from webcrawl.frontier.layout import describe_store, recorded_store
 
+    store_url = store_url_from_settings(settings)
     with _Session(settings) as session:
         keys = _crawl(args, settings, session.client)
         crawl_store = recorded_store(session.client, keys)
+        # the store's tier first: rows left there while Redis forgot the crawl would come
+        # back into the next crawl of this name
+        try:
+            with open_store(store_url) as store:
+                if crawl_store is not None and crawl_store["id"] != store.identity():
+                    print(f"webcrawl reset: crawl {crawl!r} keeps its queued requests in "
+                          f"{describe_store(crawl_store)}, not in this command's store "
+                          f"{store_url}: nothing deleted (set WEBCRAWL_STORE_URL to the "
+                          "crawl's store)", file=sys.stderr)  # fmt: skip
+                    return 1
+                cold = clear_cold(store, keys.crawl)
+        except StoreError as exc:
+            print(f"webcrawl reset: could not delete crawl {crawl!r}'s queued requests in "
+                  f"{store_url}: {exc}; nothing deleted in Redis (try again when the store "
+                  "is back)", file=sys.stderr)  # fmt: skip
+            return 1
         names = {name for pattern in keys.all_patterns()  # every node of a cluster
                  for name in session.client.scan_iter(match=pattern, count=1000)
                  if keys.owns(name)}  # fmt: skip
         names = sorted(names)
         for i in range(0, len(names), 1000):
             session.client.delete(*names[i : i + 1000])
-    store_url = store_url_from_settings(settings)
-    with open_store(store_url) as store:
-        cold = clear_cold(store, keys.crawl)
-        elsewhere = crawl_store is not None and crawl_store["id"] != store.identity()
-    print(f"reset crawl {crawl!r}: deleted {len(names)} keys, and {cold} queued requests "
-          f"in {store_url}")  # fmt: skip
-    if elsewhere:
-        print(f"webcrawl reset: the crawl's queued requests in the store were in "
-              f"{describe_store(crawl_store)}, not this command's store: they are left there "
-              "(clear them with `webcrawl reset` and WEBCRAWL_STORE_URL set to that store)",
-              file=sys.stderr)  # fmt: skip
+    print(f"reset crawl {crawl!r}: deleted {cold} queued requests in {store_url}, and "
+          f"{len(names)} keys")  # fmt: skip
     return 0
 
 
