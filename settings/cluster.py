@@ -3,8 +3,8 @@
     export REDIS_URL=redis://redis.internal:6379/0
     SCRAPY_SETTINGS_MODULE=settings.cluster scrapy crawl web -a seeds=seeds.txt
 
-Every worker needs the same REDIS_URL; the store should be shared too (HBase)
-or each machine keeps its own SQLite file.
+Every worker needs the same REDIS_URL and the same store (WEBCRAWL_STORE_URL: HBase
+on several machines): a worker whose store is not the crawl's is refused at start.
 """
 
 import os

@@ -194,8 +194,7 @@ def dupefilter_class(settings: BaseSettings) -> type[RedisDupeFilter]:
         name = f"{name.__module__}.{name.__qualname__}"
     expected = non_negative_int(settings, "FRONTIER_EXPECTED_URLS")
     if expected:
-        if name not in (EXACT, BLOOM, "webcrawl.dupefilter.RedisDupeFilter",
-                        "webcrawl.dupefilter.RedisBloomDupeFilter"):  # fmt: skip
+        if name not in (EXACT, BLOOM):
             raise ValueError(
                 f"FRONTIER_EXPECTED_URLS ({expected}) chooses between webcrawl's exact set and "
                 f"Bloom filter, but DUPEFILTER_CLASS is {name!r}: unset one of them"
