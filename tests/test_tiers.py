@@ -352,3 +352,26 @@ def test_a_store_outage_is_logged_once_counted_and_loses_nothing(redis_client, t
         assert sorted(popped) == sorted([*urls, "http://b/100", "http://b/200"])
         assert any("work again" in r.message for r in caplog.records)
         assert queue.tier_stats.outages == 1
+
+
+def test_moves_run_where_the_mover_says(redis_client, store):
+    """With a mover (the scheduler's thread), a step hands its spills and refills over
+    instead of doing the store I/O itself; run later, they lose and repeat nothing."""
+    moves = []
+    keys = CrawlKeys("t", 2)
+    queue = HostQueue(redis_client, S(), keys, store=store, hot_per_host=2, mover=moves.append)
+    queue.step(now=0, pushes=[entry(queue, f"http://a/{i}") for i in range(8)], pop=False)
+    first = queue.step(now=0)  # claims the spill set: a move handed over, not run
+    assert first.request.url == "http://a/0" and len(moves) == 1
+    assert store.frontier_scan("t/", 10) == []
+    moves.pop()()
+    assert len(store.frontier_scan("t/", 10)) == 6
+    urls, ack = [first.request.url], [first.lease]
+    for i in range(50):  # time runs on: the queue looks at every shard again now and then
+        result = queue.step(now=1000 + 2 * i, acks=ack)
+        ack = [lease for _, lease in result.popped]
+        urls += [request.url for request, _ in result.popped]
+        while moves:
+            moves.pop(0)()
+    assert urls == [f"http://a/{i}" for i in range(8)]
+    assert len(queue) == 0 and store.frontier_scan("t/", 10) == []

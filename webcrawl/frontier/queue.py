@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import redis
@@ -120,6 +120,7 @@ class HostQueue:
         hot_per_host: int = 0,
         hot_budget: int = 0,
         max_pages_per_host: int = 0,
+        mover: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
         if hot_per_host < 0 or hot_budget < 0 or max_pages_per_host < 0:
             raise ValueError("hot_per_host, hot_budget and max_pages_per_host must be >= 0")
@@ -148,6 +149,9 @@ class HostQueue:
         self.shard_budget = -(-hot_budget // keys.shards) if hot_budget else 0
         self.max_pages_per_host = max_pages_per_host  # 0: no limit
         self.tiers = Tiers(server, self.router, keys, store, hot_per_host)
+        # runs the spills and refills a step hands this worker (store I/O): a thread of
+        # the caller's (the scheduler's, off the reactor), or here and now
+        self.mover = mover
         self.turns = Turns(self.router, keys)
 
     @property
@@ -393,7 +397,15 @@ class HostQueue:
                     result.popped.append((self.decode(popped[i]), lease))
                 except RefusedEntry as exc:
                     result.refused.append((lease, str(exc)))
-            self.tiers.move(call.shard, spills, grants, now=now)
+            self._move(call.shard, spills, grants, now)
+
+    def _move(self, shard: int, spills: list, grants: list, now: float | None) -> None:
+        if not spills and not grants:
+            return
+        if self.mover is None:
+            self.tiers.move(shard, spills, grants, now=now)
+        else:
+            self.mover(lambda: self.tiers.move(shard, spills, grants, now=now))
 
     # -- the cold tier (tiers.py) ---------------------------------------------
 

@@ -23,6 +23,7 @@ import hashlib
 import logging
 import time
 from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -120,6 +121,11 @@ def crawl_name(settings: Any, spider_name: str) -> str:
 
 
 class Scheduler(RedisScheduler):
+    # the mover thread (spills, refills, revisit moves: store I/O off the reactor), made
+    # on first use, and the revisit move it runs
+    _mover: ThreadPoolExecutor | None = None
+    _revisit_move: Future[None] | None = None
+
     def __init__(self, crawler: Crawler, redis: CrawlRedis) -> None:
         settings = crawler.settings
         dupefilter_cls = dupefilter_class(settings)
@@ -244,7 +250,8 @@ class Scheduler(RedisScheduler):
                                     wait_timeout=self.wait_timeout, store=self.store,
                                     hot_per_host=self.hot_per_host,
                                     hot_budget=self.hot_budget,
-                                    max_pages_per_host=self.max_pages_per_host)  # fmt: skip
+                                    max_pages_per_host=self.max_pages_per_host,
+                                    mover=self._submit_move)  # fmt: skip
         self.df.attach(self.server, keys)
         self.registry = WorkerRegistry(self.server, keys)
         self.keys = keys
@@ -287,7 +294,17 @@ class Scheduler(RedisScheduler):
         self.queue.close()
         return threads.deferToThread(self._close_connections)
 
+    def _submit_move(self, move: Any) -> None:
+        """Run a spill or refill (store I/O, with the store's retries) on the mover thread,
+        off the reactor: a worker frozen in a store call would let its leases and its
+        heartbeat lapse.  One thread: moves run in the order the steps handed them out."""
+        if self._mover is None:
+            self._mover = ThreadPoolExecutor(max_workers=1, thread_name_prefix="webcrawl-mover")
+        self._mover.submit(self._guarded, move)
+
     def _close_connections(self) -> None:
+        if self._mover is not None:  # the moves handed out so far end first
+            self._mover.shutdown(wait=True)
         self.redis.close()
         if self.store is not None:
             self.store.close()
@@ -306,12 +323,20 @@ class Scheduler(RedisScheduler):
         self._far_revisits = []
 
     def _move_revisits_up(self) -> None:
-        """Revisits the store holds that fall due within the horizon: into Redis (all of
-        them with FRONTIER_REVISIT_HORIZON = 0: none waits in the store then, and those
-        an earlier run put there are not stranded)."""
+        """Off the reactor, on the mover thread, unless the last move is still running."""
         if self.store is None:
             return
         self._put_far_revisits()
+        if self._revisit_move is not None and not self._revisit_move.done():
+            return
+        if self._mover is None:
+            self._mover = ThreadPoolExecutor(max_workers=1, thread_name_prefix="webcrawl-mover")
+        self._revisit_move = self._mover.submit(self._guarded, self._move_revisits_up_now)
+
+    def _move_revisits_up_now(self) -> None:
+        """Revisits the store holds that fall due within the horizon: into Redis (all of
+        them with FRONTIER_REVISIT_HORIZON = 0: none waits in the store then, and those
+        an earlier run put there are not stranded)."""
         try:
             moved = self.queue.move_revisits_up(self.revisit_horizon or float("inf"))
         except StoreError as exc:
