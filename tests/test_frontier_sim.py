@@ -105,7 +105,9 @@ class FrontierMachine(RuleBasedStateMachine):
 
     def finished(self, worker: SimWorker, held, revisit_in: float | None) -> None:
         self.finished_urls.add(held.url)
-        if revisit_in is not None:
+        # a page whose lease expired meanwhile is fetched again (whoever finishes that
+        # fetch schedules its revisit): only a live lease's revisit is owed
+        if revisit_in is not None and self._lease_live(held.lease):
             self.obligations.append((held.url, held.lease, worker))
 
     def fresh_urls(self, host: str, n: int) -> list[str]:
@@ -279,7 +281,7 @@ class FrontierMachine(RuleBasedStateMachine):
                 or key in p.revisits_store
                 or url in revisits
                 or url in p.spilled_revisits
-                or (alive and any(r[0] == key for r in worker.revisits + worker.far))
+                or (alive and any(r[0] == key for r in worker.revisits + worker.far.pending))
             ):
                 keep.append((url, lease, worker))  # fmt: skip
                 continue

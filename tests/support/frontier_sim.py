@@ -21,6 +21,7 @@ from scrapy import Request, Spider
 
 from support.gates import Gate, GatedRedis, GatedStore
 from webcrawl.frontier.cold import crawl_prefix, parse_cold_key, parse_revisit_key
+from webcrawl.frontier.far_revisits import FarRevisits
 from webcrawl.frontier.keys import CrawlKeys
 from webcrawl.frontier.queue import HostQueue, lease_shard
 from webcrawl.store.base import StoreError
@@ -68,7 +69,8 @@ class SimWorker:
         self.held: dict[str, Held] = {}  # lease -> what this worker is fetching
         self.buffer: list[tuple] = []
         self.revisits: list[tuple] = []
-        self.far: list[tuple] = []
+        self.queue.claim_prefix = f"{name}."  # (a random one in a worker) the same each run
+        self.far = FarRevisits(self.queue.put_far_revisits)  # the scheduler's, written here
         self.finished: list[str] = []  # leases done with, not yet in a step
         self.unconfirmed: list[str] = []
         self.ackable: list[str] = []
@@ -83,11 +85,14 @@ class SimWorker:
 
     def step(self, pop: int = 0) -> Any:
         """Scheduler._step: push the buffer, acknowledge, maybe pop."""
-        self.unconfirmed += self.finished
+        for lease in self.finished:
+            if not self.far.hold(lease):
+                self.unconfirmed.append(lease)
         self.finished = []
-        self.put_far()
+        self.far.store()
+        self.unconfirmed += self.far.released()
         batch, revisits, nacks = self.buffer, self.revisits, self.nacks
-        if not batch and not revisits and not self.far:
+        if not batch and not revisits:
             self.ackable += self.unconfirmed
             self.unconfirmed = []
         acks = [*self.ackable, *self.refused]
@@ -110,7 +115,7 @@ class SimWorker:
             self.ackable, self.refused = [], []
         if result.unconfirmed:
             self.unconfirmed = []
-        elif not self.buffer and not self.revisits and not self.far:
+        elif not self.buffer and not self.revisits:
             self.ackable += self.unconfirmed
             self.unconfirmed = []
         for lease, _ in result.refused:
@@ -120,15 +125,6 @@ class SimWorker:
             self.model.handed_out(self, request.url, lease, revisit)
             self.held[lease] = Held(request.url, lease, revisit)
         return result
-
-    def put_far(self) -> None:
-        if not self.far:
-            return
-        try:
-            self.queue.put_far_revisits(self.far)
-        except StoreError:
-            return
-        self.far = []
 
     # -- operations (each runs on the worker's thread) ---------------------------
 
@@ -151,9 +147,9 @@ class SimWorker:
         _, host, _, _, data = self.entry(held.url, revisit=True)
         key = url_key(held.url)
         if revisit_in > HORIZON:
-            self.far.append((key, host, 0, self.model.now + revisit_in, data))
-            if len(self.far) >= 2:
-                self.put_far()
+            self.far.add((key, host, 0, self.model.now + revisit_in, data))
+            if len(self.far.pending) >= 2:
+                self.far.store()
         else:
             self.revisits.append((key, host, 0, revisit_in, data))
 
@@ -163,10 +159,10 @@ class SimWorker:
 
     def heartbeat(self) -> None:
         """Scheduler._beat: far revisits into the store, near ones up, leases renewed."""
-        self.put_far()
+        self.far.store()
         with contextlib.suppress(StoreError):  # as the scheduler: logged, tried again
             self.queue.move_revisits_up(HORIZON, now=self.model.now)
-        leases = [*self.held, *self.finished, *self.unconfirmed, *self.ackable]
+        leases = [*self.held, *self.finished, *self.unconfirmed, *self.ackable, *self.far.waiting()]
         self.queue.renew(leases, LEASE, now=self.model.now)
 
     def idle(self) -> Any:
@@ -179,8 +175,8 @@ class SimWorker:
         return self.queue.idle_check(self.name, now=self.model.now)
 
     def pending(self) -> bool:
-        return bool(self.buffer or self.revisits or self.nacks or self.refused
-                    or self.unconfirmed or self.ackable or self.finished or self.far)  # fmt: skip
+        held = self.unconfirmed or self.ackable or self.finished or self.far.busy()
+        return bool(self.buffer or self.revisits or self.nacks or self.refused or held)
 
 
 def _num(value: bytes | None) -> int:
@@ -247,7 +243,7 @@ def read_places(client: redis.Redis, store: Any, keys: CrawlKeys) -> Places:  # 
         for name in client.scan_iter(match=k.moved_prefix + "*"):
             host = name.decode()[len(k.moved_prefix) :]
             p.moved[host] |= {parse_cold_key(m.decode())[4] for m in client.smembers(name)}
-        p.dead_claims |= {(k.shard, c.decode()) for c in client.smembers(k.spill_dead)}
+        p.dead_claims |= {(k.shard, c.decode()) for c in client.zrange(k.spill_dead, 0, -1)}
         p.revisits_redis |= {key.decode() for key in client.hkeys(k.revisit_requests)}
         p.seen |= {fp.decode() for fp in client.smembers(k.seen)}
         for name, key in (("queued", k.queued), ("cold_total", k.cold_total),

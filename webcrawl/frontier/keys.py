@@ -126,8 +126,9 @@ class ShardKeys:
 
     @property
     def spill_dead(self) -> str:
-        """Set of spill claims that expired and were taken again: rows written under them
-        are never refilled (their worker may still write them, late)."""
+        """Sorted set of spill claims that expired and were taken again, by when: rows
+        written under them are never refilled (their worker may still write them, late;
+        a mark is kept a day)."""
         return self.prefix + "spill_dead"
 
     @property

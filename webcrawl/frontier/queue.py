@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import random
+import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -152,6 +153,7 @@ class HostQueue:
         # runs the spills and refills a step hands this worker (store I/O): a thread of
         # the caller's (the scheduler's, off the reactor), or here and now
         self.mover = mover
+        self.claim_prefix = secrets.token_hex(4) + "."  # makes this worker's claims unique
         self.turns = Turns(self.router, keys)
 
     @property
@@ -352,7 +354,7 @@ class HostQueue:
             args: list[object] = [now_arg(now), default_delay, lease_timeout,
                                   want if shard == pop_shard else 0, requeue_limit, slack,
                                   seen_mode, self.hot_per_host, self.shard_budget, SPILL_BATCH,
-                                  REFILLS_PER_STEP, self.max_pages_per_host,
+                                  REFILLS_PER_STEP, self.max_pages_per_host, self.claim_prefix,
                                   len(w.acks), *w.acks,
                                   len(w.nacks)]  # fmt: skip
             for lease, wait in w.nacks:

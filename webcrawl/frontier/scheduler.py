@@ -37,6 +37,7 @@ from twisted.internet.defer import Deferred
 
 from webcrawl.frontier.dupefilter import dupefilter_class
 from webcrawl.frontier.entry import DEFAULT_REQUEST_CLASSES
+from webcrawl.frontier.far_revisits import FAR_REVISIT_LIMIT, FarRevisits
 from webcrawl.frontier.keys import MAX_SHARDS, CrawlKeys
 from webcrawl.frontier.known import by_url, url_key, url_key_of
 from webcrawl.frontier.layout import join_crawl
@@ -181,7 +182,8 @@ class Scheduler(RedisScheduler):
         self._buffer: list[tuple[bytes, str, int, float, bytes, bytes | int | None]] = []
         # revisits for Redis's schedule, and (beyond the horizon) for the store's
         self._revisits: list[tuple[str, str, int, float, bytes]] = []
-        self._far_revisits: list[tuple[str, str, int, float, bytes]] = []
+        # beyond the horizon: stored on the mover thread before their pages' leases end
+        self._far = FarRevisits(self._put_far, self._submit)
         self._leases: dict[Request, str] = {}  # handed to the engine, not yet acknowledged
         # Leases the engine is done with wait for their outlinks: acknowledged only in
         # the step after the one that stored (and, with FRONTIER_REDIS_WAIT_REPLICAS,
@@ -284,8 +286,8 @@ class Scheduler(RedisScheduler):
             if self._prefetched:  # popped but never handed out: their leases end now
                 self.queue.renew([lease for _, lease in self._prefetched], 0.0)
                 self._prefetched.clear()
+            self._far.flush(timeout=60)
             self._flush()
-            self._put_far_revisits()
             self.registry.remove(self.worker_id)
         except Exception:
             logger.exception("Could not hand %d buffered requests back to Redis", len(self._buffer))
@@ -294,13 +296,20 @@ class Scheduler(RedisScheduler):
         self.queue.close()
         return threads.deferToThread(self._close_connections)
 
-    def _submit_move(self, move: Any) -> None:
-        """Run a spill or refill (store I/O, with the store's retries) on the mover thread,
-        off the reactor: a worker frozen in a store call would let its leases and its
-        heartbeat lapse.  One thread: moves run in the order the steps handed them out."""
+    def _submit(self, func: Any) -> Future[None]:
+        """Run ``func`` (store I/O, with the store's retries) on the mover thread, off the
+        reactor: a worker frozen in a store call would let its leases and its heartbeat
+        lapse.  One thread: moves run in the order they were handed out."""
         if self._mover is None:
             self._mover = ThreadPoolExecutor(max_workers=1, thread_name_prefix="webcrawl-mover")
-        self._mover.submit(self._guarded, move)
+        return self._mover.submit(func)
+
+    def _submit_move(self, move: Any) -> None:
+        """A spill or refill, on the mover thread (errors logged there)."""
+        self._submit(lambda: self._guarded(move))
+
+    def _put_far(self, revisits: Any) -> None:
+        self.queue.put_far_revisits(revisits)
 
     def _close_connections(self) -> None:
         if self._mover is not None:  # the moves handed out so far end first
@@ -309,29 +318,14 @@ class Scheduler(RedisScheduler):
         if self.store is not None:
             self.store.close()
 
-    def _put_far_revisits(self) -> None:
-        """Revisits beyond FRONTIER_REVISIT_HORIZON into the store (kept on an outage)."""
-        if not self._far_revisits:
-            return
-        try:
-            self.queue.put_far_revisits(self._far_revisits)
-        except StoreError as exc:
-            logger.warning("Could not store %d revisits (kept, will retry): %s",
-                           len(self._far_revisits), exc)  # fmt: skip
-            return
-        self.stats.inc_value("revisit/beyond_horizon", len(self._far_revisits))
-        self._far_revisits = []
-
     def _move_revisits_up(self) -> None:
         """Off the reactor, on the mover thread, unless the last move is still running."""
         if self.store is None:
             return
-        self._put_far_revisits()
+        self._far.store()
         if self._revisit_move is not None and not self._revisit_move.done():
             return
-        if self._mover is None:
-            self._mover = ThreadPoolExecutor(max_workers=1, thread_name_prefix="webcrawl-mover")
-        self._revisit_move = self._mover.submit(self._guarded, self._move_revisits_up_now)
+        self._revisit_move = self._submit(lambda: self._guarded(self._move_revisits_up_now))
 
     def _move_revisits_up_now(self) -> None:
         """Revisits the store holds that fall due within the horizon: into Redis (all of
@@ -353,6 +347,8 @@ class Scheduler(RedisScheduler):
                             ("tier_outages", tiers.outages)):  # fmt: skip
             if value:
                 self.stats.set_value(f"frontier/{name}", value)
+        if self._far.stored:
+            self.stats.set_value("revisit/beyond_horizon", self._far.stored)
 
     # -- scheduler interface -------------------------------------------------
 
@@ -405,9 +401,14 @@ class Scheduler(RedisScheduler):
         host = scope_key(request.url, "host")
         if self.revisit_horizon and due - time.time() > self.revisit_horizon:
             # beyond the horizon: in the store, brought to Redis as it comes near
-            self._far_revisits.append((key, host, request.priority, due, data))
-            if len(self._far_revisits) >= self.batch_size:
-                self._put_far_revisits()
+            if not 0 <= due < FAR_REVISIT_LIMIT:  # a store key cannot say when
+                logger.error("Dropped the revisit of %s: due at %r, not a Unix time",
+                             request.url, due)  # fmt: skip
+                self.stats.inc_value("revisit/bad_due")
+                return
+            self._far.add((key, host, request.priority, due, data))
+            if len(self._far.pending) >= self.batch_size:
+                self._far.store()
             return
         # ``due`` is this worker's clock: it goes to Redis as seconds from now
         self._revisits.append((key, host, request.priority, max(0.0, due - time.time()), data))
@@ -468,12 +469,13 @@ class Scheduler(RedisScheduler):
         """One round trip per Redis node: push the buffer, acknowledge the leases whose
         outlinks an earlier step stored, maybe pop."""
         for request in self._finished():
-            self._unconfirmed.append(self._leases.pop(request))
-        # revisits beyond the horizon are stored before the leases of their pages are
-        # acknowledged (held in memory past that, a kill -9 would lose them)
-        self._put_far_revisits()
+            lease = self._leases.pop(request)
+            if not self._far.hold(lease):  # else: once its far revisits are stored
+                self._unconfirmed.append(lease)
+        self._far.store()
+        self._unconfirmed += self._far.released()
         batch, revisits, nacks = self._buffer, self._revisits, self._nacks
-        if not batch and not revisits and not self._far_revisits:  # nothing left to store
+        if not batch and not revisits:  # nothing of theirs left to store
             self._ackable += self._unconfirmed
             self._unconfirmed = []
         acks = [*self._ackable, *self._refused]
@@ -514,7 +516,7 @@ class Scheduler(RedisScheduler):
                            "be fetched again when their leases expire", len(result.unconfirmed),
                            self.wait_replicas, len(self._unconfirmed))  # fmt: skip
             self._unconfirmed = []
-        elif not self._buffer and not self._revisits and not self._far_revisits:
+        elif not self._buffer and not self._revisits:
             self._ackable += self._unconfirmed
             self._unconfirmed = []
         self._count(result, batch, revisits, nacks)
@@ -551,7 +553,7 @@ class Scheduler(RedisScheduler):
 
     def _pending(self) -> bool:
         """Whether this worker holds anything the frontier does not have yet."""
-        return bool(self._buffer or self._revisits or self._far_revisits or self._nacks
+        return bool(self._buffer or self._revisits or self._far.busy() or self._nacks
                     or self._refused or self._unconfirmed or self._ackable)  # fmt: skip
 
     def _flush(self) -> bool:
@@ -688,10 +690,10 @@ class Scheduler(RedisScheduler):
         self.registry.beat(self.worker_id, info, self.heartbeat_ttl)
         self.stats.set_value("frontier/redis_round_trips", RoundTrips.count)  # for the metrics
         self._tier_stats()
-        self._move_revisits_up()
         leases = [*self._leases.values(), *(lease for _, lease in self._prefetched),
-                  *self._unconfirmed, *self._ackable]  # fmt: skip
-        self.queue.renew(leases, self.lease_timeout)
+                  *self._unconfirmed, *self._ackable, *self._far.waiting()]  # fmt: skip
+        self.queue.renew(leases, self.lease_timeout)  # first: nothing below may skip it
+        self._move_revisits_up()
 
     def _guarded(self, func: Any) -> None:
         """Run a periodic task; a Redis outage is logged once and the loop goes on."""

@@ -132,18 +132,16 @@ class Tiers:
 
         Exactly once, whatever the moment a worker dies: the rows go into the queue
         in one script that also records their keys in the host's moved set (and skips
-        keys already there); only then are they deleted from the store, and only then
+        keys already there); only then, once Redis's replicas have that
+        (FRONTIER_REDIS_WAIT_REPLICAS), are they deleted from the store, and only then
         is the moved set cleared, with the lease.  A dead worker's lease expires and
-        the next refill of the host first deletes the rows its moved set names
-        (``stale``)."""
+        the next refill of the host deletes the rows its moved set names (``stale``),
+        after its own move is confirmed (which confirms the dead one's too).  While
+        requests of the host are on their way to the store, nothing moves (REFILL
+        says -2): rows of a claim not completed yet may be stored again."""
         k = self.keys.shard(shard)
         started = time.perf_counter()
         try:
-            if stale:
-                logger.info("Refill of %s: deleting from the store %d rows that a refill "
-                            "whose worker died had moved up", host, len(stale))  # fmt: skip
-                self.store.frontier_delete(stale)
-                self.stats.recovered += len(stale)
             rows = self.store.frontier_scan(host_prefix(self.keys.crawl, shard, host), room)
             self.stats.store_seconds += time.perf_counter() - started
             args: list[object] = [now_arg(now), host, token, self.hot_per_host,
@@ -153,7 +151,7 @@ class Tiers:
                 args += [key, repr(float(-priority * 10**12 + seq)), b"%d|%s" % (seq, data)]
             result, confirmed = scripts.REFILL.run_confirmed(self.router, k, args)
             moved = int(result)
-            if moved < 0:
+            if moved == -1:
                 logger.warning("Refill of %s: the lease expired (another worker has it)", host)
                 return
             if not confirmed:
@@ -164,11 +162,17 @@ class Tiers:
                                "until the lease expires", host)  # fmt: skip
                 self.stats.errors += 1
                 return
+            done = set(stale) if moved == -2 else {key for key, _ in rows} | set(stale)
             started = time.perf_counter()
-            if rows:
-                self.store.frontier_delete([key for key, _ in rows])
+            if stale:
+                logger.info("Refill of %s: deleting from the store %d rows that a refill "
+                            "whose worker died had moved up", host, len(stale))  # fmt: skip
+                self.stats.recovered += len(stale)
+            if done:
+                self.store.frontier_delete(sorted(done))
             self.stats.store_seconds += time.perf_counter() - started
             scripts.REFILLED.run(self.router, k, [now_arg(now), host, token, self.hot_per_host])
+            moved = max(0, moved)
         except (StoreError, redis.RedisError) as exc:
             self._failed(f"refill {host} from the store", exc)
             return

@@ -1,4 +1,5 @@
 --! keys: ready next queued reserved cold cold_total refill_wait hq refill moved spill_dead
+--! keys: spilling
 --! uses: clock tiers
 -- A refill: rows of a host's cold tier read from the store move into its queue, if the
 -- caller's lease (its token) is still the host's.  A row is put in the queue once: its
@@ -9,14 +10,24 @@
 -- refilled too); the caller deletes both from the store.
 -- ARGV: 1 now, 2 host, 3 token, 4 hot_per_host, 5 '1' if the store had no more rows of
 -- the host, then (row key, score, member) per row.
--- Returns how many moved up, or -1 (the lease is another's: nothing done).
+-- Returns how many moved up, -1 (the lease is another's: nothing done), or -2 (spills of
+-- the host are under way: nothing moved, the lease's room given back).
 local now, host, token = clock(ARGV[1]), ARGV[2], ARGV[3]
 local lease = redis.call('HGET', K.refill, host)
 if not lease or string.match(lease, '^([^|]*)|') ~= token then return -1 end
+local room, cold = string.match(lease, '^[^|]*|(%d+)|(%d+)$')
+if num(redis.call('HGET', K.spilling, host)) > 0 then
+  -- some of the host's requests are on their way to the store: rows read may be of a
+  -- claim not completed yet (stored again under another if it expires); none moves, the
+  -- lease's room is given back, and the host asks again when its spills are done
+  redis.call('DECRBY', K.reserved, tonumber(room))
+  redis.call('HSET', K.refill, host, token .. '|0|0')
+  return -2
+end
 local entries, live = {}, 0
 for k = 6, #ARGV, 3 do
   local claim = string.match(ARGV[k], '/([^/]*)$')
-  if redis.call('SISMEMBER', K.spill_dead, claim) == 1 then
+  if redis.call('ZSCORE', K.spill_dead, claim) then
     -- a dead claim's row: neither counted nor moved
   elseif redis.call('SADD', K.moved .. host, ARGV[k]) == 1 then
     live = live + 1
@@ -34,7 +45,6 @@ if n > 0 then
   redis.call('INCRBY', K.queued, n)
   add_cold(host, -n)
 end
-local room, cold = string.match(lease, '^[^|]*|(%d+)|(%d+)$')
 redis.call('DECRBY', K.reserved, tonumber(room))
 redis.call('HSET', K.refill, host, token .. '|0|0')
 if ARGV[5] == '1' then

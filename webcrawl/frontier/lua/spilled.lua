@@ -8,7 +8,7 @@
 -- ARGV: 1 now, 2 hot_per_host, 3 the claim's token, then the entries (host \n score \n
 -- member).  Returns how many left the spill set.
 local now, per_host, token, done = clock(ARGV[1]), tonumber(ARGV[2]), ARGV[3], 0
-if redis.call('SISMEMBER', K.spill_dead, token) == 1 then return 0 end
+if redis.call('ZSCORE', K.spill_dead, token) then return 0 end
 for k = 4, #ARGV do
   if redis.call('HGET', K.spill_claim, ARGV[k]) == token then
     redis.call('HDEL', K.spill_claim, ARGV[k])

@@ -9,7 +9,9 @@
 -- moved) included, carries the shard's hash tag: one slot.
 -- ARGV: 1 now, 2 default delay, 3 lease timeout, 4 want_pop (0: this call does not
 -- pop), 5 requeue limit, 6 slack, 7 seen mode ('set' or 'bloom'), 8 hot_per_host,
--- 9 budget, 10 spill batch, 11 max refill grants, 12 max pages per host; then the
+-- 9 budget, 10 spill batch, 11 max refill grants, 12 max pages per host, 13 this
+-- worker's claim prefix (random: a spill claim's token is unique even if a failover
+-- loses the counter's increments); then the
 -- acks, the nacks, the pushes and the revisits, each a count and its items (see the
 -- numbered parts below).
 -- Returns {added, requeued, revisited, next work ('' when it did not pop), refill
@@ -26,6 +28,7 @@ local budget = tonumber(ARGV[9])
 local spill_batch = tonumber(ARGV[10])
 local max_grants = tonumber(ARGV[11])
 local max_pages = tonumber(ARGV[12])
+local claim_prefix = ARGV[13]
 
 -- is a request new?  '' (dont_filter) always; else add it to the seen set, or
 -- set its bits in the Bloom filter: new if any bit was 0
@@ -104,11 +107,13 @@ local function claim_spills()
   -- late store write) are left out of every refill (SPILLED and REFILL check it)
   local claimed = redis.call('ZRANGEBYSCORE', K.spill, '-inf', now, 'LIMIT', 0, spill_batch)
   if #claimed == 0 then return {} end
-  local token = tostring(redis.call('INCR', K.lease_seq))
+  -- a dead claim's late write lands within a day, or never: its mark goes then
+  redis.call('ZREMRANGEBYSCORE', K.spill_dead, '-inf', string.format('%.17g', now - 86400))
+  local token = claim_prefix .. redis.call('INCR', K.lease_seq)
   local until_ = string.format('%.17g', now + lease_timeout)
   for _, entry in ipairs(claimed) do
     local old = redis.call('HGET', K.spill_claim, entry)
-    if old then redis.call('SADD', K.spill_dead, old) end
+    if old then redis.call('ZADD', K.spill_dead, string.format('%.17g', now), old) end
     redis.call('HSET', K.spill_claim, entry, token)
     redis.call('ZADD', K.spill, 'XX', until_, entry)
   end
@@ -169,7 +174,7 @@ end
 
 -- 1. acknowledgements, then leases handed back (their request could not be
 -- completed: it goes back to its host queue when the lease expires, after a wait)
-local i = 13
+local i = 14
 local n_acks = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n_acks do
   redis.call('ZREM', K.leases, ARGV[i])
