@@ -45,12 +45,15 @@ class Gate:
         self._task: Callable[[], Any] | None = None
         self.outcome: Any = None  # what the last operation returned or raised
         self.crashed = False
+        self._killed = False  # set with the crash verdict, before the thread has unwound
         self._thread = threading.Thread(target=self._loop, name=f"sim-{name}", daemon=True)
         self._thread.start()
 
     # -- the worker's side ---------------------------------------------------
 
     def call(self, what: str, func: Callable[[], Any], error: Callable[[str], Exception]) -> Any:
+        if self._killed:  # a dead process makes no more calls (its finally blocks neither)
+            raise Crash(what)
         with self._cv:
             self.waiting = what
             self._cv.notify_all()
@@ -60,6 +63,7 @@ class Gate:
             self.calls += 1
             self.log.append(f"{verdict}: {what}")
         if verdict == CRASH:
+            self._killed = True
             raise Crash(what)
         if verdict == FAIL_BEFORE:
             raise error(what)
