@@ -80,7 +80,7 @@ def test_the_page_shows_the_workers_and_the_count_grows(slow_demo, tmp_path):
                 cwd=ROOT, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=log,
             )  # fmt: skip
         mon = start_monitor(data, port, time.monotonic() + 60)
-        worker = [scrape_worker(metrics + 1, time.monotonic() + 30)]
+        worker = [scrape_worker(metrics + 1, time.monotonic() + 60)]  # a busy machine: slow
     errors: list[str] = []
     try:
         with sync_playwright() as p:
