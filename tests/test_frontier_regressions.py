@@ -1,0 +1,416 @@
+"""Regression tests for the frontier bugs the simulation (tests/test_frontier_sim.py) found.
+
+Each test replays a shrunk counterexample as explicit calls, against a real Redis and
+a real SQLite store, on an explicit clock (``now``). A worker's moves (the spill claims
+and refill leases its steps hand it) are kept rather than run, so the test chooses when
+each one runs: late, or never. This is how a test stops a worker between two of its
+calls (docs/frontier.md, "The life of a URL").
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+
+import pytest
+from scrapy import Request, Spider
+
+from webcrawl.frontier import queue as queue_module
+from webcrawl.frontier.cold import crawl_prefix, parse_cold_key, revisit_prefix
+from webcrawl.frontier.far_revisits import FarRevisits
+from webcrawl.frontier.keys import CrawlKeys
+from webcrawl.frontier.lock import RedisLock
+from webcrawl.frontier.queue import HostQueue
+from webcrawl.store.base import StoreError
+from webcrawl.store.sqlite import SQLiteStore
+
+LEASE = 10.0  # lease timeout: leases, spill claims and refill leases
+KEYS = CrawlKeys("t", 1)  # one shard holds every host
+K = KEYS.shard(0)
+
+
+class S(Spider):
+    name = "s"
+
+
+class FlakyStore:
+    """The real store, except that ``frontier_put`` can fail ("before" writing, or
+    "after": the rows are written but the answer is lost), and a hook can run before
+    the next ``frontier_scan``."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self._store = store
+        self.put_fails: str | None = None
+        self.before_scan = None
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def frontier_put(self, rows):
+        if self.put_fails == "before":
+            raise StoreError("store down")
+        self._store.frontier_put(rows)
+        if self.put_fails == "after":
+            raise StoreError("answer lost")
+
+    def frontier_scan(self, prefix, limit):
+        hook, self.before_scan = self.before_scan, None
+        if hook is not None:
+            hook()
+        return self._store.frontier_scan(prefix, limit)
+
+
+class Worker:
+    """A worker's HostQueue. Its spill claims and refill grants are kept, not run."""
+
+    def __init__(self, client, store, name: str, fetched: Counter, *, budget: int = 0) -> None:
+        self.queue = HostQueue(client, S(), KEYS, store=store, hot_per_host=2, hot_budget=budget)
+        self.queue.claim_prefix = f"{name}."  # the same in every run
+        self.tiers = self.queue.tiers
+        self.tiers.move = self._handed  # shadows Tiers.move: nothing runs until told to
+        self.spills: list[tuple[str, list[bytes]]] = []  # (claim token, entries)
+        self.grants: list[tuple[str, str, int, list[str]]] = []  # (host, token, room, stale)
+        self.fetched = fetched  # URL -> times handed out, across workers
+
+    def _handed(self, shard, spills, grants, *, now) -> None:
+        if spills:
+            self.spills.append((spills[0].decode(), spills[1]))
+        for host, token, room, stale in grants or ():
+            self.grants.append((host.decode(), token.decode(), int(room),
+                                [k.decode() for k in stale]))  # fmt: skip
+
+    def push(self, urls: list[str], now: float) -> None:
+        pushes = [(u.encode(), u.split("/")[2], 0, 0.0, self.queue.encode(Request(u)))
+                  for u in urls]  # fmt: skip
+        self.queue.step(pushes=pushes, pop=False, now=now, lease_timeout=LEASE)
+
+    def step(self, now: float, *, pop: int = 1, acks=(), lease_timeout: float = LEASE):
+        """One step; returns the (url, lease) pairs popped."""
+        result = self.queue.step(acks=list(acks), pop=pop, now=now, lease_timeout=lease_timeout)
+        popped = [(request.url, lease) for request, lease in result.popped]
+        self.fetched.update(url for url, _ in popped)
+        return popped
+
+    def run_moves(self, now: float) -> None:
+        """Run the kept moves, spills first, as Tiers.move does."""
+        while self.spills:
+            claim, entries = self.spills.pop(0)
+            self.tiers.spill(0, claim, entries, now=now)
+        while self.grants:
+            host, token, room, stale = self.grants.pop(0)
+            self.tiers.refill(0, host, token, room, stale, now=now)
+
+
+def url_of(data: bytes) -> str:
+    return json.loads(data)["url"]
+
+
+def hot_urls(client, host: str) -> list[str]:
+    return [url_of(m.split(b"|", 1)[1]) for m in client.zrange(K.host_queue(host), 0, -1)]
+
+
+def check(client, store) -> None:
+    """The simulation's invariants on counters and places (one shard):
+    - ``queued`` is the number of entries in the host queues;
+    - ``cold_total`` is the sum of ``cold``;
+    - a host's ``cold`` is its entries in the spill set plus its live store rows (rows
+      of dead claims left out), minus its moved set;
+    - ``reserved`` is the sum of the rooms held by refill leases;
+    - no URL is both in a host queue and in a live store row outside the moved set."""
+    hot = {}
+    for name in client.scan_iter(match=K.host_queue_prefix + "*"):
+        host = name.decode()[len(K.host_queue_prefix) :]
+        hot[host] = set(hot_urls(client, host))
+    queued = int(client.get(K.queued) or 0)
+    assert queued == sum(len(u) for u in hot.values()), f"queued {queued}, but {hot}"
+    cold = {h.decode(): int(n) for h, n in client.hgetall(K.cold).items()}
+    total = int(client.get(K.cold_total) or 0)
+    assert total == sum(cold.values()), f"cold_total {total}, but cold {cold}"
+    dead = {c.decode() for c in client.zrange(K.spill_dead, 0, -1)}
+    spill = defaultdict(set)  # host -> seqs
+    for entry in client.zrange(K.spill, 0, -1):
+        host, _, member = entry.split(b"\n", 2)
+        spill[host.decode()].add(int(member.split(b"|", 1)[0]))
+    stored = defaultdict(dict)  # host -> seq -> url, live rows only
+    for key, data in store.frontier_scan(crawl_prefix("t"), 1000):
+        if "/~r/" not in key:
+            _, _, host, _, seq, claim = parse_cold_key(key)
+            if claim not in dead:
+                stored[host][seq] = url_of(data)
+    for host in set(cold) | set(spill) | set(stored):
+        moved = {parse_cold_key(m.decode())[4] for m in client.smembers(K.moved_prefix + host)}
+        rows = (spill[host] | set(stored[host])) - moved
+        assert cold.get(host, 0) == len(rows), (
+            f"host {host}: cold count {cold.get(host, 0)}, but {len(rows)} in the spill set "
+            f"and store"
+        )
+        twice = {u for s, u in stored[host].items() if s not in moved} & hot.get(host, set())
+        assert not twice, f"in the store and in a host queue: {sorted(twice)}"
+    leases = client.hvals(K.refill)
+    rooms = sum(int(v.split(b"|")[1]) for v in leases)
+    reserved = int(client.get(K.reserved) or 0)
+    assert reserved == rooms, (
+        f"reserved {reserved} but {len(leases)} refill leases hold {rooms} places"
+    )
+
+
+def drain(worker: Worker, now: float, acks=()) -> None:
+    """Pop and acknowledge, running every move at once, until no work is left. The
+    invariants are checked after every step."""
+    acks = list(acks)
+    for _ in range(50):
+        popped = worker.step(now, pop=3, acks=acks)
+        acks = [lease for _, lease in popped]
+        worker.run_moves(now)
+        check(worker.queue.server, worker.tiers.store)
+        if not popped and not any(wait <= 0 for wait in worker.queue.look(now=now)):
+            worker.step(now, pop=0, acks=acks)
+            return
+    raise AssertionError("the frontier does not drain")
+
+
+def assert_drained(client, store, *, dead_rows_left: bool = False) -> None:
+    """Nothing is left queued, counted, reserved or leased. Unless ``dead_rows_left``,
+    the store is empty too: no refill scans a dead claim's row that sorts after the
+    host's last live row, so such a row may stay (docs/frontier.md)."""
+    assert int(client.get(K.queued) or 0) == int(client.get(K.cold_total) or 0) == 0
+    assert int(client.get(K.reserved) or 0) == 0
+    assert not client.exists(K.cold, K.spill, K.spilling, K.refill, K.refilling, K.leases)
+    rows = store.frontier_scan(crawl_prefix("t"), 1000)
+    if dead_rows_left:
+        dead = {c.decode() for c in client.zrange(K.spill_dead, 0, -1)}
+        rows = [key for key, _ in rows if parse_cold_key(key)[5] not in dead]
+    assert rows == []
+
+
+@pytest.fixture
+def store(tmp_path):
+    with SQLiteStore(tmp_path / "webtable.sqlite3") as real:
+        yield FlakyStore(real)
+
+
+@pytest.fixture
+def fetched():
+    return Counter()
+
+
+def urls(prefix: str, n: int, start: int = 0) -> list[str]:
+    return [f"http://{prefix}/{i}" for i in range(start, start + n)]
+
+
+def test_no_second_refill_lease_while_one_is_live(redis_client, store, fetched):
+    """Finding 1: A holds h's refill lease and is at its store scan. B pops h's last
+    request, which puts h back in the refill wait list. B's step grants no second lease
+    (before the fix: "reserved 3 but 1 refill leases hold 2 places", and ``reserved``
+    leaked 1)."""
+    a = Worker(redis_client, store, "a", fetched, budget=3)
+    b = Worker(redis_client, store, "b", fetched, budget=3)
+    a.push(urls("h", 5), now=0)  # h/0, h/1 hot; h/2..h/4 spilled
+    assert a.step(0, lease_timeout=5)[0][0] == "http://h/0"  # its lease ends at 5
+    a.run_moves(0)  # the spill: h/2..h/4 in the store
+    a.push(urls("x", 2), now=0)
+    (h1,) = a.step(0)
+    assert h1[0] == "http://h/1"  # h's queue is empty: A gets its refill lease
+    assert [(h, room) for h, _, room, _ in a.grants] == [("h", 1)]  # the budget's last place
+    # t=6: h/0's lease expired, so h/0 is back in h's queue. B pops it and x's two, and h
+    # waits for a refill again.
+    popped = b.step(6, pop=3)
+    assert sorted(u for u, _ in popped) == ["http://h/0", "http://x/0", "http://x/1"]
+    check(redis_client, store)  # reserved: A's lease's room alone
+    assert b.grants == []  # A's lease (until 10) is live
+    a.run_moves(6)  # A's scan returns; its refill moves h/2 up and ends its lease
+    assert redis_client.zcard(K.host_queue("h")) == 1
+    check(redis_client, store)
+    drain(a, 100, acks=[h1[1], *(lease for _, lease in popped)])
+    assert fetched == Counter(urls("h", 5) + urls("x", 2) + ["http://h/0"])  # h/0: expired
+    assert_drained(redis_client, store)
+
+
+def test_a_late_spill_write_after_a_refill_is_never_refilled(redis_client, store, fetched):
+    """Finding 2: W2's claim of h's spilled requests expires while its store write is
+    pending. W1 claims them again, stores them, and refills two into h's queue. Then
+    W2's write lands. Its claim is dead: its SPILLED takes nothing out, and its rows are
+    neither counted nor refilled (before the fix: h/2 and h/3 were fetched twice)."""
+    w1 = Worker(redis_client, store, "w1", fetched)
+    w2 = Worker(redis_client, store, "w2", fetched)
+    w1.push(urls("h", 5), now=0)  # h/0, h/1 hot; h/2..h/4 spilled
+    ((_, lease0),) = w2.step(0)  # h/0, and a claim of the spill set until 10
+    ((w2_claim, _),) = w2.spills
+    w2.step(1, pop=0, acks=[lease0])
+    ((_, lease1),) = w1.step(11)  # h/1; the expired claim is taken again
+    assert redis_client.zscore(K.spill_dead, w2_claim) is not None
+    w1.run_moves(11)  # stored, out of the spill set
+    assert w1.step(12, acks=[lease1]) == [] and len(w1.grants) == 1
+    w1.run_moves(12)  # refilled: h/2, h/3 into h's queue
+    assert redis_client.zcard(K.host_queue("h")) == 2
+    w2.run_moves(13)  # the late write: h/2..h/4 in the store again, under w2's claim
+    assert len(store.frontier_scan(crawl_prefix("t"), 10)) == 4
+    check(redis_client, store)
+    popped = w1.step(14, pop=2)
+    assert [u for u, _ in popped] == ["http://h/2", "http://h/3"]
+    w1.run_moves(14)  # the refill scans w2's rows of h/2 and h/3 first: garbage
+    assert hot_urls(redis_client, "h") == []  # before the fix: h/2, h/3 queued again
+    check(redis_client, store)
+    drain(w1, 100, acks=[lease for _, lease in popped])
+    assert fetched == Counter(urls("h", 5))
+    assert_drained(redis_client, store)
+
+
+def test_a_partly_reclaimed_claim_is_dead_and_its_spilled_takes_nothing(
+    redis_client, store, fetched, monkeypatch
+):
+    """Finding 3: only part of W2's expired claim is claimed again (a batch of 3: one
+    new entry comes first). W2's claim is dead all the same, and its late SPILLED must
+    not take out the entry still claimed under it. The first fix did, and here that
+    gives "host c: cold count 4, but 3 in the spill set and store", and c/3 is never
+    fetched."""
+    monkeypatch.setattr(queue_module, "SPILL_BATCH", 3)  # the simulation's batch
+    w1 = Worker(redis_client, store, "w1", fetched)
+    w2 = Worker(redis_client, store, "w2", fetched)
+    w1.push(urls("c", 4), now=0)  # c/0, c/1 hot; c/2, c/3 spilled
+    ((_, lease0),) = w2.step(0)  # c/0, and a claim of c/2, c/3 until 10
+    ((w2_claim, w2_entries),) = w2.spills
+    assert len(w2_entries) == 2
+    w2.step(1, pop=0, acks=[lease0])
+    w1.push(urls("c", 2, start=4), now=11)  # a spill set of 3 or more: a push claims it
+    ((_, w1_entries),) = w1.spills
+    assert len(w1_entries) == 3  # c/4, c/5 (unclaimed), and c/2 of w2's two
+    assert redis_client.zscore(K.spill_dead, w2_claim) is not None
+    w1.run_moves(11)
+    w2.run_moves(12)  # the late write, under the dead claim
+    check(redis_client, store)
+    assert redis_client.hvals(K.spill_claim) == [w2_claim.encode()]  # c/3 waits for a claim
+    assert redis_client.hget(K.spilling, "c") == b"1"
+    drain(w1, 100)
+    assert fetched == Counter(urls("c", 6))
+    assert_drained(redis_client, store)
+
+
+def test_a_refill_during_a_spill_of_its_host_moves_nothing(redis_client, store, fetched):
+    """Finding 4 (review R1): A's refill of h runs while one of h's requests is on its
+    way to the store. B wrote its row, but its SPILLED is lost. REFILL moves nothing
+    (-2) and gives its room back. When the spill completes, h asks again and each row
+    is refilled once."""
+    a = Worker(redis_client, store, "a", fetched)
+    b = Worker(redis_client, store, "b", fetched)
+    a.push(urls("h", 3), now=0)  # h/0, h/1 hot; h/2 spilled
+    ((_, lease0),) = a.step(0)
+    a.run_moves(0)  # h/2 in the store
+    ((_, lease1),) = a.step(0, acks=[lease0])  # h's queue empties: A's refill lease
+    assert [(h, room) for h, _, room, _ in a.grants] == [("h", 2)]
+    b.push(["http://h/3"], now=0)  # h has cold requests: h/3 follows them
+    assert b.step(0, acks=[lease1]) == [] and len(b.spills) == 1
+    store.put_fails = "after"
+    b.run_moves(0)  # h/3's row is written, but B never runs SPILLED
+    store.put_fails = None
+    assert redis_client.hget(K.spilling, "h") == b"1"
+    a.run_moves(1)  # the scan reads h/2 and B's h/3; REFILL says -2
+    assert redis_client.zcard(K.host_queue("h")) == 0
+    assert a.tiers.stats.refilled == 0 and a.tiers.stats.refills == 1
+    assert int(redis_client.get(K.reserved)) == 0 and not redis_client.exists(K.refill)
+    assert len(store.frontier_scan(crawl_prefix("t"), 10)) == 2  # nothing deleted
+    check(redis_client, store)
+    assert a.step(11) == []  # B's claim expired: A stores h/3 again
+    a.run_moves(11)
+    check(redis_client, store)
+    drain(a, 100)
+    assert fetched == Counter(urls("h", 4))
+    assert_drained(redis_client, store, dead_rows_left=True)  # B's row sorts after A's
+
+
+def test_claim_tokens_of_two_workers_differ_even_if_the_counter_is_lost(
+    redis_client, store, fetched
+):
+    """Finding 5: a claim's token is the worker's prefix and a counter. After a failover
+    loses the counter, a second worker's claim gets the same counter value but not the
+    same token. The first claim's death does not kill the second: its SPILLED takes its
+    entries out."""
+    a = Worker(redis_client, store, "a", fetched)
+    b = Worker(redis_client, store, "b", fetched)
+    a.push(urls("h", 4), now=0)  # h/0, h/1 hot; h/2, h/3 spilled
+    popped = b.step(0, pop=2)  # h/0, h/1; b claims h/2, h/3 until 10
+    ((b_claim, _),) = b.spills
+    b.step(1, pop=0, acks=[lease for _, lease in popped])
+    counter = int(b_claim.rpartition(".")[2])
+    redis_client.set(K.lease_seq, counter - 1)  # a failover lost the claim's increment
+    assert a.step(11) == []  # b's claim expired: a claims h/2, h/3 again
+    ((a_claim, _),) = a.spills
+    assert a_claim.rpartition(".")[2] == str(counter)  # the same counter value...
+    assert a_claim != b_claim  # ...but another token
+    dead = {c.decode() for c in redis_client.zrange(K.spill_dead, 0, -1)}
+    assert dead == {b_claim}
+    a.run_moves(11)
+    assert not redis_client.exists(K.spill, K.spilling, K.spill_claim)  # a's claim was live
+    b.run_moves(12)  # b's late write: dead
+    check(redis_client, store)
+    drain(a, 100)
+    assert fetched == Counter(urls("h", 4))
+    assert_drained(redis_client, store, dead_rows_left=True)
+
+
+def far_revisit(worker: Worker, url: str, due: float) -> tuple:
+    return ("k-" + url.rsplit("/", 1)[1], "h", 0, due, worker.queue.encode(Request(url)))
+
+
+def test_a_lease_waits_for_its_far_revisit_and_is_fetched_again_if_it_is_lost(
+    redis_client, store, fetched
+):
+    """Finding 6 (kill -9 lost revisits beyond the horizon): the lease of a page whose
+    revisit is due beyond the horizon is not acknowledged until that revisit is stored.
+    Here the store write fails and then the worker dies: its lease expires and the page
+    is fetched again. The next fetch stores the revisit, and only then is its lease
+    acknowledged."""
+    a = Worker(redis_client, store, "a", fetched)
+    a.push(["http://h/0"], now=0)
+    ((url, lease),) = a.step(0)
+    far = FarRevisits(a.queue.put_far_revisits)
+    far.add(far_revisit(a, url, due=2e9))
+    acks = [] if far.hold(lease) else [lease]  # Scheduler._step's rule: the page is done
+    store.put_fails = "before"
+    far.store()  # the store is down: the revisit is kept
+    acks += far.released()
+    a.step(1, pop=0, acks=acks)
+    assert redis_client.zscore(K.leases, lease.split(":")[1]) == LEASE  # not acknowledged
+    assert far.waiting() == [lease] and far.busy()  # renewed at each heartbeat
+    assert store.frontier_scan(revisit_prefix("t"), 10) == []
+    del a, far  # kill -9
+    store.put_fails = None
+    b = Worker(redis_client, store, "b", fetched)
+    ((again, lease2),) = b.step(11)  # the lease expired: the page is fetched again
+    assert again == url and fetched[url] == 2
+    far2 = FarRevisits(b.queue.put_far_revisits)
+    far2.add(far_revisit(b, url, due=2e9))
+    assert far2.hold(lease2)
+    assert far2.released() == []  # not before the revisit is stored
+    far2.store()
+    assert far2.released() == [lease2] and not far2.busy()
+    assert len(store.frontier_scan(revisit_prefix("t"), 10)) == 1
+    b.step(12, pop=0, acks=[lease2])
+    assert not redis_client.exists(K.leases, K.leased)
+
+
+@pytest.mark.parametrize("lost_at", [1, 2])  # A's next call: extend, or release
+def test_a_revisit_mover_whose_lock_expired_leaves_the_next_movers_lock(
+    redis_client, store, fetched, lost_at
+):
+    """Finding 8, in the revisit mover: A's lock expires while A is at its store scan
+    (its first, or its second and last), and B takes the lock. A's extend and release
+    leave B's lock alone. (RedisLock on its own is tested in tests/test_lock.py.)"""
+    a = Worker(redis_client, store, "a", fetched)
+    a.queue.put_far_revisits([far_revisit(a, "http://h/0", due=1010.0),  # within the horizon
+                              far_revisit(a, "http://h/1", due=5000.0)])  # fmt: skip
+    b_lock = RedisLock(redis_client, KEYS.revisit_mover, ttl=30, owner="b")
+
+    def expire_and_take() -> None:
+        redis_client.delete(KEYS.revisit_mover)  # A's key expires
+        assert b_lock.acquire(now=1031.0)
+
+    def later() -> None:
+        store.before_scan = expire_and_take
+
+    store.before_scan = expire_and_take if lost_at == 1 else later
+    assert a.queue.move_revisits_up(50.0, now=1000.0, batch=1) == 1
+    assert store.before_scan is None  # B took the lock
+    assert b_lock.owned(now=1031.0)
+    assert redis_client.get(KEYS.revisit_mover).decode().startswith(b_lock.token + "|")
+    assert b_lock.release(now=1032.0)
