@@ -41,7 +41,8 @@ from webcrawl.frontier.far_revisits import FAR_REVISIT_LIMIT, FarRevisits
 from webcrawl.frontier.keys import MAX_SHARDS, CrawlKeys
 from webcrawl.frontier.known import by_url, url_key, url_key_of
 from webcrawl.frontier.layout import join_crawl
-from webcrawl.frontier.queue import HostQueue, StepResult, lease_shard
+from webcrawl.frontier.outbox import Outbox
+from webcrawl.frontier.queue import HostQueue, StepResult
 from webcrawl.frontier.redisconn import CrawlRedis, RoundTrips
 from webcrawl.frontier.requeue import Requeue
 from webcrawl.frontier.workers import WorkerRegistry, new_worker_id, worker_info
@@ -179,21 +180,11 @@ class Scheduler(RedisScheduler):
         self.worker_id = new_worker_id()
         self.keys: CrawlKeys | None = None
         self.closed = False
-        self._buffer: list[tuple[bytes, str, int, float, bytes, bytes | int | None]] = []
-        # revisits for Redis's schedule, and (beyond the horizon) for the store's
-        self._revisits: list[tuple[str, str, int, float, bytes]] = []
-        # beyond the horizon: stored on the mover thread before their pages' leases end
+        # revisits beyond the horizon: stored on the mover thread before their pages'
+        # leases end
         self._far = FarRevisits(self._put_far, self._submit)
-        self._leases: dict[Request, str] = {}  # handed to the engine, not yet acknowledged
-        # Leases the engine is done with wait for their outlinks: acknowledged only in
-        # the step after the one that stored (and, with FRONTIER_REDIS_WAIT_REPLICAS,
-        # replicated) every link they produced.  A lease that disappears then never
-        # takes links with it: on a cluster the shards of one step are written in no
-        # set order, and a worker or master can die between them.
-        self._unconfirmed: list[str] = []  # finished; their outlinks not yet stored
-        self._ackable: list[str] = []  # finished, outlinks stored: acknowledged next step
-        self._nacks: list[tuple[str, float]] = []  # (lease, seconds): requeue, not acknowledge
-        self._refused: list[str] = []  # leases of entries this worker refused: dropped
+        self.outbox: Outbox | None = None  # pushes, revisits, leases done with (opened)
+        self._leases: dict[Request, str] = {}  # handed to the engine, not yet finished
         self._prefetched: deque[tuple[Request, str]] = deque()  # popped, not yet handed out
         self._wake_call: Any = None
         self._idle = self._busy_marked = False
@@ -254,6 +245,7 @@ class Scheduler(RedisScheduler):
                                     hot_budget=self.hot_budget,
                                     max_pages_per_host=self.max_pages_per_host,
                                     mover=self._submit_move)  # fmt: skip
+        self.outbox = Outbox(self.queue, self._far)
         self.df.attach(self.server, keys)
         self.registry = WorkerRegistry(self.server, keys)
         self.keys = keys
@@ -290,7 +282,8 @@ class Scheduler(RedisScheduler):
             self._flush()
             self.registry.remove(self.worker_id)
         except Exception:
-            logger.exception("Could not hand %d buffered requests back to Redis", len(self._buffer))
+            logger.exception("Could not hand %d buffered requests back to Redis",
+                             len(self.outbox.pushes))  # fmt: skip
         self.stats.set_value("frontier/redis_round_trips", RoundTrips.count)
         self._tier_stats()
         self.queue.close()
@@ -373,8 +366,9 @@ class Scheduler(RedisScheduler):
         host = scope_key(request.url, "host")
         # a retry's back-off: this worker's clock set it, so it leaves as a duration
         wait = float(request.meta.get("frontier_not_before", 0)) - time.time()
-        self._buffer.append((fingerprint, host, request.priority, max(0.0, wait), data, key))
-        if len(self._buffer) >= self.batch_size:
+        pushes = self.outbox.pushes
+        pushes.append((fingerprint, host, request.priority, max(0.0, wait), data, key))
+        if len(pushes) >= self.batch_size:
             self._step(pop=False)
         return True
 
@@ -411,8 +405,9 @@ class Scheduler(RedisScheduler):
                 self._far.store()
             return
         # ``due`` is this worker's clock: it goes to Redis as seconds from now
-        self._revisits.append((key, host, request.priority, max(0.0, due - time.time()), data))
-        if len(self._revisits) >= self.batch_size:
+        revisits = self.outbox.revisits
+        revisits.append((key, host, request.priority, max(0.0, due - time.time()), data))
+        if len(revisits) >= self.batch_size:
             self._step(pop=False)
 
     def next_request(self) -> Request | None:
@@ -436,9 +431,9 @@ class Scheduler(RedisScheduler):
     def has_pending_requests(self) -> bool:
         if self._prefetched:
             return True
-        if self._buffer:
+        if self.outbox.pushes:
             self._step(pop=False)
-            if self._buffer:
+            if self.outbox.pushes:
                 return True  # Redis is unreachable and we hold requests
         try:
             return len(self.queue) > 0
@@ -447,7 +442,7 @@ class Scheduler(RedisScheduler):
             return True  # do not let an outage look like the end of the crawl
 
     def __len__(self) -> int:
-        return len(self.queue) + len(self._buffer) + len(self._prefetched)
+        return len(self.queue) + len(self.outbox.pushes) + len(self._prefetched)
 
     # -- internals -----------------------------------------------------------
 
@@ -466,67 +461,36 @@ class Scheduler(RedisScheduler):
         return [r for r in self._leases if r not in inprogress]
 
     def _step(self, pop: bool) -> StepResult | None:
-        """One round trip per Redis node: push the buffer, acknowledge the leases whose
-        outlinks an earlier step stored, maybe pop."""
+        """One round trip per Redis node: push what the outbox holds, acknowledge the
+        leases whose outlinks an earlier step stored, maybe pop (:class:`Outbox`)."""
         for request in self._finished():
-            lease = self._leases.pop(request)
-            if not self._far.hold(lease):  # else: once its far revisits are stored
-                self._unconfirmed.append(lease)
-        self._far.store()
-        self._unconfirmed += self._far.released()
-        batch, revisits, nacks = self._buffer, self._revisits, self._nacks
-        if not batch and not revisits:  # nothing of theirs left to store
-            self._ackable += self._unconfirmed
-            self._unconfirmed = []
-        acks = [*self._ackable, *self._refused]
+            self.outbox.finished(self._leases.pop(request))
         try:
-            result = self.queue.step(
-                acks=acks, nacks=nacks, pushes=batch, pop=pop,
-                revisits=revisits, default_delay=self.host_delay,
-                lease_timeout=self.lease_timeout, slack=self.delay_slack,
-                seen_mode=self.df.mode,
+            sent = self.outbox.step(
+                pop=pop, default_delay=self.host_delay, lease_timeout=self.lease_timeout,
+                slack=self.delay_slack, seen_mode=self.df.mode,
             )  # fmt: skip
         except RedisError as exc:
             self._outage("reach the frontier (requests kept, will retry)", exc)
             return None
-        failed = result.failed
-        if failed:  # those shards' parts were not applied: kept for the next step
-            self._outage(f"reach {len(failed)} frontier shards (their requests kept, will "
-                         f"retry)", next(iter(failed.values())))  # fmt: skip
-            self._buffer = [e for e in batch if self.queue.keys.shard_of(e[1]) in failed]
-            self._revisits = [e for e in revisits if self.queue.keys.shard_of(e[1]) in failed]
-            self._nacks = [n for n in nacks if lease_shard(n[0])[0] in failed]
-            self._ackable = [a for a in self._ackable if lease_shard(a)[0] in failed]
-            self._refused = [a for a in self._refused if lease_shard(a)[0] in failed]
+        result = sent.result
+        if result.failed:  # those shards' parts were kept for the next step
+            self._outage(f"reach {len(result.failed)} frontier shards (their requests kept, "
+                         f"will retry)", next(iter(result.failed.values())))  # fmt: skip
         else:
             self._outage_logged = False
-            self._buffer, self._revisits, self._nacks = [], [], []
-            self._ackable, self._refused = [], []
-        # only what was stored counts as seen (and, with WAIT, replicated): a page
-        # fetched again after a failover must be able to push its links again
-        lost = set(failed) | result.unconfirmed
-        if lost:
-            batch = [e for e in batch if self.queue.keys.shard_of(e[1]) not in lost]
         if result.unconfirmed:
-            # stored on a master that fewer replicas than FRONTIER_REDIS_WAIT_REPLICAS
-            # confirmed: their leases are left to expire, so that if the master dies
-            # before its replicas have the links, the pages are fetched again
-            self.stats.inc_value("frontier/unreplicated_leases", len(self._unconfirmed))
+            self.stats.inc_value("frontier/unreplicated_leases", sent.unreplicated)
             logger.warning("%d shards' writes were not confirmed by %d replicas: %d pages will "
                            "be fetched again when their leases expire", len(result.unconfirmed),
-                           self.wait_replicas, len(self._unconfirmed))  # fmt: skip
-            self._unconfirmed = []
-        elif not self._buffer and not self._revisits:
-            self._ackable += self._unconfirmed
-            self._unconfirmed = []
-        self._count(result, batch, revisits, nacks)
+                           self.wait_replicas, sent.unreplicated)  # fmt: skip
+        self._count(result, sent.pushes, sent.revisits, sent.nacks)
         return result
 
     def _count(self, result: StepResult, batch: list, revisits: list, nacks: list) -> None:
         """Stats and logs of a step; ``batch``: the pushes that were applied."""
-        for lease, why in result.refused:
+        for _, why in result.refused:
             # garbage, or a class nobody allowed: never imported, dropped with the next step
-            self._refused.append(lease)
             self.stats.inc_value("scheduler/refused")
             logger.error("Refused a queue entry of crawl %r (dropped): %s", self.keys.crawl, why)
         if nacks and not result.failed:
@@ -544,17 +508,12 @@ class Scheduler(RedisScheduler):
             self.stats.inc_value("dupefilter/filtered",
                                  len(batch) - result.added - result.over_budget)  # fmt: skip
         if revisits:
-            self.stats.inc_value("revisit/scheduled", len(revisits) - len(self._revisits))
+            self.stats.inc_value("revisit/scheduled", len(revisits) - len(self.outbox.revisits))
         if result.revisited:
             self.stats.inc_value("revisit/due", result.revisited)
         if result.requeued:
             self.stats.inc_value("frontier/lease_expired", result.requeued)
             logger.info("Requeued %d requests whose lease expired", result.requeued)
-
-    def _pending(self) -> bool:
-        """Whether this worker holds anything the frontier does not have yet."""
-        return bool(self._buffer or self._revisits or self._far.busy() or self._nacks
-                    or self._refused or self._unconfirmed or self._ackable)  # fmt: skip
 
     def _flush(self) -> bool:
         """Hand everything held to the frontier (two steps: the links, then the
@@ -562,9 +521,9 @@ class Scheduler(RedisScheduler):
         for _ in range(3):
             if self._step(pop=False) is None:
                 return False
-            if not self._pending():
+            if not self.outbox.pending():
                 return True
-        return not self._pending()
+        return not self.outbox.pending()
 
     def _mark_busy(self) -> None:
         if self._busy_marked:
@@ -586,7 +545,7 @@ class Scheduler(RedisScheduler):
         lease = self._leases.pop(request, None)
         if lease is None:
             return False
-        self._nacks.append((lease, wait))
+        self.outbox.nack(lease, wait)
         logger.debug("Requeued %s in %.1f s: %s", request, wait, reason)
         return True
 
@@ -691,7 +650,7 @@ class Scheduler(RedisScheduler):
         self.stats.set_value("frontier/redis_round_trips", RoundTrips.count)  # for the metrics
         self._tier_stats()
         leases = [*self._leases.values(), *(lease for _, lease in self._prefetched),
-                  *self._unconfirmed, *self._ackable, *self._far.waiting()]  # fmt: skip
+                  *self.outbox.in_progress()]  # fmt: skip
         self.queue.renew(leases, self.lease_timeout)  # first: nothing below may skip it
         self._move_revisits_up()
 
