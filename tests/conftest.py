@@ -43,10 +43,11 @@ class RedisServer:
     def client(self) -> redis.Redis:
         return redis.Redis.from_url(self.url)
 
-    def start(self, appendonly: bool = False) -> None:
+    def start(self, appendonly: bool = False, *options: str) -> None:
         args = [
             redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
             "--dir", str(self.dir), "--save", "", "--appendonly", "yes" if appendonly else "no",
+            *options,
         ]  # fmt: skip
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
@@ -64,6 +65,51 @@ class RedisServer:
             self.proc.terminate()
             self.proc.wait(10)
             self.proc = None
+
+
+class RedisPair:
+    """A real master and its real replica, whose link (:class:`support.held_link.HeldLink`)
+    the test can hold up; :meth:`fail_over` kills the master (-9) and promotes the
+    replica, with what it had."""
+
+    def __init__(self, root: Path) -> None:
+        from support.held_link import HeldLink
+
+        self.master, self.replica = (_server(root / name) for name in ("master", "replica"))
+        self.master.start()
+        self.link = HeldLink(self.master.port)
+        self.replica.start(False, "--replicaof", "127.0.0.1", str(self.link.port))
+        deadline = time.monotonic() + 20
+        while self.replica.client().info("replication").get("master_link_status") != "up":
+            assert time.monotonic() < deadline, "the replica did not connect to its master"
+            time.sleep(0.05)
+
+    def fail_over(self) -> redis.Redis:
+        self.master.proc.kill()  # kill -9: what it did not send is gone
+        self.master.proc.wait(10)
+        self.master.proc = None
+        self.link.cut()
+        client = self.replica.client()
+        client.execute_command("REPLICAOF", "NO", "ONE")
+        return client
+
+    def stop(self) -> None:
+        self.link.cut()
+        self.master.stop()
+        self.replica.stop()
+
+
+def _server(path: Path) -> RedisServer:
+    port = free_port()
+    path.mkdir()
+    return RedisServer(f"redis://127.0.0.1:{port}/0", port, path)
+
+
+@pytest.fixture
+def redis_pair(tmp_path: Path) -> Iterator[RedisPair]:
+    pair = RedisPair(tmp_path)
+    yield pair
+    pair.stop()
 
 
 @pytest.fixture(scope="session")

@@ -36,17 +36,21 @@ class S(Spider):
 class FlakyStore:
     """The real store, except that ``frontier_put`` can fail ("before" writing, or
     "after": the rows are written but the answer is lost), and a hook can run before
-    the next ``frontier_scan``."""
+    the next ``frontier_put`` or ``frontier_scan`` (a slow store call: others go on)."""
 
     def __init__(self, store: SQLiteStore) -> None:
         self._store = store
         self.put_fails: str | None = None
+        self.before_put = None
         self.before_scan = None
 
     def __getattr__(self, name):
         return getattr(self._store, name)
 
     def frontier_put(self, rows):
+        hook, self.before_put = self.before_put, None
+        if hook is not None:
+            hook()
         if self.put_fails == "before":
             raise StoreError("store down")
         self._store.frontier_put(rows)
@@ -63,8 +67,10 @@ class FlakyStore:
 class Worker:
     """A worker's HostQueue. Its spill claims and refill grants are kept, not run."""
 
-    def __init__(self, client, store, name: str, fetched: Counter, *, budget: int = 0) -> None:
-        self.queue = HostQueue(client, S(), KEYS, store=store, hot_per_host=2, hot_budget=budget)
+    def __init__(self, client, store, name: str, fetched: Counter, *, budget: int = 0,
+                 wait_replicas: int = 0) -> None:  # fmt: skip
+        self.queue = HostQueue(client, S(), KEYS, store=store, hot_per_host=2, hot_budget=budget,
+                               wait_replicas=wait_replicas, wait_timeout=0.2)  # fmt: skip
         self.queue.claim_prefix = f"{name}."  # the same in every run
         self.tiers = self.queue.tiers
         self.tiers.move = self._handed  # shadows Tiers.move: nothing runs until told to
@@ -227,24 +233,31 @@ def test_no_second_refill_lease_while_one_is_live(redis_client, store, fetched):
 
 
 def test_a_late_spill_write_after_a_refill_is_never_refilled(redis_client, store, fetched):
-    """Finding 2: W2's claim of h's spilled requests expires while its store write is
-    pending. W1 claims them again, stores them, and refills two into h's queue. Then
-    W2's write lands. Its claim is dead: its SPILLED takes nothing out, and its rows are
-    neither counted nor refilled (before the fix: h/2 and h/3 were fetched twice)."""
+    """Finding 2: W2 checked its claim of h's spilled requests, but its store write is
+    slow and the claim expires. W1 claims them again, stores them, and refills two into
+    h's queue. Then W2's write lands. Its claim is dead: its SPILLED takes nothing out,
+    and its rows are neither counted nor refilled (before the fix: h/2 and h/3 were
+    fetched twice)."""
     w1 = Worker(redis_client, store, "w1", fetched)
     w2 = Worker(redis_client, store, "w2", fetched)
     w1.push(urls("h", 5), now=0)  # h/0, h/1 hot; h/2..h/4 spilled
     ((_, lease0),) = w2.step(0)  # h/0, and a claim of the spill set until 10
     ((w2_claim, _),) = w2.spills
     w2.step(1, pop=0, acks=[lease0])
-    ((_, lease1),) = w1.step(11)  # h/1; the expired claim is taken again
-    assert redis_client.zscore(K.spill_dead, w2_claim) is not None
-    w1.run_moves(11)  # stored, out of the spill set
-    assert w1.step(12, acks=[lease1]) == [] and len(w1.grants) == 1
-    w1.run_moves(12)  # refilled: h/2, h/3 into h's queue
-    assert redis_client.zcard(K.host_queue("h")) == 2
-    w2.run_moves(13)  # the late write: h/2..h/4 in the store again, under w2's claim
-    assert len(store.frontier_scan(crawl_prefix("t"), 10)) == 4
+    leases = []
+
+    def meanwhile() -> None:  # W2's claim was live when it checked it, at 1
+        ((_, lease1),) = w1.step(11)  # h/1; the expired claim is taken again
+        assert redis_client.zscore(K.spill_dead, w2_claim) is not None
+        w1.run_moves(11)  # stored, out of the spill set
+        assert w1.step(12, acks=[lease1]) == [] and len(w1.grants) == 1
+        w1.run_moves(12)  # refilled: h/2, h/3 into h's queue
+        assert redis_client.zcard(K.host_queue("h")) == 2
+        leases.append(lease1)
+
+    store.before_put = meanwhile
+    w2.run_moves(1)  # the late write: h/2..h/4 in the store again, under w2's claim
+    assert leases and len(store.frontier_scan(crawl_prefix("t"), 10)) == 4
     check(redis_client, store)
     popped = w1.step(14, pop=2)
     assert [u for u, _ in popped] == ["http://h/2", "http://h/3"]
@@ -414,3 +427,55 @@ def test_a_revisit_mover_whose_lock_expired_leaves_the_next_movers_lock(
     assert b_lock.owned(now=1031.0)
     assert redis_client.get(KEYS.revisit_mover).decode().startswith(b_lock.token + "|")
     assert b_lock.release(now=1032.0)
+
+
+def test_a_refill_the_replicas_did_not_confirm_deletes_nothing(redis_pair, store, fetched):
+    """Finding 5, found by the simulation's failovers: a refill moves h's rows up, but
+    the replica has not got that move (its link is held up) when the master dies.  The
+    rows stay in the store until a refill is confirmed, so the promoted replica's crawl
+    still fetches them (before the fix they were deleted: h/2..h/4 never fetched)."""
+    master = redis_pair.master.client()
+    w = Worker(master, store, "w", fetched, wait_replicas=1)
+    w.push(urls("h", 5), now=0)  # h/0, h/1 hot; h/2..h/4 spilled
+    w.step(0)  # h/0, and a claim of the spill set
+    w.run_moves(0)  # stored, confirmed by the replica
+    w.step(0)  # h/1: h's queue is empty, w gets its refill lease
+    assert len(w.grants) == 1
+    assert master.execute_command("WAIT", 1, 5000) == 1  # the replica has all of it
+    redis_pair.link.hold()
+    w.run_moves(1)  # REFILL moves h/2, h/3 up; its WAIT finds the replica behind
+    assert len(store.frontier_scan(crawl_prefix("t"), 10)) == 3
+    promoted = redis_pair.fail_over()  # the move is lost
+    v = Worker(promoted, store, "v", fetched)
+    check(promoted, store)
+    drain(v, 30)  # leases and the refill lease expired
+    assert {url: n for url, n in fetched.items() if n != 1} == {"http://h/0": 2, "http://h/1": 2}
+    assert set(fetched) == set(urls("h", 5))
+    assert_drained(promoted, store)
+
+
+def test_a_spill_claim_a_failover_lost_writes_no_row(redis_pair, store, fetched, caplog):
+    """Found by the simulation's failovers: a step claims h's spilled requests, and the
+    master dies before its replica has the claim.  The worker, now on the promoted
+    replica, checks its claim (CLAIMED) before it writes: lost, so nothing is written
+    (before the fix its rows were written under a claim nobody knew: refilled besides
+    the next claim's, and h/2..h/4 fetched twice)."""
+    master = redis_pair.master.client()
+    w = Worker(master, store, "w", fetched, wait_replicas=1)
+    w.push(urls("h", 5), now=0)  # h/0, h/1 hot; h/2..h/4 in the spill set
+    assert master.execute_command("WAIT", 1, 5000) == 1
+    redis_pair.link.hold()
+    w.step(0)  # h/0, and a claim of the spill set: on the master only
+    assert len(w.spills) == 1
+    promoted = redis_pair.fail_over()
+    again = Worker(promoted, store, "w", fetched, wait_replicas=1)  # w, reconnected
+    again.spills = w.spills
+    with caplog.at_level("INFO", logger="webcrawl.frontier.tiers"):
+        again.run_moves(1)
+    assert store.frontier_scan(crawl_prefix("t"), 10) == []
+    assert "is not live any more" in caplog.text
+    check(promoted, store)
+    drain(again, 30)
+    assert {url: n for url, n in fetched.items() if n != 1} == {"http://h/0": 2}
+    assert set(fetched) == set(urls("h", 5))
+    assert_drained(promoted, store)

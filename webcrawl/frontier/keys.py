@@ -132,6 +132,13 @@ class ShardKeys:
         return self.prefix + "spill_dead"
 
     @property
+    def replicated(self) -> str:
+        """Counter bumped by a check (CLAIMED) whose ``WAIT`` must cover writes made on
+        another connection: ``WAIT`` counts the replicas that have the connection's own
+        last write, and every write before it."""
+        return self.prefix + "replicated"
+
+    @property
     def refill_wait(self) -> str:
         """Sorted set of hosts whose queue wants a refill from the store, by when they asked."""
         return self.prefix + "refill_wait"

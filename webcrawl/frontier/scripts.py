@@ -112,4 +112,4 @@ class Script(Lua):
 STEP, PEEK, COUNT = Script("step"), Script("peek"), Script("count")
 SPILLED, REFILL, REFILLED = Script("spilled"), Script("refill"), Script("refilled")
 RENEW, ACQUIRE, SET_DELAY = Script("renew"), Script("acquire"), Script("set_delay")
-IDLE = Script("idle")  # crawl-wide: keys of CrawlKeys, called through redis-py
+CLAIMED, IDLE = Script("claimed"), Script("idle")  # idle: crawl-wide, through redis-py

@@ -68,7 +68,7 @@ class Tiers:
         self.stats = TierStats()
         self._failing = False  # an outage is going on (logged once)
 
-    def _failed(self, what: str, exc: Exception) -> None:
+    def _failed(self, what: str, exc: Exception | str) -> None:
         """A move failed: counted each time, logged once per outage (it is retried when
         its claim or lease expires, by this worker or another)."""
         self.stats.errors += 1
@@ -100,10 +100,11 @@ class Tiers:
     def spill(self, shard: int, claim: str, entries: list[bytes], *, now: float | None) -> None:
         """Store spill entries (``host\\nscore\\n<seq>|data``) claimed under the token
         ``claim`` in the cold tier, then take them out of the spill set (if the claim is
-        still ours).  If this worker dies or stalls in between, the claim expires and
-        another worker's claim takes the entries: ours is dead, and rows written under it,
-        whenever they land, are never refilled (REFILL skips them; the refill deletes
-        them)."""
+        still ours).  The claim is checked first (CLAIMED), and confirmed by the replicas:
+        rows of a claim a failover lost would be counted and refilled by nobody.  If this
+        worker dies or stalls after the check, the claim expires and another worker's
+        claim takes the entries: ours is dead, and rows written under it, whenever they
+        land, are never refilled (REFILL skips them; the refill deletes them)."""
         crawl = self.keys.crawl
         rows = []
         for entry in entries:
@@ -113,6 +114,24 @@ class Tiers:
             key = cold_key(crawl, shard, host.decode(), priority, int(seq), claim=claim)
             rows.append((key, data))
         k = self.keys.shard(shard)
+        try:
+            args = [now_arg(now), claim, entries[0]]
+            live, confirmed = scripts.CLAIMED.run_confirmed(self.router, k, args)
+        except redis.RedisError as exc:
+            self._failed(f"move {len(entries)} requests to the store", exc)
+            return
+        if not live:  # expired (and maybe taken again), or lost in a failover
+            logger.info(
+                "Spill claim %s (%d requests) is not live any more: it expired, or a "
+                "failover lost it; another claim stores them",
+                claim,
+                len(entries),
+            )
+            return
+        if not confirmed:  # a failover could still lose it: it expires and is taken again
+            why = "their claim was not confirmed by the replicas (FRONTIER_REDIS_WAIT_REPLICAS)"
+            self._failed(f"move {len(entries)} requests to the store", why)
+            return
         started = time.perf_counter()
         try:
             self.store.frontier_put(rows)
