@@ -36,7 +36,7 @@ from support.frontier_sim import (
     read_places,
     url_key,
 )
-from support.gates import CRASH, FAIL_AFTER, FAIL_BEFORE, GO
+from support.gates import CRASH, FAIL_AFTER, FAIL_BEFORE, GO, Replica
 
 from webcrawl.frontier.keys import CrawlKeys
 from webcrawl.frontier.lock import RedisLock
@@ -61,6 +61,7 @@ class FrontierMachine(RuleBasedStateMachine):
         FrontierMachine.runs += 1
         self.store = SQLiteStore(self.tmp / f"sim{self.runs}.sqlite3")
         self.keys = CrawlKeys("sim", 2)
+        self.replica = Replica(self.client)
         self.now = 1000.0
         self.n_urls = 0
         self.workers: list[SimWorker] = []
@@ -80,8 +81,9 @@ class FrontierMachine(RuleBasedStateMachine):
     def new_worker(self, index: int | None = None) -> SimWorker:
         store = SQLiteStore(self.store.path)  # a process of its own: its own connection
         self.stores.append(store)
-        worker = SimWorker(f"w{len(self.workers) + len(self.dead)}", self.client, store,
-                           self.keys, self, hot_per_host=2, budget=6)  # fmt: skip
+        name = f"w{len(self.workers) + len(self.dead)}"
+        worker = SimWorker(name, self.client, store, self.keys, self, hot_per_host=2, budget=6,
+                           replica=self.replica)  # fmt: skip
         if index is None:
             self.workers.append(worker)
         else:
@@ -143,7 +145,10 @@ class FrontierMachine(RuleBasedStateMachine):
         return any(not w.gate.busy and w.held for w in self.workers)
 
     def any_waiting(self) -> bool:
-        return any(w.gate.waiting is not None for w in self.workers)
+        return any(g.waiting is not None for w in self.workers for g in w.process.gates)
+
+    def any_move(self) -> bool:
+        return any(w.moves and not w.mover.busy for w in self.workers)
 
     @precondition(any_idle)
     @rule(data=st.data(), host=st.sampled_from(HOSTS), n=st.integers(1, 6),
@@ -193,25 +198,79 @@ class FrontierMachine(RuleBasedStateMachine):
     @precondition(any_waiting)
     @rule(data=st.data(), roll=st.integers(0, 29))
     def call(self, data, roll):
-        waiting = [i for i, w in enumerate(self.workers) if w.gate.waiting is not None]
-        i = data.draw(st.sampled_from(waiting))
+        waiting = [(i, g) for i, w in enumerate(self.workers) for g in w.process.gates
+                   if g.waiting is not None]  # fmt: skip
+        i, gate = data.draw(st.sampled_from(waiting))
         worker = self.workers[i]
         verdict = {0: CRASH, 1: FAIL_BEFORE, 2: FAIL_AFTER}.get(roll, GO)
-        self.history.append(f"{worker.name} {verdict}: {worker.gate.waiting}")
-        worker.gate.decide(verdict)
-        if worker.gate.crashed:
+        self.history.append(f"{gate.name} {verdict}: {gate.waiting}")
+        gate.decide(verdict)
+        if worker.process.crashed:
+            other = gate.sibling
+            if other.waiting is not None:  # the process's other thread dies with it
+                other.decide(CRASH)
             self.dead.append(worker)
             self.new_worker(i)
 
-    @precondition(any_waiting)
+    @precondition(lambda self: self.any_waiting() or self.any_move())
     @rule(times=st.integers(1, 8))
     def run_on(self, times):
-        """Every waiting worker makes its next calls."""
+        """Every waiting thread makes its next calls; an idle mover takes its next move."""
         for _ in range(times):
             for worker in self.workers:
-                if worker.gate.waiting is not None:
-                    self.history.append(f"{worker.name} go: {worker.gate.waiting}")
-                    worker.gate.decide(GO)
+                if worker.moves and not worker.mover.busy:
+                    self.history.append(f"{worker.mover.name} starts a move")
+                    worker.mover.start(worker.move)
+            for gate in [g for w in self.workers for g in w.process.gates]:
+                if gate.waiting is not None:
+                    self.history.append(f"{gate.name} go: {gate.waiting}")
+                    gate.decide(GO)
+
+    @precondition(any_move)
+    @rule(data=st.data())
+    def move(self, data):
+        """A worker's mover thread runs the next spill, refill or store write it was
+        handed (its calls wait at the gate like the others)."""
+        worker = data.draw(st.sampled_from([w for w in self.workers
+                                            if w.moves and not w.mover.busy]))  # fmt: skip
+        self.history.append(f"{worker.mover.name} starts a move")
+        worker.mover.start(worker.move)
+
+    @precondition(any_move)
+    @rule(data=st.data())
+    def moves(self, data):
+        """A worker's mover thread runs every move it was handed, every call going through."""
+        worker = data.draw(st.sampled_from([w for w in self.workers
+                                            if w.moves and not w.mover.busy]))  # fmt: skip
+        self.history.append(f"{worker.mover.name} runs its moves")
+        while worker.moves and worker.process.crashed is False:
+            worker.mover.start(worker.move)
+            while worker.mover.waiting is not None:
+                self.history.append(f"{worker.mover.name} go: {worker.mover.waiting}")
+                worker.mover.decide(GO)
+
+    # -- the replica: it lags, catches up, takes over -------------------------------
+
+    @rule(roll=st.integers(0, 9))
+    def replica(self, roll):
+        """The replica catches up (what a WAIT that counts it also does); or from now on
+        WAIT finds it behind, or caught up again; or the master dies and the replica
+        takes over with what it had.  Writes no WAIT confirmed are lost in a failover: a
+        pop's lease too, so a page may be handed out again, and a lock may be lost
+        (Redis locks are not safe across a failover)."""
+        if "replica" in SKIP:
+            return
+        if roll in (1, 7):  # (not 0: Hypothesis tries the least value often)
+            self.replica.fail_over()
+            self.history.append("failover")
+            self.holders.clear()
+            TAKEN.clear()
+        elif roll in (2, 5, 6):
+            self.replica.lagging = roll != 6
+            self.history.append(f"replica {'lags' if roll != 6 else 'keeps up'}")
+        else:
+            self.replica.catch_up()
+            self.history.append("replica catches up")
 
     @rule(dt=st.sampled_from(TICKS))
     def tick(self, dt):
@@ -281,7 +340,7 @@ class FrontierMachine(RuleBasedStateMachine):
                 or key in p.revisits_store
                 or url in revisits
                 or url in p.spilled_revisits
-                or (alive and any(r[0] == key for r in worker.revisits + worker.far.pending))
+                or (alive and any(r[0] == key for r in worker.outbox.revisits + worker.far.pending))
             ):
                 keep.append((url, lease, worker))  # fmt: skip
                 continue
@@ -311,8 +370,10 @@ class FrontierMachine(RuleBasedStateMachine):
                 recovered=t.recovered,
                 errors=t.errors,
             )
-            STATS.update(w.gate.log[i].split(":")[0] for i in range(len(w.gate.log)))
-            STATS.update(c.split(":", 1)[1].split()[0:2][-1] for c in w.gate.log)
+            log = w.gate.log + w.mover.log
+            STATS.update(line.split(":")[0] for line in log)
+            STATS.update(line.split(":", 1)[1].split()[0:2][-1] for line in log)
+        STATS["failovers"] += self.replica.failovers
         STATS["examples"] += 1
         STATS["steps"] += len(self.history)
         try:
@@ -321,33 +382,40 @@ class FrontierMachine(RuleBasedStateMachine):
             Path("/tmp/sim-fail.txt").write_text("\n".join(self.history))
             raise
         finally:
-            for worker in self.workers:
-                if worker.gate.busy:  # leave no thread waiting
-                    worker.gate.decide(CRASH)
+            for gate in [g for w in self.workers for g in w.process.gates]:
+                if gate.waiting is not None:  # leave no thread waiting
+                    gate.decide(CRASH)
             for store in self.stores:
                 store.close()
+
+    def settle(self, worker: SimWorker) -> None:
+        """Let every call of ``worker`` through, its moves too, until it is idle."""
+        while True:
+            while worker.gate.busy or worker.mover.busy:
+                gate = worker.gate if worker.gate.waiting is not None else worker.mover
+                gate.decide(GO)
+            if not worker.moves:
+                return
+            worker.mover.start(worker.move)
 
     def drain(self) -> None:
         """Liveness: no more pushes, no faults, time runs on: everything is fetched,
         nothing is left queued, and the idle check says the crawl is done."""
+        self.replica.lagging = False
         for worker in self.workers:
-            while worker.gate.busy:
-                worker.gate.decide(GO)
+            self.settle(worker)
         for _ in range(200):
             for worker in self.workers:
                 worker.gate.start(lambda w=worker: w.fetch(3))
-                while worker.gate.busy:
-                    worker.gate.decide(GO)
+                self.settle(worker)
                 for lease in list(worker.held):
                     worker.gate.start(lambda w=worker, lease=lease: w.finish(lease, [], None))
                 worker.gate.start(worker.heartbeat)
-                while worker.gate.busy:
-                    worker.gate.decide(GO)
+                self.settle(worker)
             states = []
             for worker in self.workers:
                 worker.gate.start(worker.idle)
-                while worker.gate.busy:
-                    worker.gate.decide(GO)
+                self.settle(worker)
                 states.append(worker.gate.outcome)
             if all(s is not None and not any(s) for s in states):
                 break

@@ -12,18 +12,21 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections import defaultdict
+from collections import defaultdict, deque
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 from scrapy import Request, Spider
 
-from support.gates import Gate, GatedRedis, GatedStore
+from support.gates import Crash, GatedRedis, GatedStore, Process, Replica
 from webcrawl.frontier.cold import crawl_prefix, parse_cold_key, parse_revisit_key
 from webcrawl.frontier.far_revisits import FarRevisits
 from webcrawl.frontier.keys import CrawlKeys
-from webcrawl.frontier.queue import HostQueue, lease_shard
+from webcrawl.frontier.outbox import Outbox
+from webcrawl.frontier.queue import HostQueue
 from webcrawl.store.base import StoreError
 
 LEASE = 10.0  # lease timeout (and spill claims, refill leases), seconds
@@ -50,76 +53,96 @@ class Held:
 
 
 class SimWorker:
-    """One worker: its memory (buffers, leases) and the scheduler's rules over a HostQueue.
+    """One worker: its memory (the scheduler's :class:`~webcrawl.frontier.outbox.Outbox`,
+    its far revisits, the pages it is fetching) over a HostQueue.
 
-    The rules are those of :class:`webcrawl.frontier.scheduler.Scheduler`: pushes and
-    revisits are buffered and sent with the next step; a finished page's lease is
-    acknowledged only in the step after the one that stored its outlinks; revisits
-    beyond the horizon go to the store in batches and at heartbeats.
+    The rules are the outbox's, as the scheduler uses it: pushes and revisits are held
+    and sent with the next step; a finished page's lease is acknowledged only in the
+    step after the one that stored its outlinks; revisits beyond the horizon go to the
+    store in batches and at heartbeats.  The spills and refills a step hands out run
+    in that step's thread (the scheduler's mover thread runs them in order, after it).
     """
 
-    def __init__(self, name: str, client: redis.Redis, store: Any, keys: CrawlKeys,
-                 model: Any, *, hot_per_host: int, budget: int) -> None:  # fmt: skip
+    def __init__(
+        self,
+        name: str,
+        client: redis.Redis,
+        store: Any,
+        keys: CrawlKeys,
+        model: Any,
+        *,
+        hot_per_host: int,
+        budget: int,
+        replica: Replica | None = None,
+    ) -> None:
         self.name = name
-        self.gate = Gate(name)
+        self.process = Process(name)
+        self.gate, self.mover = self.process.gates
+        self.moves: deque[Callable[[], None]] = deque()  # handed to the mover thread
+        self.revisit_move: Future[None] | None = None
         self.model = model
-        self.queue = HostQueue(GatedRedis(client, self.gate), SimSpider(), keys,
-                               store=GatedStore(store, self.gate), hot_per_host=hot_per_host,
-                               hot_budget=budget)  # fmt: skip
+        self.queue = HostQueue(
+            GatedRedis(client, self.process, replica),
+            SimSpider(),
+            keys,
+            mover=self.moves.append,
+            store=GatedStore(store, self.process),
+            hot_per_host=hot_per_host,
+            hot_budget=budget,
+            wait_replicas=1 if replica else 0,  # FRONTIER_REDIS_WAIT_REPLICAS
+            wait_timeout=0.001,
+        )
         self.held: dict[str, Held] = {}  # lease -> what this worker is fetching
-        self.buffer: list[tuple] = []
-        self.revisits: list[tuple] = []
         self.queue.claim_prefix = f"{name}."  # (a random one in a worker) the same each run
-        self.far = FarRevisits(self.queue.put_far_revisits)  # the scheduler's, written here
+        self.far = FarRevisits(self.queue.put_far_revisits, self.submit)
+        self.outbox = Outbox(self.queue, self.far)  # the scheduler's
+        # a move runs at the time the mover runs it (in a worker: on Redis's clock)
+        move = self.queue.tiers.move
+
+        def at_model_time(shard: int, spills: list, grants: list, *, now: object) -> None:
+            move(shard, spills, grants, now=self.model.now)
+
+        self.queue.tiers.move = at_model_time
         self.finished: list[str] = []  # leases done with, not yet in a step
-        self.unconfirmed: list[str] = []
-        self.ackable: list[str] = []
-        self.nacks: list[tuple[str, float]] = []
-        self.refused: list[str] = []
 
     # -- the scheduler's rules -------------------------------------------------
 
+    def submit(self, func: Callable[[], None]) -> Future[None]:
+        """Scheduler._submit: ``func`` runs on the mover thread, after those before it."""
+        future: Future[None] = Future()
+
+        def run() -> None:
+            try:
+                func()
+            except Crash:
+                raise
+            except BaseException as exc:  # read by whoever waits for the future
+                future.set_exception(exc)
+            else:
+                future.set_result(None)
+
+        self.moves.append(run)
+        return future
+
+    def move(self) -> None:
+        """The mover thread runs the next move it was handed (errors logged, as the
+        scheduler's ``_guarded`` does)."""
+        with contextlib.suppress(redis.RedisError, StoreError):
+            self.moves.popleft()()
+
     def entry(self, url: str, *, revisit: bool = False) -> tuple:
         data = self.queue.encode(Request(url, meta={"rv": 1} if revisit else {}))
-        return (url.encode(), host_of(url), 0, 0.0, data)
+        return (url.encode(), host_of(url), 0, 0.0, data, None)
 
     def step(self, pop: int = 0) -> Any:
-        """Scheduler._step: push the buffer, acknowledge, maybe pop."""
+        """Scheduler._step: the pages done with go to the outbox, which steps."""
         for lease in self.finished:
-            if not self.far.hold(lease):
-                self.unconfirmed.append(lease)
+            self.outbox.finished(lease)
         self.finished = []
-        self.far.store()
-        self.unconfirmed += self.far.released()
-        batch, revisits, nacks = self.buffer, self.revisits, self.nacks
-        if not batch and not revisits:
-            self.ackable += self.unconfirmed
-            self.unconfirmed = []
-        acks = [*self.ackable, *self.refused]
         try:
-            result = self.queue.step(acks=acks, nacks=nacks, pushes=batch, pop=pop,
-                                     revisits=revisits, lease_timeout=LEASE,
-                                     now=self.model.now)  # fmt: skip
+            result = self.outbox.step(pop=pop, lease_timeout=LEASE, now=self.model.now).result
         except redis.RedisError:
             return None
-        failed = result.failed
-        shard = self.queue.keys.shard_of
-        if failed:
-            self.buffer = [e for e in batch if shard(e[1]) in failed]
-            self.revisits = [e for e in revisits if shard(e[1]) in failed]
-            self.nacks = [n for n in nacks if lease_shard(n[0])[0] in failed]
-            self.ackable = [a for a in self.ackable if lease_shard(a)[0] in failed]
-            self.refused = [a for a in self.refused if lease_shard(a)[0] in failed]
-        else:
-            self.buffer, self.revisits, self.nacks = [], [], []
-            self.ackable, self.refused = [], []
-        if result.unconfirmed:
-            self.unconfirmed = []
-        elif not self.buffer and not self.revisits:
-            self.ackable += self.unconfirmed
-            self.unconfirmed = []
-        for lease, _ in result.refused:
-            self.refused.append(lease)
         for request, lease in result.popped:
             revisit = bool(request.meta.get("rv"))
             self.model.handed_out(self, request.url, lease, revisit)
@@ -129,7 +152,7 @@ class SimWorker:
     # -- operations (each runs on the worker's thread) ---------------------------
 
     def push(self, urls: list[str]) -> None:
-        self.buffer += [self.entry(u) for u in urls]
+        self.outbox.pushes += [self.entry(u) for u in urls]
         self.step()
 
     def fetch(self, n: int) -> None:
@@ -140,30 +163,33 @@ class SimWorker:
         schedule (memory only: they leave with the next step)."""
         held = self.held.pop(lease)
         self.finished.append(lease)
-        self.buffer += [self.entry(u) for u in links]
+        self.outbox.pushes += [self.entry(u) for u in links]
         self.model.finished(self, held, revisit_in)
         if revisit_in is None:
             return
-        _, host, _, _, data = self.entry(held.url, revisit=True)
+        _, host, _, _, data, _ = self.entry(held.url, revisit=True)
         key = url_key(held.url)
         if revisit_in > HORIZON:
             self.far.add((key, host, 0, self.model.now + revisit_in, data))
             if len(self.far.pending) >= 2:
                 self.far.store()
         else:
-            self.revisits.append((key, host, 0, revisit_in, data))
+            self.outbox.revisits.append((key, host, 0, revisit_in, data))
 
     def nack(self, lease: str, wait: float) -> None:
         self.held.pop(lease)
-        self.nacks.append((lease, wait))
+        self.outbox.nack(lease, wait)
 
     def heartbeat(self) -> None:
-        """Scheduler._beat: far revisits into the store, near ones up, leases renewed."""
-        self.far.store()
-        with contextlib.suppress(StoreError):  # as the scheduler: logged, tried again
-            self.queue.move_revisits_up(HORIZON, now=self.model.now)
-        leases = [*self.held, *self.finished, *self.unconfirmed, *self.ackable, *self.far.waiting()]
+        """Scheduler._beat: leases renewed, then far revisits handed to the store and the
+        revisits coming near moved up, both on the mover thread."""
+        leases = [*self.held, *self.finished, *self.outbox.in_progress()]
         self.queue.renew(leases, LEASE, now=self.model.now)
+        self.far.store()
+        if self.revisit_move is None or self.revisit_move.done():
+            self.revisit_move = self.submit(
+                lambda: self.queue.move_revisits_up(HORIZON, now=self.model.now)
+            )
 
     def idle(self) -> Any:
         """Scheduler._on_idle: flush, then ask whether the crawl is done."""
@@ -175,8 +201,7 @@ class SimWorker:
         return self.queue.idle_check(self.name, now=self.model.now)
 
     def pending(self) -> bool:
-        held = self.unconfirmed or self.ackable or self.finished or self.far.busy()
-        return bool(self.buffer or self.revisits or self.nacks or self.refused or held)
+        return bool(self.finished) or self.outbox.pending()
 
 
 def _num(value: bytes | None) -> int:

@@ -46,6 +46,7 @@ class Gate:
         self.outcome: Any = None  # what the last operation returned or raised
         self.crashed = False
         self._killed = False  # set with the crash verdict, before the thread has unwound
+        self.sibling: Gate | None = None  # the gate of the process's other thread
         self._thread = threading.Thread(target=self._loop, name=f"sim-{name}", daemon=True)
         self._thread.start()
 
@@ -64,6 +65,8 @@ class Gate:
             self.log.append(f"{verdict}: {what}")
         if verdict == CRASH:
             self._killed = True
+            if self.sibling is not None:  # the other thread of the process dies with it
+                self.sibling._killed = True
             raise Crash(what)
         if verdict == FAIL_BEFORE:
             raise error(what)
@@ -119,9 +122,78 @@ class Gate:
                 raise TimeoutError(f"worker {self.name} neither waits nor ends")
 
 
+class Replica:
+    """The one replica of the simulation's Redis, emulated: what it has is a copy of the
+    master as of the last time it caught up.
+
+    A real replica on loopback has every write within a millisecond and cannot be made
+    to lag on cue; ``tests/test_replica_model.py`` holds this model to a real one whose
+    link to its master is held up by a proxy.  Redis replicates asynchronously: a
+    ``WAIT`` that counts the replica means it has every write made before it (it caught
+    up), unless the replica ``lags`` (``WAIT`` then counts none); a failover makes the
+    master what the replica has, and every write since its last catch-up is lost.
+    """
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self.lagging = False
+        self.failovers = 0
+        self._copy: list[tuple[bytes, int, bytes]] = []
+        self.catch_up()
+
+    def catch_up(self) -> None:
+        """The replica has every write made so far."""
+        keys = list(self.client.scan_iter(count=1000))
+        pipe = self.client.pipeline(transaction=True)
+        for key in keys:
+            pipe.pttl(key).dump(key)
+        replies = pipe.execute()
+        self._copy = [(key, replies[2 * i], replies[2 * i + 1]) for i, key in enumerate(keys)]
+
+    def wait(self) -> int:
+        """The reply of ``WAIT 1``: the replicas that have every write so far."""
+        if self.lagging:
+            return 0
+        self.catch_up()
+        return 1
+
+    def fail_over(self) -> None:
+        """The master dies and its replica takes over, with what it had (and no scripts:
+        they are not replicated)."""
+        c = self.client
+        c.flushall()
+        c.script_flush()
+        for key, ttl, dump in self._copy:
+            c.restore(key, max(0, ttl), dump)
+        self.failovers += 1
+
+
+class Process:
+    """The gates of one worker process: its main thread's and its mover thread's (the
+    scheduler's spills, refills and store writes run there, in order).  A call passes
+    the gate of the thread making it; a kill at either gate kills both threads."""
+
+    def __init__(self, name: str) -> None:
+        self.main = Gate(name)
+        self.mover = Gate(f"{name}-mover")
+        self.main.sibling, self.mover.sibling = self.mover, self.main
+
+    @property
+    def gates(self) -> tuple[Gate, Gate]:
+        return self.main, self.mover
+
+    @property
+    def crashed(self) -> bool:
+        return self.main.crashed or self.mover.crashed
+
+    def call(self, what: str, func: Callable[[], Any], error: Callable[[str], Exception]) -> Any:
+        mover = threading.current_thread() is self.mover._thread
+        return (self.mover if mover else self.main).call(what, func, error)
+
+
 class _GatedPipeline:
-    def __init__(self, pipe: Any, gate: Gate) -> None:
-        self._pipe, self._gate = pipe, gate
+    def __init__(self, pipe: Any, gate: Gate | Process, replica: Replica | None) -> None:
+        self._pipe, self._gate, self._replica = pipe, gate, replica
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._pipe, name)
@@ -129,11 +201,20 @@ class _GatedPipeline:
     def execute(self, raise_on_error: bool = True) -> Any:
         commands = [_SCRIPTS.get(c[0][1], c[0][1]) if c[0][0] == "EVALSHA" else str(c[0][0])
                     for c in self._pipe.command_stack]  # fmt: skip
-        return self._gate.call(
-            "redis pipeline: " + ", ".join(commands),
-            lambda: self._pipe.execute(raise_on_error=raise_on_error),
-            redis.ConnectionError,
-        )
+
+        wait = bool(commands) and commands[-1] == "WAIT" and self._replica is not None
+        if wait:  # the real server has no replica: its WAIT would sleep out the timeout
+            stack = self._pipe.command_stack
+            stack[-1] = (("WAIT", 0, 0), stack[-1][1])
+
+        def execute() -> Any:
+            replies = self._pipe.execute(raise_on_error=raise_on_error)
+            if wait:
+                replies[-1] = self._replica.wait()
+            return replies
+
+        what = "redis pipeline: " + ", ".join(commands)
+        return self._gate.call(what, execute, redis.ConnectionError)
 
 
 # client attributes that are not calls to the server
@@ -143,11 +224,23 @@ _LOCAL = {"get_encoder", "get_connection_kwargs", "connection_pool", "response_c
 class GatedRedis:
     """A redis-py client whose every command (and pipeline) passes the gate."""
 
-    def __init__(self, client: redis.Redis, gate: Gate) -> None:
-        self._client, self._gate = client, gate
+    def __init__(
+        self, client: redis.Redis, gate: Gate | Process, replica: Replica | None = None
+    ) -> None:
+        self._client, self._gate, self._replica = client, gate, replica
 
     def pipeline(self, transaction: bool = False) -> _GatedPipeline:
-        return _GatedPipeline(self._client.pipeline(transaction=transaction), self._gate)
+        pipe = self._client.pipeline(transaction=transaction)
+        return _GatedPipeline(pipe, self._gate, self._replica)
+
+    def info(self, section: str | None = None) -> dict:
+        def info() -> dict:
+            reply = self._client.info(section)
+            if self._replica is not None and section == "replication":
+                reply["connected_slaves"] = 1
+            return reply
+
+        return self._gate.call(f"redis info {section}", info, redis.ConnectionError)
 
     def register_script(self, script: str) -> Script:
         return Script(self, script)
@@ -167,7 +260,7 @@ class GatedRedis:
 class GatedStore:
     """A store whose frontier calls pass the gate."""
 
-    def __init__(self, store: Any, gate: Gate) -> None:
+    def __init__(self, store: Any, gate: Gate | Process) -> None:
         self._store, self._gate = store, gate
 
     def __getattr__(self, name: str) -> Any:
