@@ -165,7 +165,9 @@ FRONTIER_SHARDS = 16
 # Replicas that must have a step's new links before the leases of the pages that
 # produced them are acknowledged (Redis WAIT): with a replica per master, 1 makes
 # a master's failover lose no URL (pages whose links were not confirmed are
-# fetched again instead).  0: no WAIT (a single Redis, or no replicas).
+# fetched again instead).  Moves between Redis and the store wait for all of them,
+# connected or not (a master without them moves nothing to or from the store until
+# one is back).  0: no WAIT (a single Redis, or no replicas).
 FRONTIER_REDIS_WAIT_REPLICAS = 0
 # Seconds WAIT may block for FRONTIER_REDIS_WAIT_REPLICAS replicas.
 FRONTIER_REDIS_WAIT_TIMEOUT = 1.0

@@ -10,6 +10,7 @@ calls (docs/frontier.md, "The life of a URL").
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter, defaultdict
 
 import pytest
@@ -475,7 +476,34 @@ def test_a_spill_claim_a_failover_lost_writes_no_row(redis_pair, store, fetched,
     assert store.frontier_scan(crawl_prefix("t"), 10) == []
     assert "is not live any more" in caplog.text
     check(promoted, store)
-    drain(again, 30)
+    # the promoted replica has no replica of its own: its moves to the store wait for one
+    # (the next test); without WAIT, they go on
+    drain(Worker(promoted, store, "v", fetched), 30)
     assert {url: n for url, n in fetched.items() if n != 1} == {"http://h/0": 2}
     assert set(fetched) == set(urls("h", 5))
     assert_drained(promoted, store)
+
+
+def test_a_master_whose_replica_is_cut_off_deletes_no_store_copy(redis_pair, store, fetched):
+    """FRONTIER_REDIS_WAIT_REPLICAS=1 and the master's one replica is cut off (it may come
+    back behind, and be promoted): steps go on, confirmed by the replicas the master
+    has, but a refill deletes no row and a spill writes none, as neither is confirmed
+    by the replica asked for (before: WAIT asked for the replicas connected, none)."""
+    master = redis_pair.master.client()
+    w = Worker(master, store, "w", fetched, wait_replicas=1)
+    w.push(urls("h", 5), now=0)  # h/0, h/1 hot; h/2..h/4 spilled
+    w.step(0)  # h/0, and a claim of the spill set
+    w.run_moves(0)  # stored: the replica confirmed the claim
+    w.step(0)  # h/1, and h's refill lease
+    redis_pair.link.cut()
+    deadline = time.monotonic() + 10
+    while master.info("replication")["connected_slaves"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    w.run_moves(1)  # REFILL moves h/2 and h/3 up, unconfirmed: the rows stay
+    assert len(store.frontier_scan(crawl_prefix("t"), 10)) == 3
+    w.push(urls("h", 3, start=5), now=2)  # confirmed by the replicas the master has
+    assert w.step(2, pop=2)  # h/2, h/3; and a claim of h/5..h/7
+    w.run_moves(2)  # the claim is not confirmed: nothing written
+    assert len(store.frontier_scan(crawl_prefix("t"), 10)) == 3
+    check(master, store)

@@ -35,6 +35,8 @@ class HeldLink:
         self._open.set()
         for s in [self._listener, *self._sockets]:
             with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)  # (close alone leaves a blocked recv be)
+            with contextlib.suppress(OSError):
                 s.close()
 
     def _accept(self) -> None:

@@ -219,6 +219,7 @@ class HostQueue:
         slack: float = 0.0,
         seen_mode: str = "set",
         now: float | None = None,
+        strict: bool = False,
     ) -> StepResult:
         """Ack leases, hand back ``nacks`` ``(lease, seconds)`` (their requests go back
         to their host queues after that long), push ``(fingerprint, host, priority,
@@ -242,7 +243,10 @@ class HostQueue:
         acknowledge (drop).
 
         A shard whose call fails is listed in ``failed`` and nothing of its part
-        was applied; if every call fails, the first error is raised.
+        was applied; if every call fails, the first error is raised.  A shard whose
+        pushes or revisits fewer replicas than FRONTIER_REDIS_WAIT_REPLICAS confirmed
+        is listed in ``unconfirmed`` (``strict``: all of them, connected now or not,
+        for a caller that deletes the store's copy next).
         """
         work = self._group(acks, nacks, pushes, revisits)
         want = int(pop)
@@ -268,7 +272,7 @@ class HostQueue:
                 break
             self._run(work, pop_shard, want, result, now=now, default_delay=default_delay,
                       lease_timeout=lease_timeout, requeue_limit=requeue_limit, slack=slack,
-                      seen_mode=seen_mode)  # fmt: skip
+                      seen_mode=seen_mode, strict=strict)  # fmt: skip
             work = {}
             # the shard in turn had nothing after all (another worker took it): the next
             if result.popped or pop_shard is None or len(tried) >= 4:
@@ -348,7 +352,7 @@ class HostQueue:
     def _run(self, work: dict[int, _ShardWork], pop_shard: int | None, want: int,
              result: StepResult, *, now: float | None, default_delay: float,
              lease_timeout: float, requeue_limit: int, slack: float,
-             seen_mode: str) -> None:  # fmt: skip
+             seen_mode: str, strict: bool) -> None:  # fmt: skip
         calls = []
         for shard, w in work.items():
             args: list[object] = [now_arg(now), default_delay, lease_timeout,
@@ -372,7 +376,8 @@ class HostQueue:
                 args += [key, host, max(-MAX_PRIORITY, min(MAX_PRIORITY, priority)),
                          repr(float(due)), data]  # fmt: skip
             calls.append(scripts.STEP.call(self.keys.shard(shard), args, seen_mode=seen_mode,
-                                           confirm=bool(w.pushes or w.revisits)))  # fmt: skip
+                                           confirm=bool(w.pushes or w.revisits),
+                                           strict=strict))  # fmt: skip
         self.router.run(calls)
         result.calls += len(calls)
         clock = self._clock(now)
@@ -425,7 +430,7 @@ class HostQueue:
         (:meth:`Tiers.move_revisits_up`)."""
 
         def schedule(revisits: list[tuple[str, str, int, float, bytes]]) -> bool:
-            result = self.step(revisits=revisits, pop=False, now=now)
+            result = self.step(revisits=revisits, pop=False, now=now, strict=True)
             if result.failed:
                 raise next(iter(result.failed.values()))
             return not result.unconfirmed

@@ -88,10 +88,11 @@ class Script(Lua):
 
     def call(
         self, keys: ShardKeys, args: Sequence[object], *, seen_mode: str = "set",
-        confirm: bool = False,
+        confirm: bool = False, strict: bool = False,
     ) -> Call:  # fmt: skip
         """A call of the script on the shard of ``keys``, for :meth:`ShardRouter.run`."""
-        return Call(keys.shard, self, self.keys_for(keys, seen_mode), args, confirm=confirm)
+        return Call(keys.shard, self, self.keys_for(keys, seen_mode), args, confirm=confirm,
+                    strict=strict)  # fmt: skip
 
     def run(self, router: ShardRouter, keys: ShardKeys, args: Sequence[object]) -> object:
         """Run the script on the shard of ``keys`` alone: its result (its error, raised)."""
@@ -102,8 +103,9 @@ class Script(Lua):
         confirm: bool = True,
     ) -> tuple[object, bool]:  # fmt: skip
         """:meth:`run`, and whether FRONTIER_REDIS_WAIT_REPLICAS replicas have its writes
-        (``confirm``: ask them)."""
-        (call,) = router.run([self.call(keys, args, confirm=confirm)])
+        (``confirm``: ask them, all of them, connected now or not: a call confirmed this
+        way is followed by a delete of the store's copy)."""
+        (call,) = router.run([self.call(keys, args, confirm=confirm, strict=confirm)])
         if call.error is not None:
             raise call.error
         return call.result, call.confirmed

@@ -16,7 +16,10 @@ promoted replica, a restarted server) gets it loaded and the call sent again
 ``wait_replicas`` > 0 appends ``WAIT`` to every group whose calls ``confirm``
 asks for: its calls are ``confirmed`` only when that many replicas have the
 writes (Redis replicates asynchronously, and a master that dies before its
-replicas have a write loses it in the failover).
+replicas have a write loses it in the failover).  A node with fewer replicas
+connected is asked for those it has, except by ``strict`` calls: a move that
+deletes the store's copy next waits for every replica asked for (a replica cut
+off now may be promoted later, without the move).
 """
 
 from __future__ import annotations
@@ -56,6 +59,9 @@ class Call:
     keys: Sequence[str]
     args: Sequence[object]
     confirm: bool = False  # its writes must reach FRONTIER_REDIS_WAIT_REPLICAS replicas
+    # ... all of them, even those not connected now: what follows the call destroys the
+    # only other copy (a store row), and a replica cut off now may be promoted later
+    strict: bool = False
     result: object = None
     error: Exception | None = None
     confirmed: bool = True
@@ -154,7 +160,8 @@ class ShardRouter:
         _NODE_DOWN (every call failed with the node)."""
         calls = group.calls
         try:
-            wait = self._wait_for(group.client) if any(c.confirm for c in calls) else 0
+            strict = any(c.strict for c in calls)
+            wait = self._wait_for(group.client, strict) if any(c.confirm for c in calls) else 0
             replies = self._exchange(group.client, calls, wait)
         except RedisError as exc:  # the node is down, or timed out: every call of it failed
             for call in calls:
@@ -174,10 +181,11 @@ class ShardRouter:
             call.confirmed = confirmed or not call.confirm
         return _OK if confirmed else _UNCONFIRMED
 
-    def _wait_for(self, client: redis.Redis) -> int:
-        """Replicas to WAIT for on ``client``'s node: FRONTIER_REDIS_WAIT_REPLICAS, but no
-        more than it has (a replica promoted after its master died has none until
-        one is added: waiting would only stall every step for the timeout)."""
+    def _wait_for(self, client: redis.Redis, strict: bool = False) -> int:
+        """Replicas to WAIT for on ``client``'s node: FRONTIER_REDIS_WAIT_REPLICAS, but,
+        unless ``strict``, no more than it has (a replica promoted after its master died
+        has none until one is added: waiting would only stall every step for the
+        timeout, and leave every lease to expire)."""
         if self.wait_replicas <= 0:
             return 0
         now = time.monotonic()
@@ -189,10 +197,11 @@ class ShardRouter:
                 self._alone_logged.add(id(client))
                 kwargs = client.connection_pool.connection_kwargs
                 logger.warning("Redis node %s:%s has %d of the %d replicas FRONTIER_REDIS_WAIT_"
-                               "REPLICAS asks for: its writes are confirmed by %d", kwargs.get(
-                                   "host"), kwargs.get("port"), count, self.wait_replicas,
-                               count)  # fmt: skip
-        return min(self.wait_replicas, known[0])
+                               "REPLICAS asks for: its steps are confirmed by %d, and moves "
+                               "between Redis and the store wait until it has them all",
+                               kwargs.get("host"), kwargs.get("port"), count,
+                               self.wait_replicas, count)  # fmt: skip
+        return self.wait_replicas if strict else min(self.wait_replicas, known[0])
 
     def _exchange(self, client: redis.Redis, calls: Sequence[Call], wait: int) -> list[object]:
         """Replies to ``calls`` (then WAIT's, if ``wait``); scripts the node lacks are
