@@ -21,7 +21,7 @@ from webcrawl.frontier import scripts
 _run, _refills = scripts.Script.run_confirmed, []
 def _dying(self, router, keys, args, **kwargs):
     result = _run(self, router, keys, args, **kwargs)
-    if self is scripts.REFILL and int(result[0]) > 0:
+    if self is scripts.REFILL and int(result[0][0]) > 0:  # (moved, kept rows), confirmed
         _refills.append(result)
         if len(_refills) == 5:
             os.kill(os.getpid(), signal.SIGKILL)

@@ -132,6 +132,12 @@ class ShardKeys:
         return self.prefix + "spill_dead"
 
     @property
+    def spill_live(self) -> str:
+        """Set of spill claims in progress (taken, not completed by SPILLED, not dead): a
+        refill leaves their rows in the store until they are complete."""
+        return self.prefix + "spill_live"
+
+    @property
     def replicated(self) -> str:
         """Counter bumped by a check (CLAIMED) whose ``WAIT`` must cover writes made on
         another connection: ``WAIT`` counts the replicas that have the connection's own

@@ -298,8 +298,17 @@ class Scheduler(RedisScheduler):
         return self._mover.submit(func)
 
     def _submit_move(self, move: Any) -> None:
-        """A spill or refill, on the mover thread (errors logged there)."""
-        self._submit(lambda: self._guarded(move))
+        """A spill or refill, on the mover thread (errors logged there); then the engine
+        is woken: a refill may have given a host work (an engine whose last ask found
+        none would wait for Scrapy's 5 s heartbeat)."""
+        from twisted.internet import reactor  # the one Scrapy installed
+
+        def run() -> None:
+            self._guarded(move)
+            if not self.closed:
+                reactor.callFromThread(self._wake_engine)
+
+        self._submit(run)
 
     def _put_far(self, revisits: Any) -> None:
         self.queue.put_far_revisits(revisits)

@@ -155,9 +155,9 @@ class Tiers:
         (FRONTIER_REDIS_WAIT_REPLICAS), are they deleted from the store, and only then
         is the moved set cleared, with the lease.  A dead worker's lease expires and
         the next refill of the host deletes the rows its moved set names (``stale``),
-        after its own move is confirmed (which confirms the dead one's too).  While
-        requests of the host are on their way to the store, nothing moves (REFILL
-        says -2): rows of a claim not completed yet may be stored again."""
+        after its own move is confirmed (which confirms the dead one's too).  Rows of a
+        spill claim not completed yet (they may be stored again under another claim)
+        stay in the store, for a later refill."""
         k = self.keys.shard(shard)
         started = time.perf_counter()
         try:
@@ -169,7 +169,7 @@ class Tiers:
                 priority, seq = parse_cold_key(key)[3:5]
                 args += [key, repr(float(-priority * 10**12 + seq)), b"%d|%s" % (seq, data)]
             result, confirmed = scripts.REFILL.run_confirmed(self.router, k, args)
-            moved = int(result)
+            moved, keep = int(result[0]), {key.decode() for key in result[1:]}
             if moved == -1:
                 logger.warning("Refill of %s: the lease expired (another worker has it)", host)
                 return
@@ -181,7 +181,7 @@ class Tiers:
                                "until the lease expires", host)  # fmt: skip
                 self.stats.errors += 1
                 return
-            done = set(stale) if moved == -2 else {key for key, _ in rows} | set(stale)
+            done = ({key for key, _ in rows} - keep) | set(stale)
             started = time.perf_counter()
             if stale:
                 logger.info("Refill of %s: deleting from the store %d rows that a refill "
@@ -191,7 +191,6 @@ class Tiers:
                 self.store.frontier_delete(sorted(done))
             self.stats.store_seconds += time.perf_counter() - started
             scripts.REFILLED.run(self.router, k, [now_arg(now), host, token, self.hot_per_host])
-            moved = max(0, moved)
         except (StoreError, redis.RedisError) as exc:
             self._failed(f"refill {host} from the store", exc)
             return

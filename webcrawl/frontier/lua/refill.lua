@@ -1,34 +1,30 @@
---! keys: ready next queued reserved cold cold_total refill_wait hq refill moved spill_dead
---! keys: spilling
+--! keys: ready next queued reserved cold cold_total spilling refill_wait hq refill moved
+--! keys: spill_dead spill_live
 --! uses: clock tiers
 -- A refill: rows of a host's cold tier read from the store move into its queue, if the
 -- caller's lease (its token) is still the host's.  A row is put in the queue once: its
 -- key joins the host's moved set in the same step, and a row already there (put there
--- by a refill whose worker died before deleting it from the store) is skipped, and so
--- is a row written under a dead spill claim (the claim expired and was taken again:
--- its worker's store write may land at any time, after the live claim's rows were
--- refilled too); the caller deletes both from the store.
+-- by a refill whose worker died before deleting it from the store) is skipped.  So is a
+-- row written under a dead spill claim (the claim expired and was taken again: its
+-- worker's store write may land at any time, after the live claim's rows were refilled
+-- too): the caller deletes both from the store.  A row of a claim still in progress
+-- (its SPILLED has not run: if the claim expires, its entries are stored again under
+-- another) stays in the store for a later refill: the caller keeps it.
 -- ARGV: 1 now, 2 host, 3 token, 4 hot_per_host, 5 '1' if the store had no more rows of
 -- the host, then (row key, score, member) per row.
--- Returns how many moved up, -1 (the lease is another's: nothing done), or -2 (spills of
--- the host are under way: nothing moved, the lease's room given back).
+-- Returns {how many moved up (-1: the lease is another's, nothing done), then the keys
+-- of the rows of claims in progress}.
 local now, host, token = clock(ARGV[1]), ARGV[2], ARGV[3]
 local lease = redis.call('HGET', K.refill, host)
-if not lease or string.match(lease, '^([^|]*)|') ~= token then return -1 end
+if not lease or string.match(lease, '^([^|]*)|') ~= token then return {-1} end
 local room, cold = string.match(lease, '^[^|]*|(%d+)|(%d+)$')
-if num(redis.call('HGET', K.spilling, host)) > 0 then
-  -- some of the host's requests are on their way to the store: rows read may be of a
-  -- claim not completed yet (stored again under another if it expires); none moves, the
-  -- lease's room is given back, and the host asks again when its spills are done
-  redis.call('DECRBY', K.reserved, tonumber(room))
-  redis.call('HSET', K.refill, host, token .. '|0|0')
-  return -2
-end
-local entries, live = {}, 0
+local entries, live, keep = {}, 0, {}
 for k = 6, #ARGV, 3 do
   local claim = string.match(ARGV[k], '/([^/]*)$')
   if redis.call('ZSCORE', K.spill_dead, claim) then
     -- a dead claim's row: neither counted nor moved
+  elseif redis.call('SISMEMBER', K.spill_live, claim) == 1 then
+    keep[#keep + 1] = ARGV[k]  -- counted with the spill set's entries until complete
   elseif redis.call('SADD', K.moved .. host, ARGV[k]) == 1 then
     live = live + 1
     entries[#entries + 1] = ARGV[k + 1]
@@ -49,12 +45,14 @@ redis.call('DECRBY', K.reserved, tonumber(room))
 redis.call('HSET', K.refill, host, token .. '|0|0')
 if ARGV[5] == '1' then
   -- the store had fewer rows than asked for: the rows it should have held at the grant
-  -- beyond those read are not there (rows stored since can only make this smaller)
-  local extra = math.min(tonumber(cold) - live, num(redis.call('HGET', K.cold, host)))
+  -- (those of completed claims) beyond those read are not there (rows stored since can
+  -- only make this smaller)
+  local extra = math.min(tonumber(cold) - live,
+    num(redis.call('HGET', K.cold, host)) - num(redis.call('HGET', K.spilling, host)))
   if extra > 0 then add_cold(host, -extra) end
 end
 if redis.call('EXISTS', K.hq .. host) == 1 then
   local nxt = tonumber(redis.call('HGET', K.next, host) or '0')
   redis.call('ZADD', K.ready, 'NX', string.format('%.17g', math.max(now, nxt)), host)
 end
-return n
+return {n, unpack(keep)}

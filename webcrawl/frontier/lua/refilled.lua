@@ -1,4 +1,4 @@
---! keys: refill refilling moved cold refill_wait hq
+--! keys: refill refilling moved cold spilling refill_wait hq
 --! uses: clock tiers
 -- The rows of a refill are deleted from the store: the lease ends.
 -- ARGV: 1 now, 2 host, 3 token, 4 hot_per_host.  Returns 1, or 0 if the lease is

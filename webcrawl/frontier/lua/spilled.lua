@@ -1,13 +1,13 @@
---! keys: spill spilling cold refill_wait hq spill_claim spill_dead
+--! keys: spill spilling cold refill_wait hq spill_claim spill_dead spill_live
 --! uses: clock tiers
 -- A worker stored these spilled requests under its claim's token: those still claimed
--- by that token leave the spill set, and a host none of whose requests is spilling any
--- more may be refilled.  A claim that is dead (it expired and some of its entries were
+-- by that token leave the spill set, and their hosts may be refilled.  A claim that is dead (it expired and some of its entries were
 -- claimed again: every row written under it is garbage) takes nothing out: its entries
 -- not claimed again yet will be, by the next claim.
 -- ARGV: 1 now, 2 hot_per_host, 3 the claim's token, then the entries (host \n score \n
 -- member).  Returns how many left the spill set.
 local now, per_host, token, done = clock(ARGV[1]), tonumber(ARGV[2]), ARGV[3], 0
+redis.call('SREM', K.spill_live, token)  -- complete: a refill may move its rows
 if redis.call('ZSCORE', K.spill_dead, token) then return 0 end
 for k = 4, #ARGV do
   if redis.call('HGET', K.spill_claim, ARGV[k]) == token then
@@ -17,8 +17,8 @@ for k = 4, #ARGV do
     local host = string.match(ARGV[k], '^([^\n]*)\n')
     if redis.call('HINCRBY', K.spilling, host, -1) <= 0 then
       redis.call('HDEL', K.spilling, host)
-      want_refill(host, per_host, now)
     end
+    want_refill(host, per_host, now)
   end
 end
 return done

@@ -1,6 +1,6 @@
 --! keys: ready next delay leases leased seen seq queued hq delayed lease_seq
 --! keys: revisits revisit_requests cold cold_total spill spilling refill_wait refilling
---! keys: refill reserved moved host_pages over_budget spill_claim spill_dead
+--! keys: refill reserved moved host_pages over_budget spill_claim spill_dead spill_live
 --! uses: clock next_work tiers
 -- One step on one shard: acknowledgements, leases handed back, new requests (the
 -- dupefilter checked), revisits scheduled; and, in a call that pops, expired leases,
@@ -113,17 +113,22 @@ local function claim_spills()
   local until_ = string.format('%.17g', now + lease_timeout)
   for _, entry in ipairs(claimed) do
     local old = redis.call('HGET', K.spill_claim, entry)
-    if old then redis.call('ZADD', K.spill_dead, string.format('%.17g', now), old) end
+    if old then
+      redis.call('ZADD', K.spill_dead, string.format('%.17g', now), old)
+      redis.call('SREM', K.spill_live, old)
+    end
     redis.call('HSET', K.spill_claim, entry, token)
     redis.call('ZADD', K.spill, 'XX', until_, entry)
   end
+  redis.call('SADD', K.spill_live, token)
   return {token, claimed}
 end
 
 -- Refill leases for hosts waiting for one (at most max_grants): {host, token, room,
 -- rows a dead worker's refill moved up but did not delete from the store}.  A host
--- is refilled only when none of its requests is on its way to the store (the rows
--- come up in order), by one worker at a time, within the shard's budget.
+-- is refilled by one worker at a time, within the shard's budget; requests of it on
+-- their way to the store come up with a later refill (a host whose pages keep finding
+-- new links always has some: waiting for none would starve it).
 local function grant_refills()
   local grants = {}
   if hot_per_host <= 0 then return grants end
@@ -144,10 +149,10 @@ local function grant_refills()
     -- a host whose refill lease is live is not granted another: that refill's end
     -- (REFILLED) or its lease's expiry (above) puts it back in the wait list
     local room = math.max(0, math.min(hot_per_host - redis.call('ZCARD', K.hq .. h), room_left))
-    -- wanted: room, rows in the store and none on its way there; or rows a dead
+    -- wanted: room and rows in the store (not only on their way there); or rows a dead
     -- worker's refill moved up are still in the store (deleted by this refill)
-    local wanted = room > 0 and num(redis.call('HGET', K.cold, h)) > 0
-      and num(redis.call('HGET', K.spilling, h)) == 0
+    local wanted = room > 0
+      and num(redis.call('HGET', K.cold, h)) > num(redis.call('HGET', K.spilling, h))
     local leased = redis.call('HEXISTS', K.refill, h) == 1
     if not leased and (wanted or redis.call('EXISTS', K.moved .. h) == 1) then
       local token = tostring(redis.call('INCR', K.lease_seq))

@@ -1,5 +1,5 @@
 -- The cold tier (FRONTIER_HOT_PER_HOST), with the keys of the script that uses it:
--- budget_room reads queued and reserved; want_refill cold, hq and refill_wait;
+-- budget_room reads queued and reserved; want_refill cold, spilling, hq and refill_wait;
 -- add_cold writes cold and cold_total.
 local function num(v) return tonumber(v or '0') or 0 end
 
@@ -9,9 +9,11 @@ local function budget_room(budget)
   return budget - num(redis.call('GET', K.queued)) - num(redis.call('GET', K.reserved))
 end
 
--- a host with requests in the cold tier and its queue under half full asks for a refill
+-- a host with requests in the store (not only on their way there) and its queue under
+-- half full asks for a refill
 local function want_refill(host, per_host, now)
-  if per_host > 0 and num(redis.call('HGET', K.cold, host)) > 0
+  if per_host > 0
+      and num(redis.call('HGET', K.cold, host)) > num(redis.call('HGET', K.spilling, host))
       and redis.call('ZCARD', K.hq .. host) * 2 < per_host then
     redis.call('ZADD', K.refill_wait, 'NX', string.format('%.17g', now), host)
   end
