@@ -156,7 +156,8 @@ class ShardKeys:
 
     @property
     def refill(self) -> str:
-        """Hash host -> ``<token>|<room>|<its cold count then>`` of its refill lease."""
+        """Hash host -> ``<token>|<room>|<its rows in the store then>`` of its refill lease
+        (``<token>|0|0`` once REFILL ran, until REFILLED ends it)."""
         return self.prefix + "refill"
 
     @property

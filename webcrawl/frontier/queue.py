@@ -451,7 +451,8 @@ class HostQueue:
                 raise call.error
 
     def counts(self, *, now: float | None = None) -> tuple[int, int, int]:
-        """Over all shards: (queued, including delayed; revisits due now; leases)."""
+        """Over all shards: (queued: host queues, delayed and the cold tier; revisits due
+        now; leases)."""
         calls = [scripts.COUNT.call(k, [now_arg(now)]) for k in self.keys.all_shards()]
         totals = [0, 0, 0]
         for call in self.router.run(calls):

@@ -460,8 +460,9 @@ class Scheduler(RedisScheduler):
 
         A request stays in the engine's in-progress set until its download
         and the handling of the spider's output (the links it found) are
-        complete, whatever the outcome, so a lease is acknowledged only after
-        its outlinks are in our buffer, and they go to Redis in the same call.
+        complete, whatever the outcome: a request that leaves it has its
+        outlinks in the outbox, and its lease is acknowledged in the step after
+        the one that stored them (:class:`Outbox`).
         """
         slot = getattr(self.crawler.engine, "_slot", None)
         inprogress = getattr(slot, "inprogress", None)
