@@ -21,6 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import redis
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -45,6 +46,7 @@ from webcrawl.store.sqlite import SQLiteStore
 SKIP = set(os.environ.get("WEBCRAWL_SIM_SKIP", "").split(","))
 EXAMPLES = int(os.environ.get("WEBCRAWL_SIM_EXAMPLES", "20"))
 STEPS = int(os.environ.get("WEBCRAWL_SIM_STEPS", "100"))
+CLUSTER = os.environ.get("WEBCRAWL_SIM_CLUSTER") == "1"
 WORKERS = 3
 HOSTS = ["a", "b", "c", "d"]
 TICKS = [0.5, 3.0, LEASE + 1, 31.0, 200.0]  # 31: past the revisit mover's lock (30 s)
@@ -440,7 +442,32 @@ TAKEN: list[tuple[str, RedisLock]] = []
 
 
 @pytest.fixture
-def machine(redis_server, tmp_path, monkeypatch):
+def sim_redis(request, tmp_path_factory, monkeypatch):
+    """The simulation's Redis: the session's, or with WEBCRAWL_SIM_CLUSTER=1 a real local
+    Redis Cluster of three masters (the two shards on two of them)."""
+    if not CLUSTER:
+        client = request.getfixturevalue("redis_server").client()
+        yield client
+        client.close()
+        return
+    from webcrawl.frontier.localcluster import LocalRedisCluster
+    from webcrawl.frontier.shards import ShardRouter
+
+    # a step's calls to several nodes go one after the other, on the worker's thread (a
+    # worker sends them at once, from a pool: one gate holds one call at a time)
+    monkeypatch.setattr(ShardRouter, "_run_groups",
+                        lambda self, groups: [self._run_group(g) for g in groups])  # fmt: skip
+    cluster = LocalRedisCluster(tmp_path_factory.mktemp("sim-cluster"), replicas=0).start()
+    client = redis.RedisCluster(host="127.0.0.1", port=cluster.masters()[0].port)
+    try:
+        yield client
+    finally:
+        client.close()
+        cluster.stop()
+
+
+@pytest.fixture
+def machine(sim_redis, tmp_path, monkeypatch):
     acquire = RedisLock.acquire
 
     def recorded(lock: RedisLock, *, now: float | None = None) -> bool:
@@ -450,10 +477,9 @@ def machine(redis_server, tmp_path, monkeypatch):
         return taken
 
     monkeypatch.setattr(RedisLock, "acquire", recorded)
-    FrontierMachine.client = redis_server.client()
+    FrontierMachine.client = sim_redis
     FrontierMachine.tmp = tmp_path
     yield FrontierMachine
-    FrontierMachine.client.close()
     TAKEN.clear()
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import redis
 from scrapy import Request, Spider
 
-from support.gates import Crash, GatedRedis, GatedStore, Process, Replica
+from support.gates import Crash, GatedCluster, GatedRedis, GatedStore, Process, Replica
 from webcrawl.frontier.cold import crawl_prefix, parse_cold_key, parse_revisit_key
 from webcrawl.frontier.far_revisits import FarRevisits
 from webcrawl.frontier.keys import CrawlKeys
@@ -82,7 +82,9 @@ class SimWorker:
         self.revisit_move: Future[None] | None = None
         self.model = model
         self.queue = HostQueue(
-            GatedRedis(client, self.process, replica),
+            (GatedCluster if isinstance(client, redis.RedisCluster) else GatedRedis)(
+                client, self.process, replica
+            ),
             SimSpider(),
             keys,
             mover=self.moves.append,

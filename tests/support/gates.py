@@ -144,7 +144,7 @@ class Replica:
     def catch_up(self) -> None:
         """The replica has every write made so far."""
         keys = list(self.client.scan_iter(count=1000))
-        pipe = self.client.pipeline(transaction=True)
+        pipe = self.client.pipeline()  # (only the controller's thread runs now)
         for key in keys:
             pipe.pttl(key).dump(key)
         replies = pipe.execute()
@@ -218,7 +218,8 @@ class _GatedPipeline:
 
 
 # client attributes that are not calls to the server
-_LOCAL = {"get_encoder", "get_connection_kwargs", "connection_pool", "response_callbacks"}
+_LOCAL = {"get_encoder", "get_connection_kwargs", "connection_pool", "response_callbacks",
+          "get_node_from_key"}  # fmt: skip
 
 
 class GatedRedis:
@@ -255,6 +256,14 @@ class GatedRedis:
             return self._gate.call(what, lambda: attr(*args, **kwargs), redis.ConnectionError)
 
         return gated
+
+
+class GatedCluster(GatedRedis):
+    """A redis-py cluster client whose every command passes the gate, and so does every
+    command of the node clients it hands out (the frontier's pipelines go to those)."""
+
+    def get_redis_connection(self, node: Any) -> GatedRedis:
+        return GatedRedis(self._client.get_redis_connection(node), self._gate, self._replica)
 
 
 class GatedStore:

@@ -78,7 +78,9 @@ class _Group:
 
 
 def is_cluster(client: object) -> bool:
-    return isinstance(client, redis.RedisCluster)
+    """Whether ``client`` routes keys to the nodes of a Redis Cluster (redis-py's cluster
+    client, or a wrapper of it: the frontier's simulation gates every call)."""
+    return callable(getattr(client, "get_node_from_key", None))
 
 
 class ShardRouter:
