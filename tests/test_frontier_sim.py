@@ -377,7 +377,8 @@ class FrontierMachine(RuleBasedStateMachine):
             STATS.update(line.split(":", 1)[1].split()[0:2][-1] for line in log)
         STATS["failovers"] += self.replica.failovers
         STATS["examples"] += 1
-        STATS["steps"] += len(self.history)
+        STATS["steps"] += len(self.history)  # rules and calls
+        STATS["longest"] = max(STATS["longest"], len(self.history))
         try:
             self.drain()
         except BaseException:
