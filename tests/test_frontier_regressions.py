@@ -21,6 +21,7 @@ from webcrawl.frontier.cold import crawl_prefix, parse_cold_key, revisit_prefix
 from webcrawl.frontier.far_revisits import FarRevisits
 from webcrawl.frontier.keys import CrawlKeys
 from webcrawl.frontier.lock import RedisLock
+from webcrawl.frontier.outbox import Outbox
 from webcrawl.frontier.queue import HostQueue
 from webcrawl.store.base import StoreError
 from webcrawl.store.sqlite import SQLiteStore
@@ -108,6 +109,11 @@ class Worker:
             self.tiers.refill(0, host, token, room, stale, now=now)
 
 
+def push(url: str, queue: HostQueue) -> tuple:
+    """A push for a step: (fingerprint, host, priority, wait, data, cache key)."""
+    return (url.encode(), url.split("/")[2], 0, 0.0, queue.encode(Request(url)), None)
+
+
 def url_of(data: bytes) -> str:
     return json.loads(data)["url"]
 
@@ -121,7 +127,8 @@ def check(client, store) -> None:
     - ``queued`` is the number of entries in the host queues;
     - ``cold_total`` is the sum of ``cold``;
     - a host's ``cold`` is its entries in the spill set plus its live store rows (rows
-      of dead claims left out), minus its moved set;
+      of claims neither in progress nor completed left out: dead, or lost), minus its
+      moved set;
     - ``reserved`` is the sum of the rooms held by refill leases;
     - no URL is both in a host queue and in a live store row outside the moved set."""
     hot = {}
@@ -133,7 +140,7 @@ def check(client, store) -> None:
     cold = {h.decode(): int(n) for h, n in client.hgetall(K.cold).items()}
     total = int(client.get(K.cold_total) or 0)
     assert total == sum(cold.values()), f"cold_total {total}, but cold {cold}"
-    dead = {c.decode() for c in client.zrange(K.spill_dead, 0, -1)}
+    claims = {c.decode() for c in client.smembers(K.spill_live) | set(client.hkeys(K.spill_done))}
     spill = defaultdict(set)  # host -> seqs
     for entry in client.zrange(K.spill, 0, -1):
         host, _, member = entry.split(b"\n", 2)
@@ -142,7 +149,7 @@ def check(client, store) -> None:
     for key, data in store.frontier_scan(crawl_prefix("t"), 1000):
         if "/~r/" not in key:
             _, _, host, _, seq, claim = parse_cold_key(key)
-            if claim not in dead:
+            if claim in claims or client.sismember(K.moved_prefix + host, key):
                 stored[host][seq] = url_of(data)
     for host in set(cold) | set(spill) | set(stored):
         moved = {parse_cold_key(m.decode())[4] for m in client.smembers(K.moved_prefix + host)}
@@ -184,9 +191,10 @@ def assert_drained(client, store, *, dead_rows_left: bool = False) -> None:
     assert int(client.get(K.reserved) or 0) == 0
     assert not client.exists(K.cold, K.spill, K.spilling, K.refill, K.refilling, K.leases)
     rows = store.frontier_scan(crawl_prefix("t"), 1000)
-    if dead_rows_left:
-        dead = {c.decode() for c in client.zrange(K.spill_dead, 0, -1)}
-        rows = [key for key, _ in rows if parse_cold_key(key)[5] not in dead]
+    if dead_rows_left:  # garbage: rows of claims neither in progress nor completed
+        claims = {c.decode() for c in client.smembers(K.spill_live)}
+        claims |= {c.decode() for c in client.hkeys(K.spill_done)}
+        rows = [key for key, _ in rows if parse_cold_key(key)[5] in claims]
     assert rows == []
 
 
@@ -510,3 +518,55 @@ def test_a_master_whose_replica_is_cut_off_deletes_no_store_copy(redis_pair, sto
     w.run_moves(2)  # the claim is not confirmed: nothing written
     assert len(store.frontier_scan(crawl_prefix("t"), 10)) == 3
     check(master, store)
+
+
+def test_a_dead_claims_rows_are_never_refilled_even_after_its_mark_is_gone(
+    redis_client, store, fetched
+):
+    """Found by the review: W2's claim expires while its store write is slow, and the
+    host drains meanwhile; then the write lands, in rows no refill scans.  A day later
+    the claim's dead mark is dropped and the host gets new links: a refill reads the old
+    rows.  Only rows of completed claims move (spill_done): those are garbage, deleted
+    (before: moved, fetched twice, and ``cold`` taken down for rows it never counted,
+    stranding the new rows while the idle check said done)."""
+    w1 = Worker(redis_client, store, "w1", fetched)
+    w2 = Worker(redis_client, store, "w2", fetched)
+    w1.push(urls("h", 5), now=0)  # h/0, h/1 hot; h/2..h/4 spilled
+    ((_, lease0),) = w2.step(0)  # w2 claims h/2..h/4 until 10
+    w2.step(1, pop=0, acks=[lease0])
+
+    def meanwhile() -> None:  # w2's write is slow: the whole host drains meanwhile
+        drain(w1, 11)
+
+    store.before_put = meanwhile
+    w2.run_moves(1)  # CLAIMED said live at 1; the rows land after the drain
+    assert_drained(redis_client, store, dead_rows_left=True)
+    day = 11 + 86401
+    w1.push(urls("h", 6, start=10), now=day)  # h/10, h/11 hot; h/12..h/15 spilled
+    drain(w1, day)  # (its first claim drops the day-old dead mark)
+    assert not redis_client.zrange(K.spill_dead, 0, -1)
+    assert fetched == Counter(urls("h", 5) + urls("h", 6, start=10))
+    assert_drained(redis_client, store, dead_rows_left=True)
+    assert w1.queue.counts(now=day) == (0, 0, 0)
+
+
+def test_a_page_in_progress_when_a_step_was_not_confirmed_is_fetched_again(redis_pair):
+    """Found by the review: a page's link leaves in a step the replicas do not confirm
+    while the page is still in progress; the page finishes later.  Its lease is left
+    to expire (before: acknowledged two steps later, on a cluster possibly on another
+    node, whose failover does not take the ack back with the link)."""
+    master = redis_pair.master.client()
+    queue = HostQueue(master, S(), KEYS, wait_replicas=1, wait_timeout=0.2)
+    outbox = Outbox(queue, FarRevisits(lambda rows: None))
+    outbox.pushes.append(push("http://h/0", queue))
+    outbox.step(pop=0, now=0)
+    ((_, lease),) = outbox.step(pop=1, now=0).result.popped  # h/0 in progress
+    redis_pair.link.hold()
+    outbox.pushes.append(push("http://h/1", queue))  # a link of h/0
+    sent = outbox.step(pop=0, in_progress=[lease], now=1)
+    assert sent.result.unconfirmed and sent.unreplicated == 1
+    outbox.finished(lease)
+    for _ in range(3):
+        outbox.step(pop=0, now=2)
+    assert master.zscore(K.leases, lease.partition(":")[2]) is not None  # not acked
+    assert not outbox.pending()

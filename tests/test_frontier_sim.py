@@ -491,7 +491,8 @@ def test_the_frontier_protocol_holds_under_any_interleaving(machine, monkeypatch
     monkeypatch.setattr(queue, "SPILL_BATCH", 3)
     test = machine.TestCase
     test.settings = settings(max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None,
-                             suppress_health_check=list(HealthCheck), database=None)  # fmt: skip
+                             suppress_health_check=list(HealthCheck), database=None,
+                             print_blob=True)  # fmt: skip
     test().runTest()
     print(dict(STATS))
 

@@ -142,7 +142,9 @@ class SimWorker:
             self.outbox.finished(lease)
         self.finished = []
         try:
-            result = self.outbox.step(pop=pop, lease_timeout=LEASE, now=self.model.now).result
+            sent = self.outbox.step(pop=pop, in_progress=list(self.held), lease_timeout=LEASE,
+                                    now=self.model.now)  # fmt: skip
+            result = sent.result
         except redis.RedisError:
             return None
         for request, lease in result.popped:
@@ -235,8 +237,8 @@ class Places:
     counters: dict[str, int] = field(default_factory=dict)
     cold_count: dict[str, int] = field(default_factory=dict)  # host -> the `cold` hash
     spilling: dict[str, int] = field(default_factory=dict)
-    dead_claims: set[tuple[int, str]] = field(default_factory=set)  # (shard, claim): their
-    # rows are garbage
+    claims: set[tuple[int, str]] = field(default_factory=set)  # (shard, claim) in progress
+    # or completed: rows of any other claim (dead, or lost) are garbage
     cold_revisits: dict[str, set[int]] = field(default_factory=dict)  # host -> seqs
     refill_rooms: int = 0
     refill_leases: int = 0
@@ -270,7 +272,8 @@ def read_places(client: redis.Redis, store: Any, keys: CrawlKeys) -> Places:  # 
         for name in client.scan_iter(match=k.moved_prefix + "*"):
             host = name.decode()[len(k.moved_prefix) :]
             p.moved[host] |= {parse_cold_key(m.decode())[4] for m in client.smembers(name)}
-        p.dead_claims |= {(k.shard, c.decode()) for c in client.zrange(k.spill_dead, 0, -1)}
+        p.claims |= {(k.shard, c.decode()) for c in client.smembers(k.spill_live)}
+        p.claims |= {(k.shard, c.decode()) for c in client.hkeys(k.spill_done)}
         p.revisits_redis |= {key.decode() for key in client.hkeys(k.revisit_requests)}
         p.seen |= {fp.decode() for fp in client.smembers(k.seen)}
         for name, key in (("queued", k.queued), ("cold_total", k.cold_total),
@@ -290,8 +293,8 @@ def read_places(client: redis.Redis, store: Any, keys: CrawlKeys) -> Places:  # 
             p.revisits_store.add(parse_revisit_key(key)[1])
         else:
             _, shard, host, _, seq, claim = parse_cold_key(key)
-            if (shard, claim) in p.dead_claims:
-                continue  # a late write of a dead spill claim: never refilled
+            if (shard, claim) not in p.claims and seq not in p.moved[host]:
+                continue  # garbage: a (late) write of a dead or lost claim, never refilled
             d = json.loads(value)
             if d.get("meta", {}).get("rv"):
                 p.spilled_revisits.add(d["url"])

@@ -138,6 +138,12 @@ class ShardKeys:
         return self.prefix + "spill_live"
 
     @property
+    def spill_done(self) -> str:
+        """Hash completed spill claim -> its rows not refilled yet: a refill moves only rows
+        of these (a row of any other claim, dead or unknown, is garbage)."""
+        return self.prefix + "spill_done"
+
+    @property
     def replicated(self) -> str:
         """Counter bumped by a check (CLAIMED) whose ``WAIT`` must cover writes made on
         another connection: ``WAIT`` counts the replicas that have the connection's own

@@ -9,7 +9,9 @@ FRONTIER_REDIS_WAIT_REPLICAS, replicated) every link it produced: a lease that
 disappears never takes links with it, whatever the moment a worker or a master dies
 (on a cluster the shards of one step are written in no set order).  What a shard did
 not take is kept for the next step; leases whose step the replicas did not confirm are
-left to expire, so their pages are fetched again.
+left to expire, so their pages are fetched again, and so are those of the pages in
+progress then (links they had pushed went with that step; on a cluster a later
+acknowledgement on another node does not follow them in the replication stream).
 
 Plain Python over a :class:`~webcrawl.frontier.queue.HostQueue`: the scheduler adapts
 it to Scrapy, and the frontier's simulation drives it as it is.
@@ -17,6 +19,7 @@ it to Scrapy, and the frontier's simulation drives it as it is.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,19 +53,26 @@ class Outbox:
     unconfirmed: list[str] = field(default_factory=list)  # done; outlinks not yet stored
     ackable: list[str] = field(default_factory=list)  # done, outlinks stored: acked next
     refused: list[str] = field(default_factory=list)  # leases of entries refused: dropped
+    # in progress when a step was not confirmed: left to expire once done
+    doomed: set[str] = field(default_factory=set)
 
     def finished(self, lease: str) -> None:
         """The engine is done with ``lease``'s page (its outlinks are in :attr:`pushes`)."""
+        if lease in self.doomed:  # links it pushed may be lost: fetched again
+            self.doomed.discard(lease)
+            return
         if not self.far.hold(lease):  # else: once its far revisits are stored
             self.unconfirmed.append(lease)
 
     def nack(self, lease: str, wait: float) -> None:
         """Hand ``lease`` back: its request is queued again in ``wait`` seconds."""
+        self.doomed.discard(lease)
         self.nacks.append((lease, wait))
 
-    def step(self, *, pop: bool | int, **options: Any) -> Sent:
+    def step(self, *, pop: bool | int, in_progress: Collection[str] = (), **options: Any) -> Sent:
         """Push what is held, acknowledge what may be, maybe pop (``options``: those of
-        :meth:`HostQueue.step`).  Raises what Redis raised, having changed nothing."""
+        :meth:`HostQueue.step`; ``in_progress``: the leases of the pages the engine is
+        working on).  Raises what Redis raised, having changed nothing."""
         self.far.store()
         self.unconfirmed += self.far.released()
         batch, revisits, nacks = self.pushes, self.revisits, self.nacks
@@ -93,7 +103,9 @@ class Outbox:
             # stored on a master that fewer replicas than FRONTIER_REDIS_WAIT_REPLICAS
             # confirmed: these leases are left to expire, so that if the master dies
             # before its replicas have the links, their pages are fetched again
-            unreplicated, self.unconfirmed = len(self.unconfirmed), []
+            doomed = set(in_progress) - self.doomed
+            unreplicated, self.unconfirmed = len(self.unconfirmed) + len(doomed), []
+            self.doomed |= doomed
         elif not self.pushes and not self.revisits:
             self.ackable += self.unconfirmed
             self.unconfirmed = []

@@ -409,10 +409,16 @@ class HostQueue:
     def _move(self, shard: int, spills: list, grants: list, now: float | None) -> None:
         if not spills and not grants:
             return
-        if self.mover is None:
+
+        def move() -> None:
             self.tiers.move(shard, spills, grants, now=now)
+            # a refill may have given the shard work: the next step looks at it
+            self._due[shard] = min(self._due[shard], self._clock(now))
+
+        if self.mover is None:
+            move()
         else:
-            self.mover(lambda: self.tiers.move(shard, spills, grants, now=now))
+            self.mover(move)
 
     # -- the cold tier (tiers.py) ---------------------------------------------
 
@@ -528,8 +534,8 @@ class HostQueue:
             names = [k.host_queue(h) for h in hosts] + [k.moved_prefix + h for h in hosts]
             names += [k.ready, k.next, k.leases, k.leased, k.seq, k.queued, k.delayed,
                       k.lease_seq, k.revisits, k.revisit_requests, k.cold, k.cold_total, k.spill,
-                      k.spilling, k.spill_claim, k.spill_dead, k.spill_live, k.refill_wait,
-                      k.refilling, k.refill, k.reserved, k.replicated]  # fmt: skip
+                      k.spilling, k.spill_claim, k.spill_dead, k.spill_live, k.spill_done,
+                      k.refill_wait, k.refilling, k.refill, k.reserved, k.replicated]  # fmt: skip
             self.server.delete(*names)
         if self.store is not None:
             clear_cold(self.store, self.keys.crawl)

@@ -477,7 +477,8 @@ class Scheduler(RedisScheduler):
             self.outbox.finished(self._leases.pop(request))
         try:
             sent = self.outbox.step(
-                pop=pop, default_delay=self.host_delay, lease_timeout=self.lease_timeout,
+                pop=pop, in_progress=list(self._leases.values()),
+                default_delay=self.host_delay, lease_timeout=self.lease_timeout,
                 slack=self.delay_slack, seen_mode=self.df.mode,
             )  # fmt: skip
         except RedisError as exc:

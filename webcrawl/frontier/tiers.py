@@ -190,7 +190,9 @@ class Tiers:
             if done:
                 self.store.frontier_delete(sorted(done))
             self.stats.store_seconds += time.perf_counter() - started
-            scripts.REFILLED.run(self.router, k, [now_arg(now), host, token, self.hot_per_host])
+            again = "0" if moved == 0 and keep else "1"
+            scripts.REFILLED.run(self.router, k, [now_arg(now), host, token, self.hot_per_host,
+                                                  again])  # fmt: skip
         except (StoreError, redis.RedisError) as exc:
             self._failed(f"refill {host} from the store", exc)
             return

@@ -1,15 +1,17 @@
 --! keys: ready next queued reserved cold cold_total spilling refill_wait hq refill moved
---! keys: spill_dead spill_live
+--! keys: spill_live spill_done
 --! uses: clock tiers
 -- A refill: rows of a host's cold tier read from the store move into its queue, if the
--- caller's lease (its token) is still the host's.  A row is put in the queue once: its
+-- caller's lease (its token) is still the host's.  Only rows of completed spill claims
+-- (spill_done, which counts each claim's rows not moved yet) move, and each once: its
 -- key joins the host's moved set in the same step, and a row already there (put there
--- by a refill whose worker died before deleting it from the store) is skipped.  So is a
--- row written under a dead spill claim (the claim expired and was taken again: its
--- worker's store write may land at any time, after the live claim's rows were refilled
--- too): the caller deletes both from the store.  A row of a claim still in progress
--- (its SPILLED has not run: if the claim expires, its entries are stored again under
--- another) stays in the store for a later refill: the caller keeps it.
+-- by a refill whose worker died before deleting it from the store) is skipped.  A row
+-- of any other claim is garbage: dead (it expired and was taken again: its worker's
+-- store write may land at any time, after the live claim's rows were refilled too) or
+-- lost; neither counted nor moved.  The caller deletes those from the store.  A row of
+-- a claim still in progress (its SPILLED has not run: if the claim expires, its entries
+-- are stored again under another) stays in the store for a later refill: the caller
+-- keeps it.
 -- ARGV: 1 now, 2 host, 3 token, 4 hot_per_host, 5 '1' if the store had no more rows of
 -- the host, then (row key, score, member) per row.
 -- Returns {how many moved up (-1: the lease is another's, nothing done), then the keys
@@ -21,17 +23,19 @@ local room, cold = string.match(lease, '^[^|]*|(%d+)|(%d+)$')
 local entries, live, keep = {}, 0, {}
 for k = 6, #ARGV, 3 do
   local claim = string.match(ARGV[k], '/([^/]*)$')
-  if redis.call('ZSCORE', K.spill_dead, claim) then
-    -- a dead claim's row: neither counted nor moved
-  elseif redis.call('SISMEMBER', K.spill_live, claim) == 1 then
+  if redis.call('SISMEMBER', K.spill_live, claim) == 1 then
     keep[#keep + 1] = ARGV[k]  -- counted with the spill set's entries until complete
-  elseif redis.call('SADD', K.moved .. host, ARGV[k]) == 1 then
+  elseif redis.call('SISMEMBER', K.moved .. host, ARGV[k]) == 1 then
+    live = live + 1  -- moved up by a refill whose worker died
+  elseif num(redis.call('HGET', K.spill_done, claim)) > 0 then
+    redis.call('SADD', K.moved .. host, ARGV[k])
+    if redis.call('HINCRBY', K.spill_done, claim, -1) <= 0 then
+      redis.call('HDEL', K.spill_done, claim)
+    end
     live = live + 1
     entries[#entries + 1] = ARGV[k + 1]
     entries[#entries + 1] = ARGV[k + 2]
-  else
-    live = live + 1
-  end
+  end  -- else a row of a dead or lost claim: garbage, neither counted nor moved
 end
 local n = #entries / 2
 for s = 1, #entries, 1000 do

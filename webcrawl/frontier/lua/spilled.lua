@@ -1,4 +1,4 @@
---! keys: spill spilling cold refill_wait hq spill_claim spill_dead spill_live
+--! keys: spill spilling cold refill_wait hq spill_claim spill_dead spill_live spill_done
 --! uses: clock tiers
 -- A worker stored these spilled requests under its claim's token: those still claimed
 -- by that token leave the spill set, and their hosts may be refilled.  A claim that is dead (it expired and some of its entries were
@@ -21,4 +21,7 @@ for k = 4, #ARGV do
     want_refill(host, per_host, now)
   end
 end
+-- its rows may be refilled now, and only those: a row of a claim that is not listed here
+-- (dead, or lost) is garbage, whenever it lands
+if done > 0 then redis.call('HINCRBY', K.spill_done, token, done) end
 return done
