@@ -73,7 +73,7 @@ class Worker:
                  wait_replicas: int = 0) -> None:  # fmt: skip
         self.queue = HostQueue(client, S(), KEYS, store=store, hot_per_host=2, hot_budget=budget,
                                wait_replicas=wait_replicas, wait_timeout=0.2)  # fmt: skip
-        self.queue.claim_prefix = f"{name}."  # the same in every run
+        self.queue.id_prefix = f"{name}."  # the same in every run
         self.tiers = self.queue.tiers
         self.tiers.move = self._handed  # shadows Tiers.move: nothing runs until told to
         self.spills: list[tuple[str, list[bytes]]] = []  # (claim token, entries)
@@ -570,3 +570,23 @@ def test_a_page_in_progress_when_a_step_was_not_confirmed_is_fetched_again(redis
         outbox.step(pop=0, now=2)
     assert master.zscore(K.leases, lease.partition(":")[2]) is not None  # not acked
     assert not outbox.pending()
+
+
+def test_a_stale_lease_after_a_failover_names_no_other_workers_lease(redis_pair, store, fetched):
+    """Found by the simulation's failovers: a pop the replica had not got is lost with
+    the lease counter's increment; the next pop on the promoted replica counts the same
+    number.  Lease ids carry their worker's prefix: the first worker's ack of its stale
+    lease leaves the second's lease alone (before: it acknowledged it, and the request
+    was lost if that worker died)."""
+    master = redis_pair.master.client()
+    a = Worker(master, store, "a", fetched)
+    a.push(urls("h", 2), now=0)
+    assert master.execute_command("WAIT", 1, 5000) == 1
+    redis_pair.link.hold()
+    ((_, stale),) = a.step(0)  # on the master only
+    promoted = redis_pair.fail_over()
+    b = Worker(promoted, store, "b", fetched)
+    ((_, lease),) = b.step(1)
+    assert stale != lease and stale.rpartition(".")[2] == lease.rpartition(".")[2]
+    Worker(promoted, store, "a", fetched).step(2, pop=0, acks=[stale])  # a, reconnected
+    assert promoted.zscore(K.leases, lease.partition(":")[2]) is not None

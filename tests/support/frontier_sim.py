@@ -95,7 +95,7 @@ class SimWorker:
             wait_timeout=0.001,
         )
         self.held: dict[str, Held] = {}  # lease -> what this worker is fetching
-        self.queue.claim_prefix = f"{name}."  # (a random one in a worker) the same each run
+        self.queue.id_prefix = f"{name}."  # (a random one in a worker) the same each run
         self.far = FarRevisits(self.queue.put_far_revisits, self.submit)
         self.outbox = Outbox(self.queue, self.far)  # the scheduler's
         # a move runs at the time the mover runs it (in a worker: on Redis's clock)

@@ -153,7 +153,10 @@ class HostQueue:
         # runs the spills and refills a step hands this worker (store I/O): a thread of
         # the caller's (the scheduler's, off the reactor), or here and now
         self.mover = mover
-        self.claim_prefix = secrets.token_hex(4) + "."  # makes this worker's claims unique
+        # this worker's lease ids, spill claims and refill leases are its own, even after
+        # a failover that loses some increments of the counter they are numbered by (a
+        # stale id must never name another worker's lease)
+        self.id_prefix = secrets.token_hex(4) + "."
         self.turns = Turns(self.router, keys)
 
     @property
@@ -358,7 +361,7 @@ class HostQueue:
             args: list[object] = [now_arg(now), default_delay, lease_timeout,
                                   want if shard == pop_shard else 0, requeue_limit, slack,
                                   seen_mode, self.hot_per_host, self.shard_budget, SPILL_BATCH,
-                                  REFILLS_PER_STEP, self.max_pages_per_host, self.claim_prefix,
+                                  REFILLS_PER_STEP, self.max_pages_per_host, self.id_prefix,
                                   len(w.acks), *w.acks,
                                   len(w.nacks)]  # fmt: skip
             for lease, wait in w.nacks:

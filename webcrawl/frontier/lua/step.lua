@@ -10,8 +10,8 @@
 -- ARGV: 1 now, 2 default delay, 3 lease timeout, 4 want_pop (0: this call does not
 -- pop), 5 requeue limit, 6 slack, 7 seen mode ('set' or 'bloom'), 8 hot_per_host,
 -- 9 budget, 10 spill batch, 11 max refill grants, 12 max pages per host, 13 this
--- worker's claim prefix (random: a spill claim's token is unique even if a failover
--- loses the counter's increments); then the
+-- worker's id prefix (random: the lease ids, spill claim tokens and refill lease tokens
+-- it makes are its own even if a failover loses the counter's increments); then the
 -- acks, the nacks, the pushes and the revisits, each a count and its items (see the
 -- numbered parts below).
 -- Returns {added, requeued, revisited, next work ('' when it did not pop), refill
@@ -28,7 +28,7 @@ local budget = tonumber(ARGV[9])
 local spill_batch = tonumber(ARGV[10])
 local max_grants = tonumber(ARGV[11])
 local max_pages = tonumber(ARGV[12])
-local claim_prefix = ARGV[13]
+local id_prefix = ARGV[13]
 
 -- is a request new?  '' (dont_filter) always; else add it to the seen set, or
 -- set its bits in the Bloom filter: new if any bit was 0
@@ -109,7 +109,7 @@ local function claim_spills()
   if #claimed == 0 then return {} end
   -- a dead claim's late write lands within a day, or never: its mark goes then
   redis.call('ZREMRANGEBYSCORE', K.spill_dead, '-inf', string.format('%.17g', now - 86400))
-  local token = claim_prefix .. redis.call('INCR', K.lease_seq)
+  local token = id_prefix .. redis.call('INCR', K.lease_seq)
   local until_ = string.format('%.17g', now + lease_timeout)
   for _, entry in ipairs(claimed) do
     local old = redis.call('HGET', K.spill_claim, entry)
@@ -155,7 +155,7 @@ local function grant_refills()
       and num(redis.call('HGET', K.cold, h)) > num(redis.call('HGET', K.spilling, h))
     local leased = redis.call('HEXISTS', K.refill, h) == 1
     if not leased and (wanted or redis.call('EXISTS', K.moved .. h) == 1) then
-      local token = tostring(redis.call('INCR', K.lease_seq))
+      local token = id_prefix .. redis.call('INCR', K.lease_seq)
       -- the host's rows in the store now: its count, less what is on its way there
       local stored = num(redis.call('HGET', K.cold, h)) - num(redis.call('HGET', K.spilling, h))
       redis.call('HSET', K.refill, h, token .. '|' .. room .. '|' .. math.max(0, stored))
@@ -319,7 +319,7 @@ while #out < 7 + 2 * want_pop and tries < 10 + 2 * want_pop do
       redis.call('ZREM', K.ready, host)
     end
     want_refill(host, hot_per_host, now)
-    local id = tostring(redis.call('INCR', K.lease_seq))
+    local id = id_prefix .. redis.call('INCR', K.lease_seq)
     redis.call('ZADD', K.leases, string.format('%.17g', now + lease_timeout), id)
     redis.call('HSET', K.leased, id, host .. '\n' .. item[2] .. '\n' .. item[1])
     out[#out + 1] = item[1]
