@@ -234,15 +234,6 @@ class GatedRedis:
         pipe = self._client.pipeline(transaction=transaction)
         return _GatedPipeline(pipe, self._gate, self._replica)
 
-    def info(self, section: str | None = None) -> dict:
-        def info() -> dict:
-            reply = self._client.info(section)
-            if self._replica is not None and section == "replication":
-                reply["connected_slaves"] = 1
-            return reply
-
-        return self._gate.call(f"redis info {section}", info, redis.ConnectionError)
-
     def register_script(self, script: str) -> Script:
         return Script(self, script)
 
