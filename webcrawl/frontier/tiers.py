@@ -115,8 +115,11 @@ class Tiers:
             rows.append((key, data))
         k = self.keys.shard(shard)
         try:
-            args = [now_arg(now), claim, entries[0]]
-            live, confirmed = scripts.CLAIMED.run_confirmed(self.router, k, args)
+            live, confirmed = True, True
+            if self.router.wait_replicas > 0:  # else no failover can lose the claim (and a
+                # row of a claim that is dead, or lost, is garbage anyway: spill_done)
+                args = [now_arg(now), claim, entries[0]]
+                live, confirmed = scripts.CLAIMED.run_confirmed(self.router, k, args)
         except redis.RedisError as exc:
             self._failed(f"move {len(entries)} requests to the store", exc)
             return

@@ -21,21 +21,40 @@ local lease = redis.call('HGET', K.refill, host)
 if not lease or string.match(lease, '^([^|]*)|') ~= token then return {-1} end
 local room, cold = string.match(lease, '^[^|]*|(%d+)|(%d+)$')
 local entries, live, keep = {}, 0, {}
+-- per claim (a claim's rows are many, in a row): 'live' (in progress), or its rows
+-- left to move (0: none, or a dead or lost claim), and how many this refill moved
+local state, taken = {}, {}
 for k = 6, #ARGV, 3 do
   local claim = string.match(ARGV[k], '/([^/]*)$')
-  if redis.call('SISMEMBER', K.spill_live, claim) == 1 then
-    keep[#keep + 1] = ARGV[k]  -- counted with the spill set's entries until complete
-  elseif redis.call('SISMEMBER', K.moved .. host, ARGV[k]) == 1 then
-    live = live + 1  -- moved up by a refill whose worker died
-  elseif num(redis.call('HGET', K.spill_done, claim)) > 0 then
-    redis.call('SADD', K.moved .. host, ARGV[k])
-    if redis.call('HINCRBY', K.spill_done, claim, -1) <= 0 then
-      redis.call('HDEL', K.spill_done, claim)
+  if state[claim] == nil then
+    if redis.call('SISMEMBER', K.spill_live, claim) == 1 then
+      state[claim] = 'live'
+    else
+      state[claim] = num(redis.call('HGET', K.spill_done, claim))
+      taken[claim] = 0
     end
+  end
+  if state[claim] == 'live' then
+    keep[#keep + 1] = ARGV[k]  -- counted with the spill set's entries until complete
+  elseif redis.call('SADD', K.moved .. host, ARGV[k]) == 0 then
+    live = live + 1  -- moved up by a refill whose worker died
+  elseif taken[claim] < state[claim] then
+    taken[claim] = taken[claim] + 1
     live = live + 1
     entries[#entries + 1] = ARGV[k + 1]
     entries[#entries + 1] = ARGV[k + 2]
-  end  -- else a row of a dead or lost claim: garbage, neither counted nor moved
+  else  -- a row of a dead or lost claim: garbage, neither counted nor moved
+    redis.call('SREM', K.moved .. host, ARGV[k])
+  end
+end
+for claim, n in pairs(taken) do
+  if n > 0 then
+    if n >= state[claim] then
+      redis.call('HDEL', K.spill_done, claim)
+    else
+      redis.call('HINCRBY', K.spill_done, claim, -n)
+    end
+  end
 end
 local n = #entries / 2
 for s = 1, #entries, 1000 do

@@ -6,7 +6,7 @@
 -- not claimed again yet will be, by the next claim.
 -- ARGV: 1 now, 2 hot_per_host, 3 the claim's token, then the entries (host \n score \n
 -- member).  Returns how many left the spill set.
-local now, per_host, token, done = clock(ARGV[1]), tonumber(ARGV[2]), ARGV[3], 0
+local now, per_host, token, done, hosts = clock(ARGV[1]), tonumber(ARGV[2]), ARGV[3], 0, {}
 redis.call('SREM', K.spill_live, token)  -- complete: a refill may move its rows
 if redis.call('ZSCORE', K.spill_dead, token) then return 0 end
 for k = 4, #ARGV do
@@ -18,9 +18,10 @@ for k = 4, #ARGV do
     if redis.call('HINCRBY', K.spilling, host, -1) <= 0 then
       redis.call('HDEL', K.spilling, host)
     end
-    want_refill(host, per_host, now)
+    hosts[host] = true
   end
 end
+for host in pairs(hosts) do want_refill(host, per_host, now) end
 -- its rows may be refilled now, and only those: a row of a claim that is not listed here
 -- (dead, or lost) is garbage, whenever it lands
 if done > 0 then redis.call('HINCRBY', K.spill_done, token, done) end
