@@ -17,6 +17,7 @@ import pytest
 from scrapy import Request, Spider
 
 from webcrawl.frontier import queue as queue_module
+from webcrawl.frontier import scripts
 from webcrawl.frontier.cold import crawl_prefix, parse_cold_key, revisit_prefix
 from webcrawl.frontier.far_revisits import FarRevisits
 from webcrawl.frontier.keys import CrawlKeys
@@ -590,3 +591,60 @@ def test_a_stale_lease_after_a_failover_names_no_other_workers_lease(redis_pair,
     assert stale != lease and stale.rpartition(".")[2] == lease.rpartition(".")[2]
     Worker(promoted, store, "a", fetched).step(2, pop=0, acks=[stale])  # a, reconnected
     assert promoted.zscore(K.leases, lease.partition(":")[2]) is not None
+
+
+def test_a_workers_own_stale_lease_after_a_failover_names_none_of_its_new_leases(
+    redis_pair, store, fetched
+):
+    """Found by the second review: a failover loses a worker's pop, and with it the lease
+    counter's increment; the same worker's next pop counts the same number.  Each step
+    adds its own part to the ids it makes, so the worker's ack of its stale lease leaves
+    its new one alone (before: its prefix alone kept ids apart between workers only)."""
+    master = redis_pair.master.client()
+    w = Worker(master, store, "w", fetched)
+    w.push(["http://h/0"], now=0)
+    assert master.execute_command("WAIT", 1, 5000) == 1
+    redis_pair.link.hold()
+    ((_, stale),) = w.step(0)  # on the master only
+    promoted = redis_pair.fail_over()
+    again = Worker(promoted, store, "w", fetched)  # w, reconnected, with its memory
+    again.queue._steps = w.queue._steps
+    ((_, lease),) = again.step(1)  # h/0 again: its pop was lost
+    assert stale != lease
+    again.step(2, pop=0, acks=[stale])
+    assert promoted.zscore(K.leases, lease.partition(":")[2]) is not None
+
+
+def test_a_refill_that_kept_rows_of_a_claim_completed_meanwhile_asks_again(
+    redis_client, store, fetched, monkeypatch
+):
+    """Found by the second review: W1's refill of h scans only rows of W2's claim, in
+    progress, and moves nothing.  Before its REFILLED, W2's SPILLED completes the claim
+    and asks for h, and W3's step takes h off the wait list (its refill lease is still
+    live) without granting it.  REFILLED asks again, as the claim is done (before: it
+    did not, and h's rows stayed in the store for good)."""
+    monkeypatch.setattr(queue_module, "SPILL_BATCH", 3)
+    w1, w2, w3 = (Worker(redis_client, store, n, fetched) for n in ("w1", "w2", "w3"))
+    w1.push(urls("h", 4), now=0)  # h/0, h/1 hot; h/2, h/3 spilled
+    ((_, lease0),) = w2.step(0)  # h/0; w2 claims h/2, h/3
+    w1.push(urls("h", 1, start=4), now=0)  # h/4 spilled
+    ((_, lease1),) = w1.step(0)  # h/1; w1 claims h/4
+    claim, entries = w2.spills.pop(0)
+    w1.run_moves(0)  # h/4 stored: h wants a refill
+    store.put_fails = "after"  # w2 wrote its rows; its SPILLED comes later
+    w2.tiers.spill(0, claim, entries, now=0)
+    store.put_fails = None
+    w1.step(1, pop=1, acks=[lease1])  # w1's refill lease for h
+    refilled = scripts.REFILLED.run
+
+    def meanwhile(router, keys, args):
+        monkeypatch.setattr(scripts.REFILLED, "run", refilled)
+        scripts.SPILLED.run(w2.queue.router, keys, ["1.0", 2, claim, *entries])
+        w3.step(1, pop=1)  # takes h off the wait list: its lease is live
+        return refilled(router, keys, args)
+
+    monkeypatch.setattr(scripts.REFILLED, "run", meanwhile)
+    w1.run_moves(1)  # scans h/2, h/3 (w2's claim, in progress): moves nothing
+    drain(w1, 50, acks=[lease0])
+    assert set(fetched) == set(urls("h", 5))
+    assert w1.queue.counts(now=50) == (0, 0, 0)

@@ -6,6 +6,7 @@ turns are in :mod:`.entry`, :mod:`.tiers` and :mod:`.turns`.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 import secrets
@@ -157,6 +158,9 @@ class HostQueue:
         # a failover that loses some increments of the counter they are numbered by (a
         # stale id must never name another worker's lease)
         self.id_prefix = secrets.token_hex(4) + "."
+        # ... and so is each step's part of them: a failover (or a restart) that loses
+        # increments makes the counter repeat numbers this worker already used
+        self._steps = itertools.count(1)
         self.turns = Turns(self.router, keys)
 
     @property
@@ -361,7 +365,8 @@ class HostQueue:
             args: list[object] = [now_arg(now), default_delay, lease_timeout,
                                   want if shard == pop_shard else 0, requeue_limit, slack,
                                   seen_mode, self.hot_per_host, self.shard_budget, SPILL_BATCH,
-                                  REFILLS_PER_STEP, self.max_pages_per_host, self.id_prefix,
+                                  REFILLS_PER_STEP, self.max_pages_per_host,
+                                  f"{self.id_prefix}{next(self._steps)}.",
                                   len(w.acks), *w.acks,
                                   len(w.nacks)]  # fmt: skip
             for lease, wait in w.nacks:

@@ -193,9 +193,12 @@ class Tiers:
             if done:
                 self.store.frontier_delete(sorted(done))
             self.stats.store_seconds += time.perf_counter() - started
-            again = "0" if moved == 0 and keep else "1"
+            # moved nothing for claims in progress: ask again only if one of them is done
+            again = (
+                ["0", *{key.rpartition("/")[2] for key in keep}] if moved == 0 and keep else ["1"]
+            )
             scripts.REFILLED.run(self.router, k, [now_arg(now), host, token, self.hot_per_host,
-                                                  again])  # fmt: skip
+                                                  *again])  # fmt: skip
         except (StoreError, redis.RedisError) as exc:
             self._failed(f"refill {host} from the store", exc)
             return
