@@ -20,7 +20,7 @@ from webcrawl.frontier.cold import (
     revisit_key,
     revisit_prefix,
 )
-from webcrawl.frontier.keys import CrawlKeys
+from webcrawl.frontier.keys import CrawlKeys, ShardKeys
 from webcrawl.frontier.lock import RedisLock
 from webcrawl.frontier.scripts import now_arg
 from webcrawl.frontier.shards import ShardRouter
@@ -114,26 +114,7 @@ class Tiers:
             key = cold_key(crawl, shard, host.decode(), priority, int(seq), claim=claim)
             rows.append((key, data))
         k = self.keys.shard(shard)
-        try:
-            live, confirmed = True, True
-            if self.router.wait_replicas > 0:  # else no failover can lose the claim (and a
-                # row of a claim that is dead, or lost, is garbage anyway: spill_done)
-                args = [now_arg(now), claim, entries[0]]
-                live, confirmed = scripts.CLAIMED.run_confirmed(self.router, k, args)
-        except redis.RedisError as exc:
-            self._failed(f"move {len(entries)} requests to the store", exc)
-            return
-        if not live:  # expired (and maybe taken again), or lost in a failover
-            logger.info(
-                "Spill claim %s (%d requests) is not live any more: it expired, or a "
-                "failover lost it; another claim stores them",
-                claim,
-                len(entries),
-            )
-            return
-        if not confirmed:  # a failover could still lose it: it expires and is taken again
-            why = "their claim was not confirmed by the replicas (FRONTIER_REDIS_WAIT_REPLICAS)"
-            self._failed(f"move {len(entries)} requests to the store", why)
+        if not self._claim_holds(k, claim, entries, now=now):
             return
         started = time.perf_counter()
         try:
@@ -146,6 +127,36 @@ class Tiers:
             return
         self._succeeded()
         self.stats.spilled += len(rows)
+
+    def _claim_holds(
+        self, k: ShardKeys, claim: str, entries: list[bytes], *, now: float | None
+    ) -> bool:
+        """Whether spill ``claim`` is still live, as FRONTIER_REDIS_WAIT_REPLICAS replicas
+        have it (CLAIMED): rows of a claim a failover lost would be counted and refilled
+        by nobody.  Without replicas to wait for, no failover can lose it, and the check
+        is skipped (a row of a dead claim is garbage anyway: spill_done)."""
+        if self.router.wait_replicas <= 0:
+            return True
+        what = f"move {len(entries)} requests to the store"
+        try:
+            args = [now_arg(now), claim, entries[0]]
+            live, confirmed = scripts.CLAIMED.run_confirmed(self.router, k, args)
+        except redis.RedisError as exc:
+            self._failed(what, exc)
+            return False
+        if not live:  # expired (and maybe taken again), or lost in a failover
+            logger.info(
+                "Spill claim %s (%d requests) is not live any more: it expired, or a "
+                "failover lost it; another claim stores them",
+                claim,
+                len(entries),
+            )
+            return False
+        if not confirmed:  # a failover could still lose it: it expires and is taken again
+            why = "its claim was not confirmed by the replicas (FRONTIER_REDIS_WAIT_REPLICAS)"
+            self._failed(what, why)
+            return False
+        return True
 
     def refill(self, shard: int, host: str, token: str, room: int, stale: list[str], *,
                now: float | None) -> None:  # fmt: skip
