@@ -258,7 +258,7 @@ def test_a_late_spill_write_after_a_refill_is_never_refilled(redis_client, store
 
     def meanwhile() -> None:  # W2's claim was live when it checked it, at 1
         ((_, lease1),) = w1.step(11)  # h/1; the expired claim is taken again
-        assert redis_client.zscore(K.spill_dead, w2_claim) is not None
+        assert not redis_client.sismember(K.spill_live, w2_claim)  # dead
         w1.run_moves(11)  # stored, out of the spill set
         assert w1.step(12, acks=[lease1]) == [] and len(w1.grants) == 1
         w1.run_moves(12)  # refilled: h/2, h/3 into h's queue
@@ -298,7 +298,7 @@ def test_a_partly_reclaimed_claim_is_dead_and_its_spilled_takes_nothing(
     w1.push(urls("c", 2, start=4), now=11)  # a spill set of 3 or more: a push claims it
     ((_, w1_entries),) = w1.spills
     assert len(w1_entries) == 3  # c/4, c/5 (unclaimed), and c/2 of w2's two
-    assert redis_client.zscore(K.spill_dead, w2_claim) is not None
+    assert not redis_client.sismember(K.spill_live, w2_claim)  # dead
     w1.run_moves(11)
     w2.run_moves(12)  # the late write, under the dead claim
     check(redis_client, store)
@@ -363,8 +363,8 @@ def test_claim_tokens_of_two_workers_differ_even_if_the_counter_is_lost(
     ((a_claim, _),) = a.spills
     assert a_claim.rpartition(".")[2] == str(counter)  # the same counter value...
     assert a_claim != b_claim  # ...but another token
-    dead = {c.decode() for c in redis_client.zrange(K.spill_dead, 0, -1)}
-    assert dead == {b_claim}
+    live = {c.decode() for c in redis_client.smembers(K.spill_live)}
+    assert live == {a_claim}  # b's is dead
     a.run_moves(11)
     assert not redis_client.exists(K.spill, K.spilling, K.spill_claim)  # a's claim was live
     b.run_moves(12)  # b's late write: dead
@@ -521,15 +521,13 @@ def test_a_master_whose_replica_is_cut_off_deletes_no_store_copy(redis_pair, sto
     check(master, store)
 
 
-def test_a_dead_claims_rows_are_never_refilled_even_after_its_mark_is_gone(
-    redis_client, store, fetched
-):
+def test_a_dead_claims_rows_are_never_refilled_even_a_day_later(redis_client, store, fetched):
     """Found by the review: W2's claim expires while its store write is slow, and the
     host drains meanwhile; then the write lands, in rows no refill scans.  A day later
-    the claim's dead mark is dropped and the host gets new links: a refill reads the old
-    rows.  Only rows of completed claims move (spill_done): those are garbage, deleted
-    (before: moved, fetched twice, and ``cold`` taken down for rows it never counted,
-    stranding the new rows while the idle check said done)."""
+    the host gets new links: a refill reads the old rows.  Only rows of completed claims
+    move (spill_done): those are garbage, deleted (before: moved, fetched twice, and
+    ``cold`` taken down for rows it never counted, stranding the new rows while the idle
+    check said done)."""
     w1 = Worker(redis_client, store, "w1", fetched)
     w2 = Worker(redis_client, store, "w2", fetched)
     w1.push(urls("h", 5), now=0)  # h/0, h/1 hot; h/2..h/4 spilled
@@ -544,11 +542,44 @@ def test_a_dead_claims_rows_are_never_refilled_even_after_its_mark_is_gone(
     assert_drained(redis_client, store, dead_rows_left=True)
     day = 11 + 86401
     w1.push(urls("h", 6, start=10), now=day)  # h/10, h/11 hot; h/12..h/15 spilled
-    drain(w1, day)  # (its first claim drops the day-old dead mark)
-    assert not redis_client.zrange(K.spill_dead, 0, -1)
+    drain(w1, day)
     assert fetched == Counter(urls("h", 5) + urls("h", 6, start=10))
     assert_drained(redis_client, store, dead_rows_left=True)
     assert w1.queue.counts(now=day) == (0, 0, 0)
+
+
+def test_a_dead_claim_that_completes_a_day_later_takes_nothing(
+    redis_client, store, fetched, monkeypatch
+):
+    """Found by the third review: claim A is partly claimed again (dead), and its worker
+    stalls for over a day (a laptop asleep).  Dead marks were kept a day: A's SPILLED
+    then completed it, for the entry still claimed under it, and a refill moved A's rows
+    by count: the row of h/2, which claim B had stored, went up twice (``queued`` one
+    too high for good) and h/3's row was deleted as garbage (never fetched).  A claim
+    completes only while it is in ``spill_live``, which it leaves for good."""
+    monkeypatch.setattr(queue_module, "SPILL_BATCH", 3)  # the simulation's batch
+    w1 = Worker(redis_client, store, "w1", fetched)
+    w2 = Worker(redis_client, store, "w2", fetched)
+    w1.push(urls("h", 4), now=0)  # h/0, h/1 hot; h/2, h/3 spilled
+    ((_, lease0),) = w2.step(0)  # h/0; w2 claims h/2, h/3 until 10 (claim A)
+    ((a_claim, a_entries),) = w2.spills
+    w2.spills.clear()  # w2 stalls before it stores them
+    w2.step(1, pop=0, acks=[lease0])
+    w1.push(urls("c", 4), now=11)  # c/2, c/3 spilled: a claim of 3, with one of A's
+    ((_, b_entries),) = w1.spills
+    assert len(set(b_entries) & set(a_entries)) == 1
+    assert not redis_client.sismember(K.spill_live, a_claim)  # dead
+    w1.run_moves(11)
+    day = 11 + 86401
+    w1.push(urls("d", 5), now=day)  # a fresh claim of three: A's other entry waits
+    w1.run_moves(day)
+    w2.tiers.spill(0, a_claim, a_entries, now=day)  # A's worker wakes up
+    assert not redis_client.hexists(K.spill_done, a_claim)  # before the fix: 1
+    check(redis_client, store)
+    drain(w1, day + 1)
+    assert fetched == Counter(urls("h", 4) + urls("c", 4) + urls("d", 5))
+    assert_drained(redis_client, store, dead_rows_left=True)
+    assert w1.queue.counts(now=day + 1000) == (0, 0, 0)
 
 
 def test_a_page_in_progress_when_a_step_was_not_confirmed_is_fetched_again(redis_pair):

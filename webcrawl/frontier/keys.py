@@ -27,8 +27,9 @@ SLOTS = 16384  # Redis Cluster's hash slots
 SPREAD_SHARDS = 256
 
 # a crawl name becomes part of every key and of a hash tag: no braces (they would
-# end the tag early), no glob characters (``reset`` matches keys by pattern)
-_BAD_NAME = re.compile(r"[{}*?\[\]\\\s]")
+# end the tag early), no glob characters (``reset`` matches keys by pattern), no slash
+# (it ends the crawl's part of a store row key: webcrawl/frontier/cold.py)
+_BAD_NAME = re.compile(r"[{}*?\[\]\\\s/]")
 _SHARD_LIKE = re.compile(r":\d+$")  # "web:1" would be shard 1 of crawl "web"
 
 
@@ -37,8 +38,8 @@ def check_crawl_name(crawl: str) -> str:
     if not crawl or _BAD_NAME.search(crawl) or _SHARD_LIKE.search(crawl):
         raise ValueError(
             f"crawl name {crawl!r} cannot name Redis keys: use letters, digits and . _ - : "
-            "(no braces, spaces or * ? [ ], and no :<number> at the end, which would read "
-            "as a shard of another crawl)"
+            "(no braces, spaces, slashes or * ? [ ], and no :<number> at the end, which would "
+            "read as a shard of another crawl)"
         )
     return crawl
 
@@ -125,16 +126,10 @@ class ShardKeys:
         return self.prefix + "spill_claim"
 
     @property
-    def spill_dead(self) -> str:
-        """Sorted set of spill claims that expired and were taken again, by when: rows
-        written under them are never refilled (their worker may still write them, late;
-        a mark is kept a day)."""
-        return self.prefix + "spill_dead"
-
-    @property
     def spill_live(self) -> str:
-        """Set of spill claims in progress (taken, not completed by SPILLED, not dead): a
-        refill leaves their rows in the store until they are complete."""
+        """Set of spill claims in progress (taken, not completed by SPILLED, not dead: a
+        claim leaves it when one of its entries is claimed again).  Only these complete;
+        a refill leaves their rows in the store until they do."""
         return self.prefix + "spill_live"
 
     @property

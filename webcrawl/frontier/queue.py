@@ -542,7 +542,7 @@ class HostQueue:
             names = [k.host_queue(h) for h in hosts] + [k.moved_prefix + h for h in hosts]
             names += [k.ready, k.next, k.leases, k.leased, k.seq, k.queued, k.delayed,
                       k.lease_seq, k.revisits, k.revisit_requests, k.cold, k.cold_total, k.spill,
-                      k.spilling, k.spill_claim, k.spill_dead, k.spill_live, k.spill_done,
+                      k.spilling, k.spill_claim, k.spill_live, k.spill_done,
                       k.refill_wait, k.refilling, k.refill, k.reserved, k.replicated]  # fmt: skip
             self.server.delete(*names)
         if self.store is not None:

@@ -366,13 +366,21 @@ class Scheduler(RedisScheduler):
                 key = fingerprint
                 if key in self._seen:
                     return self._filtered(request)
+        try:  # a redirect can name no host (http:///x, http://@/x) or a bad port
+            host = scope_key(request.url, "host")
+        except ValueError as exc:
+            host = ""
+            logger.debug("No host in %s: %s", request.url, exc)
+        if not host:  # it cannot be fetched, nor queued (a host's queue and rows need one)
+            logger.error("Dropped %s: its URL names no host", request)
+            self.stats.inc_value("scheduler/no_host")
+            return False
         try:
             data = self.queue.encode(request)
         except (TypeError, ValueError) as exc:
             logger.error("Dropped %s: %s", request, exc)
             self.stats.inc_value("scheduler/unserializable")
             return False
-        host = scope_key(request.url, "host")
         # a retry's back-off: this worker's clock set it, so it leaves as a duration
         wait = float(request.meta.get("frontier_not_before", 0)) - time.time()
         pushes = self.outbox.pushes

@@ -1,14 +1,17 @@
---! keys: spill spilling cold refill_wait hq spill_claim spill_dead spill_live spill_done
+--! keys: spill spilling cold refill_wait hq spill_claim spill_live spill_done
 --! uses: clock tiers
 -- A worker stored these spilled requests under its claim's token: those still claimed
--- by that token leave the spill set, and their hosts may be refilled.  A claim that is dead (it expired and some of its entries were
--- claimed again: every row written under it is garbage) takes nothing out: its entries
--- not claimed again yet will be, by the next claim.
+-- by that token leave the spill set, and their hosts may be refilled.  Only a live
+-- claim completes (in `spill_live`: not taken again, not lost in a failover): a dead
+-- one (it expired and some of its entries were claimed again: every row written under
+-- it is garbage) takes nothing out, and its entries not claimed again yet will be, by
+-- the next claim.
 -- ARGV: 1 now, 2 hot_per_host, 3 the claim's token, then the entries (host \n score \n
 -- member).  Returns how many left the spill set.
 local now, per_host, token, done, hosts = clock(ARGV[1]), tonumber(ARGV[2]), ARGV[3], 0, {}
-redis.call('SREM', K.spill_live, token)  -- complete: a refill may move its rows
-if redis.call('ZSCORE', K.spill_dead, token) then return 0 end
+-- complete (a refill may move its rows), unless it is dead, or lost in a failover, or
+-- completed already (a call sent twice)
+if redis.call('SREM', K.spill_live, token) == 0 then return 0 end
 for k = 4, #ARGV do
   if redis.call('HGET', K.spill_claim, ARGV[k]) == token then
     redis.call('HDEL', K.spill_claim, ARGV[k])

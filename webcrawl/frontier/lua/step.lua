@@ -1,6 +1,6 @@
 --! keys: ready next delay leases leased seen seq queued hq delayed lease_seq
 --! keys: revisits revisit_requests cold cold_total spill spilling refill_wait refilling
---! keys: refill reserved moved host_pages over_budget spill_claim spill_dead spill_live
+--! keys: refill reserved moved host_pages over_budget spill_claim spill_live
 --! uses: clock next_work tiers
 -- One step on one shard: acknowledgements, leases handed back, new requests (the
 -- dupefilter checked), revisits scheduled; and, in a call that pops, expired leases,
@@ -107,16 +107,11 @@ local function claim_spills()
   -- late store write) are left out of every refill (SPILLED and REFILL check it)
   local claimed = redis.call('ZRANGEBYSCORE', K.spill, '-inf', now, 'LIMIT', 0, spill_batch)
   if #claimed == 0 then return {} end
-  -- a dead claim's late write lands within a day, or never: its mark goes then
-  redis.call('ZREMRANGEBYSCORE', K.spill_dead, '-inf', string.format('%.17g', now - 86400))
   local token = id_prefix .. redis.call('INCR', K.lease_seq)
   local until_ = string.format('%.17g', now + lease_timeout)
   for _, entry in ipairs(claimed) do
     local old = redis.call('HGET', K.spill_claim, entry)
-    if old then
-      redis.call('ZADD', K.spill_dead, string.format('%.17g', now), old)
-      redis.call('SREM', K.spill_live, old)
-    end
+    if old then redis.call('SREM', K.spill_live, old) end  -- dead: taken again
     redis.call('HSET', K.spill_claim, entry, token)
     redis.call('ZADD', K.spill, 'XX', until_, entry)
   end
