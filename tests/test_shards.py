@@ -57,7 +57,9 @@ def test_shards_spread_evenly_over_the_slots_so_over_a_clusters_masters(shards):
     assert len({shard_of(f"h{i}", shards) for i in range(50 * shards)}) == shards
 
 
-@pytest.mark.parametrize("name", ["", "a{b}", "a b", "a*", "x?", "[x]", "web:1", "web/2024"])
+@pytest.mark.parametrize(
+    "name", ["", "a{b}", "a b", "a*", "x?", "[x]", "web:1", "web:1.5", "web/2024"]
+)
 def test_names_that_cannot_name_keys_are_refused(name):
     with pytest.raises(ValueError, match="cannot name Redis keys"):
         check_crawl_name(name)

@@ -457,6 +457,23 @@ def test_a_server_that_stays_down_is_a_store_error(hbase):
             store.put_pages([page()])
 
 
+@pytest.mark.parametrize("where", ["real", "emulator"])
+def test_a_frontier_row_written_again_after_its_delete_stays_deleted(where, request):
+    """Found by a review: a put retried on a fresh connection whose first attempt the
+    gateway applies late, after the row was moved up and deleted, brought the row back
+    (at the server's time, newer than the delete marker) and it was queued twice.
+    Frontier rows are written at a fixed old time: the marker hides the late copy."""
+    url = (request.getfixturevalue("real").url() if where == "real"
+           else emulator_url(request.getfixturevalue("server")))  # fmt: skip
+    with open_store(url) as store:
+        store.frontier_put([("web/0000/a.example/1", b"one"), ("web/0000/a.example/2", b"two")])
+        store.frontier_put([("web/0000/a.example/1", b"one")])  # a retry: harmless
+        assert len(store.frontier_scan("web/", 10)) == 2
+        store.frontier_delete(["web/0000/a.example/1"])
+        store.frontier_put([("web/0000/a.example/1", b"one")])  # the late first attempt
+        assert store.frontier_scan("web/", 10) == [("web/0000/a.example/2", b"two")]
+
+
 @pytest.mark.parametrize("where", ["real", "emulator-frozen-clock"])
 def test_rewrites_and_resets_within_one_millisecond_lose_nothing(where, request):
     """A delete marker takes the server's time and hides any put of the same

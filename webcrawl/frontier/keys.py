@@ -30,7 +30,8 @@ SPREAD_SHARDS = 256
 # end the tag early), no glob characters (``reset`` matches keys by pattern), no slash
 # (it ends the crawl's part of a store row key: webcrawl/frontier/cold.py)
 _BAD_NAME = re.compile(r"[{}*?\[\]\\\s/]")
-_SHARD_LIKE = re.compile(r":\d+$")  # "web:1" would be shard 1 of crawl "web"
+# "web:1" would be shard 1 of crawl "web", and "web:1.5" a spread shard's tag of it
+_SHARD_LIKE = re.compile(r":\d+(\.\d+)?$")
 
 
 def check_crawl_name(crawl: str) -> str:
@@ -38,8 +39,8 @@ def check_crawl_name(crawl: str) -> str:
     if not crawl or _BAD_NAME.search(crawl) or _SHARD_LIKE.search(crawl):
         raise ValueError(
             f"crawl name {crawl!r} cannot name Redis keys: use letters, digits and . _ - : "
-            "(no braces, spaces, slashes or * ? [ ], and no :<number> at the end, which would "
-            "read as a shard of another crawl)"
+            "(no braces, spaces, slashes or * ? [ ], and no :<number> or :<number>.<number> at "
+            "the end, which would read as a shard of another crawl)"
         )
     return crawl
 

@@ -87,6 +87,15 @@ MARKER = b"f:n"  # 8-byte counter in every webtable row: 1 once the row is count
 FRONTIER = "frontier"
 FRONTIER_FAMILIES = {"e": {"max_versions": 1}}
 ENTRY = b"e:q"  # a cold frontier row's queue entry
+# The cell time of every frontier row.  A frontier row is deleted once moved up and its
+# key never written again; a write of it that lands after the delete (a put retried on
+# a fresh connection whose first attempt the gateway applied late) must stay hidden
+# under the delete marker, whose time is the server's: at the server's time it would be
+# newer, come back, and be queued a second time (a completed spill claim's rows are
+# refilled by count: a copy of one moved twice would leave another of its rows behind).
+# A major compaction drops marker and hidden cells together; a copy late by that long
+# would show again.
+FRONTIER_TIME = 1
 # the store's id, in a row of the frontier table no cold key can have (they start with
 # "<crawl>/") and a column no frontier scan reads
 STORE_ID = (b"/store-id", b"e:id")
@@ -723,8 +732,13 @@ class HBaseStore(Store):
             self._subtract(site, row, b"c:" + level.encode(), value)
 
     def frontier_put(self, entries: Sequence[tuple[str, bytes]]) -> None:
+        """Puts at :data:`FRONTIER_TIME`: a copy that lands after the row's delete stays
+        deleted."""
+
         def write(conn: Any) -> None:
-            with conn.table(FRONTIER).batch(batch_size=self.options["batch_size"]) as batch:
+            table = conn.table(FRONTIER)
+            size = self.options["batch_size"]
+            with table.batch(batch_size=size, timestamp=FRONTIER_TIME) as batch:
                 for key, entry in entries:
                     batch.put(key.encode(), {ENTRY: bytes(entry)})
 
@@ -746,9 +760,10 @@ class HBaseStore(Store):
         return [(key.decode(), cells[ENTRY]) for key, cells in rows if ENTRY in cells]
 
     def frontier_delete(self, keys: Sequence[str]) -> None:
-        """Row deletes.  A delete marker hides a put of the same row in the same
-        millisecond (HBASE-2256); cold frontier keys are never written again once
-        moved up, so none is lost that way."""
+        """Row deletes.  A delete marker hides every put of the row at or before its
+        time (HBASE-2256), frontier puts (:data:`FRONTIER_TIME`) included, even one that
+        lands later; frontier keys are never written again once moved up, so none is
+        lost that way."""
 
         def delete(conn: Any) -> None:
             with conn.table(FRONTIER).batch(batch_size=self.options["batch_size"]) as batch:
