@@ -6,13 +6,23 @@ counts from the store's failpaths table (cached per worker, see
 ``IgnoreRequest``, gives every request its elastic ``download_timeout``,
 records outcomes, and runs the periodic sampled re-probe.
 
-- It sits below the retry middleware (540 < 550, and after Scrapy's
-  DownloadTimeoutMiddleware, 350, whose default timeout it replaces), so
+- It sits first (95: before robots.txt, 100, so that no URL of a dead site
+  waits for its robots.txt; the download timeout it sets is kept by Scrapy's
+  DownloadTimeoutMiddleware, 350) and below the retry middleware (550), so
   each link counts once, as the paper counts links: a failure or an answer
   the retry middleware turns into a retry stops there, and only the outcome
   of a link's last attempt reaches this middleware.  Retries still pass
   through ``process_request``: they get a fresh wait, and are dropped under
   a dead path.
+- robots.txt fetches (``meta["robots_txt"]``) get the site level's wait too
+  and are never dropped.  When one gets no answer (the failures below), the
+  robots.txt middleware drops the site's URLs with :class:`SiteUnanswered`
+  (nothing of the site may be fetched before robots.txt is read, and a finite
+  crawl must not wait for it): the first makes the site dead here
+  (:meth:`FailPathPolicy.record_unanswered`), and each is remembered like any
+  dropped link.  A re-probe's links make it fetch robots.txt again, and a site
+  that answers gets its URLs back.  A 5xx or 429 is an answer: RFC 9309's
+  wait, as before.
 - A failure is a DNS error, a refused, reset or lost connection, or no
   answer within the wait.  Any HTTP answer (a 404, a 503 too) means the path
   is alive.
@@ -71,6 +81,7 @@ from webcrawl.failpath import (
     FAIL,
     OK,
     SITE,
+    TALLIES,
     CountsCache,
     FailPathParams,
     FailPathPolicy,
@@ -101,6 +112,15 @@ FAILURES = (
 #: Seconds a re-probe holds the crawl's re-probe lock unless its worker renews it (every
 #: few seconds while the probe runs): a worker that dies mid-probe frees it that late.
 PROBE_LEASE = 60.0
+
+
+class SiteUnanswered(IgnoreRequest):
+    """The site's robots.txt got no answer (since ``since``, Unix time): the request is
+    dropped, and the site is dead until a re-probe finds it answering."""
+
+    def __init__(self, message: str, since: float) -> None:
+        super().__init__(message)
+        self.since = since
 
 
 class ProbeTurns:
@@ -187,6 +207,7 @@ class FailPathMiddleware:
         self._epoch: dict[str, int] = {}
         self._logged: set[tuple[str, str]] = set()
         self._pending_ok: dict[str, int] = {}  # successes not yet added to the site's #ok
+        self._dying: set[str] = set()  # sites whose unanswered robots.txt is being recorded
         self._loops: list[task.LoopingCall] = []
         self._turns: ProbeTurns | None = None
         self._probing = False
@@ -287,6 +308,11 @@ class FailPathMiddleware:
         site = self._site(request.url)
         counts = await self._counts(site)
         probe = bool(request.meta.get("failpath_probe"))
+        if request.meta.get("robots_txt"):  # the site's wait; never dropped
+            wait = self.policy.probe_wait() if probe else self.policy.wait([SITE], counts)
+            request.meta.setdefault("download_timeout", wait)
+            request.meta["failpath_sent"] = time.monotonic()
+            return
         # a site with no record (most) needs no path levels: the shortest wait
         levels = path_levels(request.url) if counts else [SITE]
         # dont_filter is an opt-out, but Scrapy marks its retries dont_filter too
@@ -313,7 +339,8 @@ class FailPathMiddleware:
         raise IgnoreRequest(f"failed path {site} {level} ({count} failures)")
 
     def process_response(self, request: Request, response: Response) -> Response:
-        if request.meta.get("failpath") is False or request.meta.get("failpath_probe"):
+        meta = request.meta
+        if meta.get("failpath") is False or meta.get("failpath_probe") or meta.get("robots_txt"):
             return response
         self.stats.inc_value("failpath/ok")
         site = self._site(request.url)
@@ -327,7 +354,16 @@ class FailPathMiddleware:
         return response
 
     def process_exception(self, request: Request, exception: Exception) -> None:
-        if request.meta.get("failpath") is False or request.meta.get("failpath_probe"):
+        meta = request.meta
+        # (a robots.txt that gets no answer makes the robots.txt middleware drop the
+        # site's requests: the first SiteUnanswered records the site dead, below)
+        if meta.get("failpath") is False or meta.get("failpath_probe") or meta.get("robots_txt"):
+            return
+        if isinstance(exception, SiteUnanswered):  # by the robots.txt middleware
+            site = self._site(request.url)
+            self._unanswered(site, exception)
+            self.stats.inc_value("failpath/filtered")
+            self._remember_link(site, request)
             return
         if not isinstance(exception, FAILURES):
             return
@@ -352,6 +388,22 @@ class FailPathMiddleware:
             return written
 
         self._write(site, write, given_up_check=True)
+
+    def _unanswered(self, site: str, exception: SiteUnanswered) -> None:
+        """The site's robots.txt got no answer: the site is dead (recorded once)."""
+        counts, _ = self.cache.get(site)
+        counts = counts or {}
+        if counts.get(SITE, 0) > self.params.heighten or site in self._dying:
+            return
+        logger.warning("Giving up %s: %s; its URLs are dropped until a re-probe finds it "
+                       "answering", site, exception)  # fmt: skip
+        self.stats.inc_value("failpath/sites_given_up")
+        self._dying.add(site)
+        since = int(exception.since)
+        d = threads.deferToThread(self.policy.record_unanswered, counts, self._adder(site), since)
+        d.addCallbacks(lambda written: self.cache.update(site, written),
+                       lambda f: self._store_error("write", site, f.value))  # fmt: skip
+        d.addBoth(lambda _: self._dying.discard(site))
 
     # -- writes, off the reactor ----------------------------------------------
 
@@ -511,7 +563,7 @@ class FailPathMiddleware:
             if not recovered:
                 continue
             self.stats.inc_value("failpath/recovered")
-            columns = [level, OK, FAIL] if level == SITE else [level]
+            columns = [level, *TALLIES] if level == SITE else [level]
             self._epoch[site] = self._epoch.get(site, 0) + 1
             await maybe_deferred_to_future(
                 threads.deferToThread(self.store.failpath_delete, site, columns)

@@ -21,6 +21,14 @@ answer, a 503 included, is parsed as if it were the file.
   the file is tried again ``ROBOTSTXT_UNREACHABLE_WAIT`` seconds later, up to
   ``ROBOTSTXT_UNREACHABLE_TRIES`` times (Nutch's defaults); after that they
   fail with the reason, recorded like any failure, for the entry's 24 hours.
+- **No answer at all** (no connection, DNS, or none within the failed-path
+  filter's wait) with ``FAILPATH_ENABLED``: the site is dead, not waiting.
+  Its requests are dropped with
+  :class:`~middlewares.failpath.SiteUnanswered` (the failed-path filter
+  records the site dead and remembers them), so a crawl does not wait for a
+  host that is gone; a failed-path re-probe's requests fetch the file again
+  at once, and a site that answers gets its URLs back.  A failure while Redis
+  was not answering is not the site's: it waits, as for a 5xx.
 
 Concurrent waiters in one worker share the fetch (Scrapy 2.19's middleware
 let all but the first through unchecked: ``tests/test_robotstxt.py``).
@@ -28,7 +36,8 @@ let all but the first through unchecked: ``tests/test_robotstxt.py``).
 Stats: ``robotstxt/request_count``, ``robotstxt/response_status_count/<n>``,
 ``robotstxt/shared`` (rules another worker fetched), ``robotstxt/forbidden``,
 ``robotstxt/unreachable``, ``robotstxt/deferred`` (requests sent back to wait),
-``robotstxt/given_up``, ``robotstxt/truncated``.
+``robotstxt/given_up``, ``robotstxt/unanswered`` (requests dropped: no answer),
+``robotstxt/truncated``.
 """
 
 from __future__ import annotations
@@ -50,7 +59,9 @@ from twisted.internet import reactor, task
 from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
 
+from middlewares.failpath import FAILURES, SiteUnanswered
 from webcrawl.frontier.lock import RedisLock
+from webcrawl.frontier.redisconn import RoundTrips
 from webcrawl.safety import robots
 from webcrawl.settings_check import positive_float, positive_int
 
@@ -81,6 +92,10 @@ class RobotsTxtMiddleware:
         self.user_agent = settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT")
         self.wait = positive_float(settings, "ROBOTSTXT_UNREACHABLE_WAIT")
         self.max_tries = positive_int(settings, "ROBOTSTXT_UNREACHABLE_TRIES")
+        # an unanswered robots.txt makes the site dead for the failed-path filter, whose
+        # workers read its counts again this often: so do we, an unanswered entry
+        self.failpath = settings.getbool("FAILPATH_ENABLED")
+        self.unanswered_ttl = settings.getfloat("FAILPATH_CACHE_TTL", 5.0)
         self.lock_seconds = 2 * settings.getfloat("DOWNLOAD_TIMEOUT") + settings.getfloat(
             "ADAPTIVE_DELAY_MAX", 60.0)  # fmt: skip
         # origin -> (entry, parser, local expiry), least recently used first
@@ -101,8 +116,19 @@ class RobotsTxtMiddleware:
         if parsed.scheme not in ("http", "https"):
             return
         origin = f"{parsed.scheme}://{parsed.netloc.lower()}"
+        probe, fetched = bool(meta.get("failpath_probe")), False
         while True:
             entry, parser = await self._entry(origin)
+            if self.failpath and entry is not None and entry.unanswered:
+                # a re-probe's request tries the file again at once (so does any request
+                # once its wait is over: the site's counts were cleared meanwhile)
+                if not fetched and (probe or time.time() >= entry.retry_at):
+                    fetched = True
+                    await self._fetch_once(origin, entry, request)
+                    continue
+                self.stats.inc_value("robotstxt/unanswered")
+                raise SiteUnanswered(f"robots.txt of {origin} gets no answer "
+                                     f"({entry.reason})", entry.fetched_at)  # fmt: skip
             action, wait = robots.verdict(entry, time.time(), self.max_tries)
             if action == "check":
                 self._check(request, entry, parser)
@@ -118,6 +144,7 @@ class RobotsTxtMiddleware:
                 if await self._defer(request, wait, origin):
                     raise RobotsTxtWait(f"robots.txt of {origin} unreachable: back in {wait:.0f} s")
                 continue
+            fetched = True
             await self._fetch_once(origin, entry, request)
 
     def _check(self, request: Request, entry: Any, parser: Any) -> None:
@@ -163,7 +190,9 @@ class RobotsTxtMiddleware:
 
     async def _remember(self, origin: str, entry: robots.RobotsEntry, fetched: bool) -> Any:
         parser = entry.parser()
-        if entry.state == robots.UNREACHABLE:
+        if entry.unanswered and self.failpath:  # a re-probe may bring the site back
+            expiry = min(entry.retry_at, time.time() + self.unanswered_ttl)
+        elif entry.state == robots.UNREACHABLE:
             expiry = entry.retry_at
         else:
             expiry = entry.fetched_at + robots.CACHE_SECONDS
@@ -207,7 +236,7 @@ class RobotsTxtMiddleware:
             if lock is not None:  # the host's turn, redirects and timeouts can outlast it
                 renew = task.LoopingCall(self._renew, lock, origin)
                 renew.start(self.lock_seconds / 3, now=False)
-            entry = await self._fetch(origin, previous)
+            entry = await self._fetch(origin, previous, request)
             if frontier is not None:
                 self._share(frontier, origin, entry)
             await self._remember(origin, entry, fetched=True)
@@ -248,19 +277,24 @@ class RobotsTxtMiddleware:
         except RedisError as exc:  # it expires on its own
             logger.warning("Could not release the robots.txt lock of %s: %s", origin, exc)
 
-    async def _fetch(self, origin: str, previous: robots.RobotsEntry | None) -> robots.RobotsEntry:
+    async def _fetch(self, origin: str, previous: robots.RobotsEntry | None,
+                     request: Request) -> robots.RobotsEntry:  # fmt: skip
+        """Fetch the file for ``request`` (a failed-path re-probe's fetch gets the
+        re-probe's wait)."""
         url = origin + "/robots.txt"
         fetch = Request(
             url, priority=1000, dont_filter=True, callback=NO_CALLBACK,
             meta={"robots_txt": True, "dont_obey_robotstxt": True, "dont_retry": True,
-                  "failpath": False, "redirect_ttl": robots.MAX_REDIRECTS,
-                  "download_maxsize": 0, "download_warnsize": 0},
+                  "redirect_ttl": robots.MAX_REDIRECTS, "download_maxsize": 0,
+                  "download_warnsize": 0,
+                  "failpath_probe": bool(request.meta.get("failpath_probe"))},
         )  # fmt: skip
         self.stats.inc_value("robotstxt/request_count")
+        sent = time.monotonic()
         try:
             response = await self.crawler.engine.download_async(fetch)
         except Exception as exc:  # every failure is an answer for RFC 9309
-            return self._failed(url, origin, exc, previous)
+            return self._failed(url, origin, exc, previous, sent)
         now = time.time()
         self.stats.inc_value("robotstxt/response_count")
         self.stats.inc_value(f"robotstxt/response_status_count/{response.status}")
@@ -277,16 +311,30 @@ class RobotsTxtMiddleware:
             logger.debug("robots.txt of %s: %s, everything allowed", origin, entry.reason)
         return entry
 
-    def _failed(self, url: str, origin: str, exc: Exception,
-                previous: robots.RobotsEntry | None) -> robots.RobotsEntry:  # fmt: skip
+    def _failed(
+        self, url: str, origin: str, exc: Exception, previous: robots.RobotsEntry | None,
+        sent: float,
+    ) -> robots.RobotsEntry:  # fmt: skip
         now = time.time()
         reason = f"{type(exc).__name__}: {exc}"[:300]
         if isinstance(exc, IgnoreRequest) or type(exc).__name__ in UNAVAILABLE:
             # too many redirects, a loop, or one we refuse: unavailable (RFC 9309 2.3.1.2)
             logger.info("robots.txt of %s unavailable (%s): everything allowed", origin, reason)
             return robots.unavailable(reason, now)
-        entry = robots.unreachable(reason, now, previous, self.wait)
-        self._log_unreachable(origin, entry)
+        # no answer at all, unless Redis stopped answering meanwhile (its calls block the
+        # reactor, the download with them: the failure may be ours, as for failed paths)
+        unanswered = isinstance(exc, FAILURES) and RoundTrips.last_error < sent
+        entry = robots.unreachable(reason, now, previous, self.wait, unanswered=unanswered)
+        if unanswered and self.failpath:
+            self.stats.inc_value("robotstxt/unreachable")
+            logger.info(
+                "robots.txt of %s gets no answer (%s): the site's URLs are dropped until a "
+                "failed-path re-probe finds it answering",
+                origin,
+                reason,
+            )
+        else:
+            self._log_unreachable(origin, entry)
         return entry
 
     def _log_unreachable(self, origin: str, entry: robots.RobotsEntry) -> None:

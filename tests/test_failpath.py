@@ -7,6 +7,7 @@ import pytest
 from webcrawl.failpath import (
     FAIL,
     OK,
+    ROBOTS,
     SITE,
     CountsCache,
     FailPathParams,
@@ -331,3 +332,24 @@ def test_cache_merges_writes_without_refreshing_the_age():
     assert cache.get("s") == (None, True)
     cache.update("t", {"/x/": 1})  # a write before any read
     assert cache.get("t") == ({"/x/": 1}, False)
+
+
+# -- a site whose robots.txt gets no answer -------------------------------------------
+
+
+def test_an_unanswered_robots_txt_makes_the_site_dead_and_keeps_since_when():
+    table = Table({"/a/": 2, OK: 7})
+    written = policy.record_unanswered(table.counts, table.add, 1_800_000_000)
+    assert written == {FAIL: 1, SITE: P.heighten + 1, ROBOTS: 1_800_000_000}
+    assert policy.blocking_level([SITE, "/a/"], table.counts) == SITE
+    assert policy.over(table.counts) == [SITE]  # its tallies are no levels to re-probe
+    # again, from a stale read (another worker recorded it first): the first time stays,
+    # and the site level is not raised twice
+    stale = {}
+    again = policy.record_unanswered(stale, table.add, 1_800_000_060)
+    assert again[ROBOTS] == 1_800_000_000 and table.counts[ROBOTS] == 1_800_000_000
+    assert table.counts[SITE] > P.heighten and table.counts[FAIL] == 2
+    # from a fresh read: nothing but the failure is written
+    table.writes.clear()
+    policy.record_unanswered(dict(table.counts), table.add, 1_800_000_120)
+    assert table.writes == [(FAIL, 1)]

@@ -146,6 +146,52 @@ def test_a_failure_while_redis_was_not_answering_is_not_the_sites(middleware, mo
     assert mw.stats.get_value("failpath/failures") == 1 and writes == [site_of(after.url)]
 
 
+def test_robots_txt_gets_the_sites_wait_and_its_silence_makes_the_site_dead(
+    middleware, monkeypatch
+):
+    """robots.txt fetches wait as the site level says and are never dropped, not even
+    under a dead site (the re-probe fetches them); their own failures count nothing
+    (the robots.txt middleware drops the site's requests): the first SiteUnanswered
+    records the site dead, once, and every one is remembered for the re-probe."""
+    from scrapy.exceptions import DownloadTimeoutError
+    from twisted.internet import defer
+
+    from middlewares import failpath
+    from middlewares.failpath import SiteUnanswered
+    from webcrawl.failpath import ROBOTS
+
+    mw = middleware
+    site = site_of("http://silent.example/")
+    mw.cache.put(site, {"/a/": 3})
+    robots = process(mw, Request("http://silent.example/robots.txt", meta={"robots_txt": True}))
+    assert robots.meta["download_timeout"] == 2  # the site level has no record: the shortest
+    mw.process_exception(robots, DownloadTimeoutError("took longer than 2 s"))
+    assert mw.stats.get_value("failpath/failures") is None
+    remembered = []
+    monkeypatch.setattr(mw, "_remember_link", lambda site, request: remembered.append(request.url))
+    writes = []
+
+    def in_thread(func, *args):  # the store write, here and now
+        writes.append(func)
+        return defer.succeed(func(*args))
+
+    monkeypatch.setattr(failpath.threads, "deferToThread", in_thread)
+    # two requests that passed the filter before the site was known to be dead
+    requests = [process(mw, Request("http://silent.example" + p)) for p in ("/", "/a/x.html")]
+    for request in requests:
+        mw.process_exception(request, SiteUnanswered("no answer", since=1_800_000_000.5))
+    assert remembered == ["http://silent.example/", "http://silent.example/a/x.html"]
+    assert len(writes) == 1 and mw.stats.get_value("failpath/filtered") == 2
+    row = mw.store.failpath_row(site)
+    assert row[SITE] == 5 and row[ROBOTS] == 1_800_000_000 and row[FAIL] == 1
+    with pytest.raises(IgnoreRequest):  # dead now: dropped before robots.txt is asked
+        process(mw, Request("http://silent.example/b.html"))
+    probe = Request("http://silent.example/robots.txt",
+                    meta={"robots_txt": True, "failpath_probe": True})  # fmt: skip
+    assert process(mw, probe).meta["download_timeout"] == 4  # the re-probe's wait
+    assert mw.stats.get_value("failpath/sites_given_up") == 1
+
+
 def test_a_read_begun_before_a_recovery_does_not_put_its_dead_levels_back(middleware, monkeypatch):
     """A stale row is served while a fresh copy is read in a thread; if a re-probe deletes
     the site's dead levels meanwhile, that read (from before) must not bring them back
@@ -299,3 +345,55 @@ def test_a_dead_re_probers_lock_expires(redis_client):
     assert turn == ProbeTurns.STARTED
     assert not a.release()  # too late: not a's any more, and b's lock stays
     assert b.renew() and b.release()
+
+
+def test_hosts_that_do_not_answer_cost_one_wait_and_a_revived_one_comes_back(tmp_path):
+    """Issue 29: host 2 is dead (nothing listens), host 3 takes connections and never
+    answers, robots.txt included, and host 1's robots.txt does not answer its first
+    request.  Their robots.txt gets no answer: each site is dead at once, its URLs
+    dropped and remembered (not sent back to wait ROBOTSTXT_UNREACHABLE_WAIT, 300 s,
+    three times), so the crawl ends within a minute with every page of the live host;
+    the re-probe fetches host 1's robots.txt again, it answers, and the host is
+    crawled."""
+    faults = ["3:*:hang", "1:/robots.txt:hang:1"]
+    settings = ("FAILPATH_MIN_DELAY=2", "FAILPATH_MAX_DELAY=4", "FAILPATH_PROBE_INTERVAL=3",
+                "FRONTIER_HOST_DELAY=0.1")  # fmt: skip
+    log = tmp_path / "requests.jsonl"
+    with demo_server(4, 20, log, faults=faults, dead_hosts=[2]) as info:
+        web = DemoWeb(info["hosts"], info["pages_per_host"], info["seed"])
+        data = tmp_path / "data"
+        started = time.monotonic()
+        result = run_crawl(info["seeds"], data, *settings, timeout=180)
+        seconds = time.monotonic() - started
+        (tmp_path / "crawl.log").write_text(result.stderr)
+        assert result.returncode == 0, result.stderr[-3000:]
+        failpaths = subprocess.run(
+            [sys.executable, "-m", "webcrawl", "failpaths", "--json", "-s",
+             f"WEBCRAWL_DATA_DIR={data}"],
+            cwd=ROOT, env=crawl_env(), capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    stats = result.stderr
+    assert seconds < 60, seconds
+    revived, dead, hanging = info["hosts"][1], info["hosts"][2], info["hosts"][3]
+    with open_store(f"sqlite:///{data}/webtable.sqlite3") as store:
+        rows = {r["url"]: r for r in store.scan_pages()}
+    # every page of the live host and of the revived one, as in a crawl without faults
+    for host in (info["hosts"][0], revived):
+        want = [
+            u for u in web.reachable(seeds=[f"http://{host}/"]) if u.startswith(f"http://{host}/")
+        ]
+        assert want and [u for u in want if u not in rows] == [], host
+    # the dead sites are listed, with the reason; their seeds were dropped, not failed
+    listed = {e["url"]: e for e in json.loads(failpaths.stdout)}
+    for host in (dead, hanging):
+        entry = listed[f"http://{host}/ (whole site)"]
+        assert entry["reason"].startswith("robots.txt unanswered since "), entry
+        assert f"http://{host}/" not in rows  # dropped (remembered), not recorded as failed
+    assert f"http://{revived}/ (whole site)" not in listed  # recovered: its counts cleared
+    assert stat(stats, "failpath/filtered") >= 3 and stat(stats, "failpath/recovered") >= 1
+    assert stat(stats, "robotstxt/deferred") == 0  # nothing waited for a robots.txt
+    assert stat(stats, "failpath/failures") == 0  # no page of theirs was tried
+    # nothing but robots.txt was asked of the hanging host: once, then by the re-probes
+    requests = [json.loads(line) for line in log.read_text().splitlines()]
+    asked = [r["path"] for r in requests if r["host"] == hanging]
+    assert asked and set(asked) == {"/robots.txt"}, asked

@@ -97,6 +97,10 @@ def test_an_entry_round_trips_and_junk_is_not_an_entry():
     assert RobotsEntry.loads(entry.dumps()) == entry
     rules = RobotsEntry(robots.RULES, "User-agent: *\nDisallow: /x\n", 3.0, truncated=True)
     assert RobotsEntry.loads(rules.dumps()) == rules
+    silent = robots.unreachable("DNSLookupError: x", 9.0, entry, 300.0, unanswered=True)
+    assert silent.unanswered and silent.tries == 3 and silent.retry_at == 309.0
+    assert RobotsEntry.loads(silent.dumps()) == silent
+    assert not RobotsEntry.loads(entry.dumps()).unanswered
     for junk in (b"", b"{", b"[]", b'{"s": "maybe"}', b'{"t": 1}', b'{"s": "rules", "n": "x"}'):
         assert RobotsEntry.loads(junk) is None
 

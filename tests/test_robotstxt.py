@@ -202,7 +202,7 @@ def test_the_robots_lock_is_held_during_the_fetch_and_let_go_by_its_holder(
     lock = CrawlKeys("web").robots_lock(ORIGIN)
     seen = []
 
-    async def fetch(origin, previous):
+    async def fetch(origin, previous, request):
         seen.append(redis_client.get(lock).decode())
         return rules.unavailable("test", time.time())
 
@@ -221,7 +221,7 @@ def test_a_robots_lock_that_expired_and_was_retaken_stays_the_new_holders(
     lock = CrawlKeys("web").robots_lock(ORIGIN)
     other = RedisLock(redis_client, lock, ttl=60, owner="worker-b")
 
-    async def fetch(origin, previous):
+    async def fetch(origin, previous, request):
         redis_client.delete(lock)  # a's lock expires...
         assert other.acquire()  # ...and b takes it
         return rules.unavailable("test", time.time())
@@ -246,3 +246,25 @@ def test_a_long_robots_fetch_renews_its_lock_and_says_once_when_it_was_lost(redi
         "The robots.txt lock of x expired during its fetch: another worker may fetch it too"
     ) == 1
     assert not lock.held and redis_client.get(lock.key) is None  # nothing recreated
+
+
+def test_no_answer_is_told_from_an_answer_and_from_our_own_outage(redis_client, monkeypatch):
+    """A robots.txt that gets no answer at all (no connection, none in time) is
+    ``unanswered``: the failed-path filter makes its site dead.  A 5xx is an answer
+    (RFC 9309's wait), and so is a failure while Redis was not answering (every Redis
+    call then blocks the reactor, the download with it: the failure may be ours)."""
+    from scrapy.exceptions import DownloadConnectionRefusedError, DownloadTimeoutError
+
+    from webcrawl.frontier.redisconn import RoundTrips
+
+    mw = _worker(redis_client, monkeypatch, None)
+    url = ORIGIN + "/robots.txt"
+    monkeypatch.setattr(RoundTrips, "last_error", 0.0)
+    sent = time.monotonic()
+    for error in (DownloadTimeoutError("took longer than 15 s"),
+                  DownloadConnectionRefusedError("refused")):  # fmt: skip
+        assert mw._failed(url, ORIGIN, error, None, sent).unanswered
+    assert not mw._failed(url, ORIGIN, ValueError("not a download error"), None, sent).unanswered
+    monkeypatch.setattr(RoundTrips, "last_error", time.monotonic())  # Redis timed out since
+    entry = mw._failed(url, ORIGIN, DownloadTimeoutError("took longer than 15 s"), None, sent)
+    assert entry.state == rules.UNREACHABLE and not entry.unanswered

@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from typing import Any
 
 from scrapy.settings import Settings
@@ -278,7 +279,8 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
             print(f"  {host:<40} {n:>8}")
     print(f"dead paths {len(dead)}" + ("; the most failed:" if dead else ""))
     for entry in sorted(dead, key=lambda d: -d["failures"])[: args.top]:
-        print(f"  {entry['url']:<50} {entry['failures']:>6} failures")
+        why = f" ({entry['reason']})" if entry["reason"] else ""
+        print(f"  {entry['url']:<50} {entry['failures']:>6} failures{why}")
     _print_workers(workers, now)
     return 0
 
@@ -340,8 +342,9 @@ def _print_workers(workers: list[dict[str, Any]], now: float) -> None:
 
 
 def _failpath_entries(store: Any, settings: Settings) -> list[dict[str, Any]]:
-    """Every recorded path level: site, level, URL prefix, failures, dead or not."""
-    from webcrawl.failpath import FAIL, OK, SITE, TALLIES
+    """Every recorded path level: site, level, URL prefix, failures, dead or not, and why
+    (a site whose robots.txt gets no answer)."""
+    from webcrawl.failpath import FAIL, OK, ROBOTS, SITE, TALLIES
     from webcrawl.urls.urlkey import key_to_url
 
     heighten = settings.getint("FAILPATH_HEIGHTEN")
@@ -352,9 +355,13 @@ def _failpath_entries(store: Any, settings: Settings) -> list[dict[str, Any]]:
             if level in TALLIES:
                 continue
             url = origin + ("/ (whole site)" if level == SITE else level)
+            reason = ""
+            if level == SITE and counts.get(ROBOTS):
+                since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(counts[ROBOTS]))
+                reason = f"robots.txt unanswered since {since}"
             entries.append({"site": site, "level": level, "url": url, "failures": count,
                             "dead": count > heighten, "ok": counts.get(OK, 0),
-                            "failed": counts.get(FAIL, 0)})  # fmt: skip
+                            "failed": counts.get(FAIL, 0), "reason": reason})  # fmt: skip
     return entries
 
 
@@ -391,7 +398,8 @@ def cmd_failpaths(args: argparse.Namespace, settings: Settings) -> int:
         print(f"  {'path':<56} {'failures':>8} {'site ok/failed':>15}")
     for e in entries:
         mark = " dead" if e["dead"] and args.all else ""
-        print(f"  {e['url']:<56} {e['failures']:>8} {e['ok']:>7}/{e['failed']:<7}{mark}")
+        why = f"  {e['reason']}" if e["reason"] else ""
+        print(f"  {e['url']:<56} {e['failures']:>8} {e['ok']:>7}/{e['failed']:<7}{mark}{why}")
     return 0
 
 

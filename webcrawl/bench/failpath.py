@@ -16,8 +16,15 @@ paper's campus network took seconds), the re-probe interval by
 - host 2: directories dead (hanging) for ``RECOVER_AFTER`` seconds from their first request,
   then back: the re-probe must bring them back into the crawl;
 - host 3: slow, every answer after 0.1 s;
-- host 4: dead (nothing listens: refused);
-- host 6 (not a seed, linked from the others): dead, every request hangs.
+- host 4: dead (nothing listens: refused), its robots.txt too;
+- host 5: robots.txt answers 503 for its first ``ROBOTS_503_FOR`` seconds (RFC 9309:
+  the host waits, then is crawled; the filter must leave it alone);
+- host 6 (not a seed, linked from the others): dead, every request hangs, robots.txt
+  too.
+
+A dead or hanging host's robots.txt gets no answer: with the filter on, the site is
+dead at once (one wait); with it off, its links wait for robots.txt to be tried again
+(``ROBOTSTXT_UNREACHABLE_WAIT``, scaled, up to ``ROBOTSTXT_UNREACHABLE_TRIES`` times).
 
 The web is wider than the default demo (6 in-section links per article, 40
 articles per host linking to other hosts) so that many links lead into
@@ -48,6 +55,7 @@ from webcrawl.store import open_store
 WAIT_SCALE = 50
 PROBE_SCALE = 600
 RECOVER_AFTER = 12.0
+ROBOTS_503_FOR = 8.0
 PAPER_SETS = [  # min delay, max delay, heighten, probe interval, success scale
     (15, 80, 4, 7200, 3),
     (20, 100, 5, 3600, 3),
@@ -55,7 +63,8 @@ PAPER_SETS = [  # min delay, max delay, heighten, probe interval, success scale
 ]
 FAULTS = [
     "0:/s1/sub:hang", "0:/s3/sub:hang", "1:/s2/sub:reset",
-    f"2:/s1/sub:hang@{RECOVER_AFTER:g}", "3:/:slow:0:0.1", "6:/:hang",
+    f"2:/s1/sub:hang@{RECOVER_AFTER:g}", "3:/:slow:0:0.1",
+    f"5:/robots.txt:503@{ROBOTS_503_FOR:g}", "6:*:hang",
 ]  # fmt: skip
 DEAD_HOSTS = [4]
 # Few fetch slots, as the paper's fetcher threads: a wait on a dead link holds one

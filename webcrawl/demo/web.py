@@ -335,7 +335,8 @@ class Fault:
     answers after ``arg`` seconds; the hostile kinds of :mod:`webcrawl.demo.hostile`
     (bomb, huge, trickle, headers, charset, binary, htmlerror, loop, liar) answer
     that way.  A fault applies to ``/robots.txt`` only if its prefix is exactly
-    ``/robots.txt``.
+    ``/robots.txt``, or ``*``: every path of the host, robots.txt too (``4:*:hang``:
+    a host that takes connections and never answers).
     ``times``: how many requests to each URL fail before it works; 0: always.
     ``until``: seconds after the first request the fault answers when it ends
     (the path recovers); 0: never.
@@ -354,7 +355,8 @@ class Fault:
     def parse(cls, text: str) -> Fault:
         """``HOST:PREFIX:KIND[@UNTIL][:TIMES[:ARG]]``, e.g. ``1:/:reset:1`` (each URL of
         host 1 fails once), ``2:/:429:1:3`` (429 with Retry-After: 3, once per URL),
-        ``0:/s2/:hang@30`` (/s2/ hangs for 30 s from its first request), ``3:/:slow:0:0.5``."""
+        ``0:/s2/:hang@30`` (/s2/ hangs for 30 s from its first request), ``3:/:slow:0:0.5``,
+        ``5:*:hang@20`` (the whole host, robots.txt too, hangs for 20 s)."""
         parts = text.split(":")
         try:
             kind, _, until = parts[2].partition("@")
@@ -393,10 +395,11 @@ class DemoResource:
     def _fault(self, netloc: str, path: str) -> Fault | None:
         now = time.monotonic()
         for i, fault in enumerate(self.faults):
-            if self.web.hosts[fault.host] != netloc or not path.startswith(fault.prefix):
+            whole = fault.prefix == "*"
+            if self.web.hosts[fault.host] != netloc or not (whole or path.startswith(fault.prefix)):
                 continue
             robots = path.split("?", 1)[0] == "/robots.txt"
-            if robots == (fault.prefix == "/robots.txt"):
+            if whole or robots == (fault.prefix == "/robots.txt"):
                 # a fault's time runs from the first request it answers, not from the
                 # server's start: a crawl that starts late (a loaded machine) sees it all
                 if fault.until and now - self._began.setdefault(i, now) >= fault.until:
@@ -635,7 +638,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "htmlerror, loop, liar; KIND@S: only for the first S seconds), the first N times per "
         "URL (0 or none: always); ARG: Retry-After of 429/503, seconds of slow, GiB of bomb, "
         "MiB of huge and headers, seconds per byte of trickle; a PREFIX of /robots.txt "
-        "applies to robots.txt (no other does); repeatable",
+        "applies to robots.txt (no other does), and a PREFIX of * to every path of the host, "
+        "robots.txt too (HOST:*:hang: a host that never answers); repeatable",
     )  # fmt: skip
     parser.add_argument(
         "--dead-host", type=int, action="append", default=[], metavar="HOST",

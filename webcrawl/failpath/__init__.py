@@ -7,6 +7,7 @@ The rules are in :mod:`webcrawl.failpath.rules`; the Scrapy adapter is
 from webcrawl.failpath.rules import (
     FAIL,
     OK,
+    ROBOTS,
     SITE,
     TALLIES,
     Counts,
@@ -23,7 +24,7 @@ from webcrawl.failpath.rules import (
 )
 
 __all__ = [
-    "FAIL", "OK", "SITE", "TALLIES", "Counts", "CountsCache", "FailPathParams", "FailPathPolicy",
-    "ProbeRound", "level_contains", "level_depth", "parent_level", "path_levels", "probe_rounds",
-    "site_of",
+    "FAIL", "OK", "ROBOTS", "SITE", "TALLIES", "Counts", "CountsCache", "FailPathParams",
+    "FailPathPolicy", "ProbeRound", "level_contains", "level_depth", "parent_level",
+    "path_levels", "probe_rounds", "site_of",
 ]  # fmt: skip

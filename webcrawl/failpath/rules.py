@@ -45,6 +45,12 @@ Rules (parameters under their setting names, see ``settings/base.py``):
   more columns of its row (``#ok``, ``#fail``), cleared when the site level
   is probed back to life.  The minimum of ``HEIGHTEN + 1`` failures keeps
   one early failure from giving up a site;
+- a site whose robots.txt gets no answer (no connection, or none within its
+  wait) is dead at once: nothing of it may be fetched before robots.txt is
+  read (RFC 9309), so its site level is set over the threshold, and the time
+  is kept (``#robots``) to say why.  Our addition: the paper's crawler did not
+  read robots.txt first.  The re-probe brings it back when robots.txt answers
+  (the middleware fetches it again for a re-probe's links);
 - re-probe, every ``PROBE_INTERVAL``: for each site, the levels over the
   threshold, highest first; a random sample of ``HEIGHTEN`` of the links
   that failed or were dropped under the level is fetched.  If one succeeds
@@ -69,7 +75,8 @@ from webcrawl.urls.urlkey import canonical_url, site_prefix
 SITE = "*"  # the site level's column
 OK = "#ok"  # the site's successful fetches
 FAIL = "#fail"  # the site's failed fetches
-TALLIES = (OK, FAIL)
+ROBOTS = "#robots"  # Unix time since when the site's robots.txt gets no answer
+TALLIES = (OK, FAIL, ROBOTS)  # the columns that are not path levels
 
 Counts = Mapping[str, int]
 
@@ -186,6 +193,23 @@ class FailPathPolicy:
         if counts.get(lowest, 0) <= 0:
             return {}
         return {lowest: max(add(lowest, -self.params.success_scale), 0)}
+
+    def record_unanswered(
+        self, counts: Counts, add: Callable[[str, int], int], now: int
+    ) -> dict[str, int]:
+        """The site's robots.txt got no answer at ``now`` (Unix seconds): its level is set
+        over the threshold (``counts``: as this worker last read them), a failure is
+        counted, and ``#robots`` keeps the first such time.  Returns the values written."""
+        written = {FAIL: add(FAIL, 1)}
+        site = counts.get(SITE, 0)
+        if site <= self.params.heighten:
+            written[SITE] = add(SITE, self.params.heighten + 1 - site)
+        if not counts.get(ROBOTS):
+            since = add(ROBOTS, now)
+            if since != now:  # another worker's was first (or a stale read): keep theirs
+                since = add(ROBOTS, -now)
+            written[ROBOTS] = since
+        return written
 
     def site_given_up(self, counts: Counts) -> bool:
         """Whether the site's share of working links fell below 1 / (1 + scale)."""

@@ -47,11 +47,15 @@ class RobotsEntry:
     retry_at: float = 0.0  # UNREACHABLE: when to try the file again
     reason: str = ""  # why ALLOW_ALL or UNREACHABLE (status, error)
     truncated: bool = False
+    # UNREACHABLE: no answer at all (no connection, or none in time), not a 5xx or 429:
+    # with the failed-path filter on, the site is dead until a re-probe finds it answering
+    unanswered: bool = False
 
     def dumps(self) -> bytes:
         data = {"s": self.state, "t": round(self.fetched_at, 3)}
         for key, value in (("r", self.rules), ("n", self.tries), ("at", round(self.retry_at, 3)),
-                           ("why", self.reason), ("cut", self.truncated)):  # fmt: skip
+                           ("why", self.reason), ("cut", self.truncated),
+                           ("u", self.unanswered)):  # fmt: skip
             if value:
                 data[key] = value
         return json.dumps(data, separators=(",", ":")).encode()
@@ -63,7 +67,8 @@ class RobotsEntry:
             data = json.loads(raw)
             entry = cls(str(data["s"]), str(data.get("r", "")), float(data.get("t", 0)),
                         int(data.get("n", 0)), float(data.get("at", 0)),
-                        str(data.get("why", "")), bool(data.get("cut", False)))  # fmt: skip
+                        str(data.get("why", "")), bool(data.get("cut", False)),
+                        bool(data.get("u", False)))  # fmt: skip
         except (ValueError, TypeError, KeyError):
             return None
         return entry if entry.state in (RULES, ALLOW_ALL, UNREACHABLE) else None
@@ -110,11 +115,13 @@ def from_response(status: int, body: bytes, now: float, user_agent: str,  # noqa
     return RobotsEntry(ALLOW_ALL, fetched_at=now, reason=f"HTTP {status}")
 
 
-def unreachable(reason: str, now: float, previous: RobotsEntry | None, wait: float) -> RobotsEntry:
-    """The entry after a fetch that got no usable answer (``reason``)."""
+def unreachable(reason: str, now: float, previous: RobotsEntry | None, wait: float, *,
+                unanswered: bool = False) -> RobotsEntry:  # fmt: skip
+    """The entry after a fetch that got no usable answer (``reason``); ``unanswered``: no
+    answer at all (no connection, or none in time)."""
     tries = previous.tries + 1 if previous is not None and previous.state == UNREACHABLE else 1
     return RobotsEntry(UNREACHABLE, fetched_at=now, tries=tries, retry_at=now + wait,
-                       reason=reason)  # fmt: skip
+                       reason=reason, unanswered=unanswered)  # fmt: skip
 
 
 def unavailable(reason: str, now: float) -> RobotsEntry:
