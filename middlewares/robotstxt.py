@@ -4,8 +4,8 @@ Replaces Scrapy's RobotsTxtMiddleware, where every worker fetches each host's
 robots.txt itself at once (two workers: two requests 3 ms apart) and any
 answer, a 503 included, is parsed as if it were the file.
 
-- **Once per crawl.**  The rules that apply to us go to Redis
-  (``<crawl>:robots:<scheme://host:port>``, 24 h expiry) and every worker
+- **Once a day per crawl.**  The rules that apply to us go to Redis
+  (``<crawl>:robots:<scheme://host:port>``, fetched again after 24 h) and every worker
   reads them there; the one that finds none takes a lock (a
   :class:`~webcrawl.frontier.lock.RedisLock`, renewed while the fetch runs, let
   go only by its holder) and fetches the file, the others wait for its entry.
@@ -21,6 +21,9 @@ answer, a 503 included, is parsed as if it were the file.
   the file is tried again ``ROBOTSTXT_UNREACHABLE_WAIT`` seconds later, up to
   ``ROBOTSTXT_UNREACHABLE_TRIES`` times (Nutch's defaults); after that they
   fail with the reason, recorded like any failure, for the entry's 24 hours.
+  A copy known from before (a refetch after 24 h) is kept instead, up to 48 h
+  old, and tried again every ``ROBOTSTXT_UNREACHABLE_WAIT`` (RFC 9309 2.4): one
+  failed refetch neither stops nor kills a site that is crawled well.
 - **No answer at all** (no connection, DNS, or none within the failed-path
   filter's wait) with ``FAILPATH_ENABLED``: the site is dead, not waiting.
   Its requests are dropped with
@@ -194,8 +197,8 @@ class RobotsTxtMiddleware:
             expiry = min(entry.retry_at, time.time() + self.unanswered_ttl)
         elif entry.state == robots.UNREACHABLE:
             expiry = entry.retry_at
-        else:
-            expiry = entry.fetched_at + robots.CACHE_SECONDS
+        else:  # fresh for 24 h; a copy kept while the file is unreachable, until its retry
+            expiry = max(entry.fetched_at + robots.CACHE_SECONDS, entry.retry_at)
         self._known[origin] = (entry, parser, expiry)
         self._known.move_to_end(origin)
         while len(self._known) > LOCAL_HOSTS:
@@ -251,7 +254,7 @@ class RobotsTxtMiddleware:
     def _share(self, frontier: Any, origin: str, entry: robots.RobotsEntry) -> None:
         try:
             frontier.server.set(frontier.keys.robots(origin), entry.dumps(),
-                                ex=int(robots.CACHE_SECONDS))  # fmt: skip
+                                ex=_shared_seconds(entry))  # fmt: skip
         except RedisError as exc:  # kept locally; another worker will fetch it too
             logger.warning("Could not share the robots.txt rules of %s in Redis: %s", origin, exc)
 
@@ -305,7 +308,7 @@ class RobotsTxtMiddleware:
             logger.info("robots.txt of %s is over 500 KiB: read its first 500 KiB", origin)
         if "robots_undecodable" in response.flags:
             logger.info("robots.txt of %s could not be decoded: everything allowed", origin)
-        if entry.state == robots.UNREACHABLE:
+        if entry.state == robots.UNREACHABLE or entry.retry_at > now:
             self._log_unreachable(origin, entry)
         elif entry.state == robots.ALLOW_ALL:
             logger.debug("robots.txt of %s: %s, everything allowed", origin, entry.reason)
@@ -325,7 +328,7 @@ class RobotsTxtMiddleware:
         # reactor, the download with them: the failure may be ours, as for failed paths)
         unanswered = isinstance(exc, FAILURES) and RoundTrips.last_error < sent
         entry = robots.unreachable(reason, now, previous, self.wait, unanswered=unanswered)
-        if unanswered and self.failpath:
+        if entry.unanswered and self.failpath:
             self.stats.inc_value("robotstxt/unreachable")
             logger.info(
                 "robots.txt of %s gets no answer (%s): the site's URLs are dropped until a "
@@ -339,6 +342,17 @@ class RobotsTxtMiddleware:
 
     def _log_unreachable(self, origin: str, entry: robots.RobotsEntry) -> None:
         self.stats.inc_value("robotstxt/unreachable")
+        if entry.state != robots.UNREACHABLE:  # a copy is kept (RFC 9309 2.4)
+            hours = (time.time() - entry.fetched_at) / 3600
+            logger.info(
+                "robots.txt of %s: %s; its copy of %.0f h ago is used until it is tried "
+                "again in %.0f s",
+                origin,
+                entry.reason,
+                hours,
+                self.wait,
+            )
+            return
         if entry.tries >= self.max_tries:
             logger.warning("robots.txt of %s unreachable %d times (%s): the host's requests "
                            "fail from now on", origin, entry.tries, entry.reason)  # fmt: skip
@@ -351,6 +365,15 @@ class RobotsTxtMiddleware:
         from webcrawl.frontier.scheduler import frontier_of  # late: installs a reactor
 
         return frontier_of(self.crawler)
+
+
+def _shared_seconds(entry: robots.RobotsEntry) -> int:
+    """How long Redis keeps ``entry``: a copy of the file until it is too old to be kept
+    (:data:`~webcrawl.safety.robots.KEEP_SECONDS`), an unreachable one 24 h (it counts
+    the tries)."""
+    if entry.state == robots.UNREACHABLE:
+        return int(robots.CACHE_SECONDS)
+    return max(1, int(entry.fetched_at + robots.KEEP_SECONDS - time.time()))
 
 
 class RobotsTxtLimitMiddleware:

@@ -198,3 +198,28 @@ def test_any_answer_gives_an_entry_and_never_raises(body, status):
     parser = entry.parser()
     if parser is not None:
         parser.can_fetch("http://h/a", UA)
+
+
+def test_a_copy_is_fetched_again_after_a_day_and_kept_while_the_file_is_unreachable():
+    """RFC 9309 2.4: a copy is used 24 h; past that it is fetched again, and if the file
+    is unreachable then (5xx, or no answer at all) the copy is kept, up to 48 h old, and
+    tried again every ``wait``: one failed refetch must not stop a site that is crawled
+    well (with the failed-path filter, an unanswered one would kill it)."""
+    day = robots.CACHE_SECONDS
+    copy = robots.from_response(200, b"User-agent: *\nDisallow: /x\n", 0.0, UA, None, 300)
+    assert robots.verdict(copy, day - 1, 3) == ("check", 0.0)
+    assert robots.verdict(copy, day, 3) == ("fetch", 0.0)
+    silent = robots.unreachable("DNSLookupError: x", day, copy, 300, unanswered=True)
+    for kept in (robots.from_response(503, b"", day, UA, copy, 300), silent):
+        assert (kept.state, kept.rules, kept.fetched_at) == (robots.RULES, copy.rules, 0.0)
+        assert kept.retry_at == day + 300 and not kept.unanswered
+        assert kept.reason.startswith("kept: the refetch got ")
+        assert robots.verdict(kept, day + 299, 3) == ("check", 0.0)  # the copy's rules
+        assert robots.verdict(kept, day + 300, 3) == ("fetch", 0.0)
+        assert not kept.parser().can_fetch("http://h/x/1", UA)
+    # up to two days old: after that the file is unreachable like any other
+    late = robots.unreachable("DNSLookupError: x", 2 * day, copy, 300, unanswered=True)
+    assert late.state == robots.UNREACHABLE and late.unanswered and late.tries == 1
+    # a fresh answer replaces the copy
+    fresh = robots.from_response(200, b"", day + 300, UA, copy, 300)
+    assert fresh.fetched_at == day + 300 and robots.verdict(fresh, day + 301, 3) == ("check", 0.0)

@@ -7,11 +7,15 @@
   (connection refused, timeout, DNS): *unreachable*, everything disallowed
   until the file is tried again (``retry_at``), at most ``max_tries`` times in a
   row, after which the host's requests fail (recorded) until the entry expires.
+  Unless a copy of it is known: a copy over 24 h old is fetched again, and while
+  the file is unreachable the copy is kept, up to 48 h old (:data:`KEEP_SECONDS`;
+  RFC 9309 2.4 allows it), tried again every ``wait`` seconds.
   An HTML error page or garbage in a 200 is parsed like any file: lines that are
   not rules are ignored (usually: everything allowed).
-- What is shared (:class:`RobotsEntry`, JSON in Redis with a 24 h expiry, RFC
-  9309's upper bound for caching): not the file but the rules that apply to our
-  user agent (:func:`compact_rules`), as a small robots.txt of one group that
+- What is shared (:class:`RobotsEntry`, JSON in Redis until it is 48 h old; used
+  as it is for 24 h, RFC 9309's upper bound for caching): not the file but the
+  rules that apply to our user agent (:func:`compact_rules`), as a small
+  robots.txt of one group that
   Protego parses to the same answers.  It relies on Protego's private grouping
   helpers (``protego._protego``); if they move, the whole file (cut at 500 KiB)
   is shared instead, and ``tests/test_robots.py`` checks on arbitrary files that
@@ -23,6 +27,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import zlib
 from dataclasses import dataclass
@@ -31,7 +36,11 @@ from protego import Protego
 
 MAX_BYTES = 500 * 1024  # RFC 9309 2.5: crawlers SHOULD parse at least 500 KiB
 MAX_REDIRECTS = 5  # RFC 9309 2.3.1.2: follow at least five consecutive redirects
-CACHE_SECONDS = 86400.0  # RFC 9309 2.4: SHOULD NOT use a cached copy longer than 24 h
+CACHE_SECONDS = 86400.0  # RFC 9309 2.4: SHOULD NOT use a cached copy longer than 24 h...
+# ...unless the file is unreachable: then the last copy is used up to this old (while it
+# is tried again every ROBOTSTXT_UNREACHABLE_WAIT), so that one failed refetch does not
+# stop, or with the failed-path filter kill, a site that is crawled well
+KEEP_SECONDS = 2 * CACHE_SECONDS
 
 RULES, ALLOW_ALL, UNREACHABLE = "rules", "allow", "unreachable"
 
@@ -44,8 +53,8 @@ class RobotsEntry:
     rules: str = ""  # RULES: the group that applies to us, as robots.txt text
     fetched_at: float = 0.0
     tries: int = 0  # UNREACHABLE: fetches in a row that got no usable answer
-    retry_at: float = 0.0  # UNREACHABLE: when to try the file again
-    reason: str = ""  # why ALLOW_ALL or UNREACHABLE (status, error)
+    retry_at: float = 0.0  # UNREACHABLE, or a copy kept: when to try the file again
+    reason: str = ""  # why ALLOW_ALL or UNREACHABLE (status, error), or why a copy is kept
     truncated: bool = False
     # UNREACHABLE: no answer at all (no connection, or none in time), not a 5xx or 429:
     # with the failed-path filter on, the site is dead until a re-probe finds it answering
@@ -80,11 +89,14 @@ class RobotsEntry:
 
 def verdict(entry: RobotsEntry | None, now: float, max_tries: int) -> tuple[str, float]:
     """What to do with a request to the host: ``("fetch", 0)`` (the file is not known,
-    or it is time to try it again), ``("check", 0)`` (rules known), ``("wait", s)``
-    (unreachable: disallowed for ``s`` more seconds) or ``("give_up", 0)``."""
+    or it is time to try it again: its copy is over :data:`CACHE_SECONDS` old),
+    ``("check", 0)`` (rules known), ``("wait", s)`` (unreachable: disallowed for ``s``
+    more seconds) or ``("give_up", 0)``."""
     if entry is None:
         return "fetch", 0.0
     if entry.state != UNREACHABLE:
+        if now - entry.fetched_at >= CACHE_SECONDS and now >= entry.retry_at:
+            return "fetch", 0.0
         return "check", 0.0
     if entry.tries >= max_tries:
         return "give_up", 0.0
@@ -118,7 +130,12 @@ def from_response(status: int, body: bytes, now: float, user_agent: str,  # noqa
 def unreachable(reason: str, now: float, previous: RobotsEntry | None, wait: float, *,
                 unanswered: bool = False) -> RobotsEntry:  # fmt: skip
     """The entry after a fetch that got no usable answer (``reason``); ``unanswered``: no
-    answer at all (no connection, or none in time)."""
+    answer at all (no connection, or none in time).  A usable copy under
+    :data:`KEEP_SECONDS` old is kept, tried again in ``wait`` seconds (RFC 9309 2.4)."""
+    usable = previous is not None and previous.state != UNREACHABLE
+    if usable and now - previous.fetched_at < KEEP_SECONDS:
+        return dataclasses.replace(previous, retry_at=now + wait,
+                                   reason=f"kept: the refetch got {reason}")  # fmt: skip
     tries = previous.tries + 1 if previous is not None and previous.state == UNREACHABLE else 1
     return RobotsEntry(UNREACHABLE, fetched_at=now, tries=tries, retry_at=now + wait,
                        reason=reason, unanswered=unanswered)  # fmt: skip
