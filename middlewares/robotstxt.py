@@ -58,11 +58,12 @@ from scrapy.http import Response
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
+from scrapy.utils.misc import load_object
 from twisted.internet import reactor, task
 from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
 
-from middlewares.failpath import FAILURES, SiteUnanswered
+from middlewares.failpath import FAILURES, FailPathMiddleware, SiteUnanswered
 from webcrawl.frontier.lock import RedisLock
 from webcrawl.frontier.redisconn import RoundTrips
 from webcrawl.safety import robots
@@ -97,7 +98,7 @@ class RobotsTxtMiddleware:
         self.max_tries = positive_int(settings, "ROBOTSTXT_UNREACHABLE_TRIES")
         # an unanswered robots.txt makes the site dead for the failed-path filter, whose
         # workers read its counts again this often: so do we, an unanswered entry
-        self.failpath = settings.getbool("FAILPATH_ENABLED")
+        self.failpath = _failpath_on(settings)
         self.unanswered_ttl = settings.getfloat("FAILPATH_CACHE_TTL", 5.0)
         self.lock_seconds = 2 * settings.getfloat("DOWNLOAD_TIMEOUT") + settings.getfloat(
             "ADAPTIVE_DELAY_MAX", 60.0)  # fmt: skip
@@ -365,6 +366,18 @@ class RobotsTxtMiddleware:
         from webcrawl.frontier.scheduler import frontier_of  # late: installs a reactor
 
         return frontier_of(self.crawler)
+
+
+def _failpath_on(settings: Any) -> bool:
+    """Whether the failed-path filter runs (FAILPATH_ENABLED, and its middleware, or a
+    subclass, enabled): it records the sites whose URLs SiteUnanswered drops."""
+    if not settings.getbool("FAILPATH_ENABLED"):
+        return False
+    for path, order in settings.getwithbase("DOWNLOADER_MIDDLEWARES").items():
+        cls = load_object(path) if isinstance(path, str) else path
+        if order is not None and isinstance(cls, type) and issubclass(cls, FailPathMiddleware):
+            return True
+    return False
 
 
 def _shared_seconds(entry: robots.RobotsEntry) -> int:

@@ -268,3 +268,21 @@ def test_no_answer_is_told_from_an_answer_and_from_our_own_outage(redis_client, 
     monkeypatch.setattr(RoundTrips, "last_error", time.monotonic())  # Redis timed out since
     entry = mw._failed(url, ORIGIN, DownloadTimeoutError("took longer than 15 s"), None, sent)
     assert entry.state == rules.UNREACHABLE and not entry.unanswered
+
+
+def test_sites_are_dropped_for_no_answer_only_where_the_failed_path_filter_records_them():
+    from scrapy.settings import Settings
+    from scrapy.utils.project import get_project_settings
+
+    from middlewares.robotstxt import _failpath_on
+
+    project = get_project_settings()
+    assert _failpath_on(project)
+    off = Settings(project.copy_to_dict())
+    off.set("FAILPATH_ENABLED", False)
+    assert not _failpath_on(off)
+    removed = Settings(project.copy_to_dict())  # enabled, but its middleware taken out
+    middlewares = project.getdict("DOWNLOADER_MIDDLEWARES")
+    middlewares["middlewares.failpath.FailPathMiddleware"] = None
+    removed.set("DOWNLOADER_MIDDLEWARES", middlewares)
+    assert not _failpath_on(removed)
