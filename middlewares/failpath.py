@@ -38,7 +38,10 @@ records outcomes, and runs the periodic sampled re-probe.
   aid, and an outage of it must not lose pages.
 - Links that fail or are dropped are remembered in Redis (``fpl:<site>``, at
   most ``FAILPATH_REMEMBER_LINKS`` per site) as the re-probe's samples.  A
-  re-probe puts the links of recovered levels back into the crawl; at most
+  re-probe puts the links of recovered levels back into the crawl, and then
+  every dropped link that no dead level blocks any more (one dropped while its
+  site's death was being recorded, by a write that failed or a worker that
+  died, or by a worker's stale copy of a cleared row); at most
   one runs at a time in the whole crawl (:class:`ProbeTurns`): one per
   ``FAILPATH_PROBE_INTERVAL``, and one more when a finite crawl runs out of
   work, which waits for a re-probe still running on another worker.
@@ -49,7 +52,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from redis.exceptions import RedisError
@@ -331,7 +334,7 @@ class FailPathMiddleware:
 
     def _drop(self, request: Request, site: str, level: str, count: int) -> None:
         self.stats.inc_value("failpath/filtered")
-        self._remember_link(site, request)
+        self._remember_link(site, request, dropped=True)
         if (site, level) not in self._logged:
             self._logged.add((site, level))
             logger.info("Dropping URLs under %s %s (%d failures): first %s",
@@ -363,7 +366,7 @@ class FailPathMiddleware:
             site = self._site(request.url)
             self._unanswered(site, exception)
             self.stats.inc_value("failpath/filtered")
-            self._remember_link(site, request)
+            self._remember_link(site, request, dropped=True)
             return
         if not isinstance(exception, FAILURES):
             return
@@ -437,12 +440,14 @@ class FailPathMiddleware:
         message = str(exc) if isinstance(exc, StoreError) else f"{type(exc).__name__}: {exc}"
         logger.warning("Could not %s the failpaths of %s: %s", what, site, message)
 
-    def _remember_link(self, site: str, request: Request) -> None:
+    def _remember_link(self, site: str, request: Request, dropped: bool = False) -> None:
+        """Remember a link that failed, or that was ``dropped`` (never tried: the sweep
+        sends it back once nothing blocks it)."""
         frontier = self._frontier()
         if frontier is None or not self.remember:
             return
         key = frontier.keys.failpath_links_prefix + site
-        member = f"{int(request.meta.get('depth', 0))} {request.url}"
+        member = Remembered(int(request.meta.get("depth", 0)), request.url, dropped).member
         try:
             pipe = frontier.server.pipeline(transaction=False)
             pipe.zadd(key, {member: time.time()})
@@ -541,6 +546,9 @@ class FailPathMiddleware:
             DeferredList([deferred_from_coro(self._probe_site(frontier, r)) for r in rounds],
                          consumeErrors=True)
         )  # fmt: skip
+        # once every worker's cache has read the store again: links dropped under no
+        # dead level go back (see _sweep)
+        self._later(2 * self.cache.ttl + 1, self._sweep, frontier)
 
     async def _probe_site(self, frontier: Any, probe_round: ProbeRound) -> None:
         site = probe_round.site
@@ -548,7 +556,7 @@ class FailPathMiddleware:
         links = _remembered(frontier, key)
 
         def under(level: str) -> list[str]:
-            return [u for _, u in links if level_contains(level, u)]
+            return [link.url for link in links if level_contains(level, link.url)]
 
         while (sample := probe_round.next_sample(under, self.rng)) is not None:
             level, urls = sample
@@ -570,8 +578,8 @@ class FailPathMiddleware:
             )
             self._epoch[site] += 1
             self.cache.drop(site)
-            back = [(d, u) for d, u in links if level_contains(level, u)]
-            links = [x for x in links if x not in back]
+            back = [link for link in links if level_contains(level, link.url)]
+            links = [link for link in links if link not in back]
             self._send_back(frontier, key, back)
             # workers' caches (this one's too, until now) still held the level as dead
             # for up to FAILPATH_CACHE_TTL, and dropped (remembered) links meanwhile:
@@ -579,9 +587,13 @@ class FailPathMiddleware:
             self._later(2 * self.cache.ttl + 1, self._send_back_unblocked, frontier, site)
 
     async def _probe_one(self, url: str) -> int:
+        from middlewares.robotstxt import ForbiddenByRobotsTxt  # (it imports this module)
+
         request = Request(url, dont_filter=True, meta={"failpath_probe": True, "dont_retry": True})
         try:
             await self.crawler.engine.download_async(request)
+        except ForbiddenByRobotsTxt:  # the site answered: its robots.txt was read
+            return 1
         except IgnoreRequest:
             return 0
         except Exception as exc:
@@ -611,8 +623,11 @@ class FailPathMiddleware:
             run()
         return bool(pending)
 
-    async def _send_back_unblocked(self, frontier: Any, site: str) -> None:
-        """Send back the remembered links of ``site`` that no dead level blocks now."""
+    async def _send_back_unblocked(
+        self, frontier: Any, site: str, dropped_only: bool = False
+    ) -> None:
+        """Send back the remembered links of ``site`` that no dead level blocks now (those
+        that were ``dropped_only``)."""
         try:
             counts = await maybe_deferred_to_future(
                 threads.deferToThread(self.store.failpath_row, site)
@@ -626,24 +641,57 @@ class FailPathMiddleware:
         except RedisError as exc:
             logger.warning("Could not read the remembered links of %s: %s", site, exc)
             return
-        back = [(d, u) for d, u in links
-                if self.policy.blocking_level(path_levels(u), counts) is None]  # fmt: skip
+        back = [link for link in links if (link.dropped or not dropped_only)
+                and self.policy.blocking_level(path_levels(link.url), counts) is None]  # fmt: skip
         self._send_back(frontier, key, back)
 
-    def _send_back(self, frontier: Any, key: str, links: list[tuple[int, str]]) -> None:
+    async def _sweep(self, frontier: Any) -> None:
+        """Send back, on every site, the remembered links that were dropped and that no
+        dead level blocks now: dropped while the site's death was being recorded (a
+        store write that failed, a worker that died before it), or by a worker's copy of
+        a row that a re-probe had cleared meanwhile.  Otherwise they would wait for the
+        re-probe of a level that is not dead, which never comes."""
+        prefix = frontier.keys.failpath_links_prefix
+        try:
+            keys = [k.decode() for k in frontier.server.scan_iter(match=prefix + "*", count=500)]
+        except RedisError as exc:
+            logger.warning("Could not list the remembered links of the failed-path filter: %s",
+                           exc)  # fmt: skip
+            return
+        for key in keys:
+            await self._send_back_unblocked(frontier, key[len(prefix) :], dropped_only=True)
+
+    def _send_back(self, frontier: Any, key: str, links: list[Remembered]) -> None:
         spider = self.crawler.spider
         make = getattr(spider, "request_for", None) or Request
-        for depth, url in links:
-            request = make(url).replace(dont_filter=True)
-            request.meta["depth"] = depth
+        for link in links:
+            request = make(link.url).replace(dont_filter=True)
+            request.meta["depth"] = link.depth
             self.crawler.engine.crawl(request)
         if links:
-            frontier.server.zrem(key, *[f"{d} {u}" for d, u in links])
+            frontier.server.zrem(key, *[link.member for link in links])
             self.stats.inc_value("failpath/sent_back", len(links))
             logger.info("Sent %d links under a recovered path back into the crawl", len(links))
 
 
-def _remembered(frontier: Any, key: str) -> list[tuple[int, str]]:
-    """The (depth, url) links remembered under ``key`` (``<depth> <url>`` members)."""
-    members = (m.decode() for m in frontier.server.zrange(key, 0, -1))
-    return [(int(d), u) for d, _, u in (m.partition(" ") for m in members)]
+class Remembered(NamedTuple):
+    """A link remembered for the re-probe: ``<depth>[d] <url>`` in Redis (``d``: dropped
+    under a dead level, never tried; else it failed)."""
+
+    depth: int
+    url: str
+    dropped: bool
+
+    @property
+    def member(self) -> str:
+        return f"{self.depth}{'d' if self.dropped else ''} {self.url}"
+
+    @classmethod
+    def parse(cls, member: str) -> Remembered:
+        depth, _, url = member.partition(" ")
+        return cls(int(depth.removesuffix("d")), url, depth.endswith("d"))
+
+
+def _remembered(frontier: Any, key: str) -> list[Remembered]:
+    """The links remembered under ``key``."""
+    return [Remembered.parse(m.decode()) for m in frontier.server.zrange(key, 0, -1)]

@@ -82,6 +82,10 @@ class RobotsTxtUnreachable(Exception):
     """A host's robots.txt gave no usable answer too many times: its requests fail."""
 
 
+class ForbiddenByRobotsTxt(IgnoreRequest):
+    """robots.txt disallows the request (the host answered: its file was read)."""
+
+
 class RobotsTxtWait(IgnoreRequest):
     """The request went back to the frontier until the host's robots.txt is tried again."""
 
@@ -123,7 +127,9 @@ class RobotsTxtMiddleware:
         probe, fetched = bool(meta.get("failpath_probe")), False
         while True:
             entry, parser = await self._entry(origin)
-            if self.failpath and entry is not None and entry.unanswered:
+            # (a request opted out of the failed-path filter waits, as RFC 9309 says)
+            silent = entry is not None and entry.unanswered and meta.get("failpath") is not False
+            if self.failpath and silent:
                 # a re-probe's request tries the file again at once (so does any request
                 # once its wait is over: the site's counts were cleared meanwhile)
                 if not fetched and (probe or time.time() >= entry.retry_at):
@@ -156,7 +162,7 @@ class RobotsTxtMiddleware:
             return
         logger.debug("Forbidden by robots.txt: %s", request)
         self.stats.inc_value("robotstxt/forbidden")
-        raise IgnoreRequest("Forbidden by robots.txt")
+        raise ForbiddenByRobotsTxt("Forbidden by robots.txt")
 
     async def _defer(self, request: Request, wait: float, origin: str) -> bool:
         """Send ``request`` back to the frontier for ``wait`` seconds (True), or, when it is
@@ -241,6 +247,11 @@ class RobotsTxtMiddleware:
                 renew = task.LoopingCall(self._renew, lock, origin)
                 renew.start(self.lock_seconds / 3, now=False)
             entry = await self._fetch(origin, previous, request)
+            if entry.unanswered and self.failpath and not request.meta.get("failpath_probe"):
+                # once more before the site is taken for dead: one lost connection or
+                # one slow answer must not drop its URLs (a re-probe's try is enough)
+                self.stats.inc_value("robotstxt/unanswered_retries")
+                entry = await self._fetch(origin, previous, request)
             if frontier is not None:
                 self._share(frontier, origin, entry)
             await self._remember(origin, entry, fetched=True)

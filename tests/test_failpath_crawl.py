@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 import pytest
@@ -168,7 +169,9 @@ def test_robots_txt_gets_the_sites_wait_and_its_silence_makes_the_site_dead(
     mw.process_exception(robots, DownloadTimeoutError("took longer than 2 s"))
     assert mw.stats.get_value("failpath/failures") is None
     remembered = []
-    monkeypatch.setattr(mw, "_remember_link", lambda site, request: remembered.append(request.url))
+    monkeypatch.setattr(
+        mw, "_remember_link", lambda site, request, dropped: remembered.append(request.url)
+    )
     writes = []
 
     def in_thread(func, *args):  # the store write, here and now
@@ -349,13 +352,14 @@ def test_a_dead_re_probers_lock_expires(redis_client):
 
 def test_hosts_that_do_not_answer_cost_one_wait_and_a_revived_one_comes_back(tmp_path):
     """Issue 29: host 2 is dead (nothing listens), host 3 takes connections and never
-    answers, robots.txt included, and host 1's robots.txt does not answer its first
-    request.  Their robots.txt gets no answer: each site is dead at once, its URLs
+    answers, robots.txt included, and host 1's robots.txt does not answer its first two
+    requests.  Their robots.txt gets no answer, twice: each site is dead, its URLs
     dropped and remembered (not sent back to wait ROBOTSTXT_UNREACHABLE_WAIT, 300 s,
     three times), so the crawl ends within a minute with every page of the live host;
     the re-probe fetches host 1's robots.txt again, it answers, and the host is
-    crawled."""
-    faults = ["3:*:hang", "1:/robots.txt:hang:1"]
+    crawled.  Host 0's robots.txt misses its first answer only: tried again at once,
+    the host is not taken for dead."""
+    faults = ["3:*:hang", "1:/robots.txt:hang:2", "0:/robots.txt:hang:1"]
     settings = ("FAILPATH_MIN_DELAY=2", "FAILPATH_MAX_DELAY=4", "FAILPATH_PROBE_INTERVAL=3",
                 "FRONTIER_HOST_DELAY=0.1")  # fmt: skip
     log = tmp_path / "requests.jsonl"
@@ -390,6 +394,8 @@ def test_hosts_that_do_not_answer_cost_one_wait_and_a_revived_one_comes_back(tmp
         assert entry["reason"].startswith("robots.txt unanswered since "), entry
         assert f"http://{host}/" not in rows  # dropped (remembered), not recorded as failed
     assert f"http://{revived}/ (whole site)" not in listed  # recovered: its counts cleared
+    live_site = site_of(f"http://{info['hosts'][0]}/")
+    assert f"Giving up {live_site}" not in stats and stat(stats, "robotstxt/unanswered_retries")
     assert stat(stats, "failpath/filtered") >= 3 and stat(stats, "failpath/recovered") >= 1
     assert stat(stats, "robotstxt/deferred") == 0  # nothing waited for a robots.txt
     assert stat(stats, "failpath/failures") == 0  # no page of theirs was tried
@@ -397,3 +403,45 @@ def test_hosts_that_do_not_answer_cost_one_wait_and_a_revived_one_comes_back(tmp
     requests = [json.loads(line) for line in log.read_text().splitlines()]
     asked = [r["path"] for r in requests if r["host"] == hanging]
     assert asked and set(asked) == {"/robots.txt"}, asked
+
+
+def test_dropped_links_that_nothing_blocks_go_back_and_a_forbidden_sample_answers(
+    middleware, redis_client, monkeypatch
+):
+    """Found by a review: a link dropped while its site's death was being recorded (the
+    store write failed, or its worker died first) waited for the re-probe of a site the
+    store does not hold dead: never.  Each re-probe ends with a sweep that sends back
+    every dropped link no dead level blocks (failed ones stay: they are samples).  And a
+    sample that robots.txt forbids answered (the file was read): the site is alive."""
+    from twisted.internet import defer
+
+    from middlewares import failpath
+    from middlewares.failpath import Remembered
+    from middlewares.robotstxt import ForbiddenByRobotsTxt
+
+    mw = middleware
+    monkeypatch.setattr(failpath.threads, "deferToThread",
+                        lambda func, *args: defer.succeed(func(*args)))  # fmt: skip
+    keys = CrawlKeys("web")
+    frontier = SimpleNamespace(server=redis_client, keys=keys)
+    crawled = []
+    engine = SimpleNamespace(crawl=lambda request: crawled.append(request.url))
+    monkeypatch.setattr(mw, "crawler", SimpleNamespace(engine=engine, spider=None))
+    lost, dead = site_of("http://lost.example/"), site_of("http://dead.example/")
+    mw.store.failpath_add(dead, SITE, 5)  # dead in the store: its links stay
+    for site, host in ((lost, "lost.example"), (dead, "dead.example")):
+        links = [Remembered(1, f"http://{host}/a.html", True),
+                 Remembered(2, f"http://{host}/b.html", False)]  # fmt: skip
+        redis_client.zadd(keys.failpath_links_prefix + site, {x.member: 1 for x in links})
+    asyncio.run(mw._sweep(frontier))
+    assert crawled == ["http://lost.example/a.html"]
+    assert redis_client.zrange(keys.failpath_links_prefix + lost, 0, -1) == [
+        b"2 http://lost.example/b.html"
+    ]
+    assert redis_client.zcard(keys.failpath_links_prefix + dead) == 2
+
+    async def forbidden(request):
+        raise ForbiddenByRobotsTxt("Forbidden by robots.txt")
+
+    engine.download_async = forbidden
+    assert asyncio.run(mw._probe_one("http://dead.example/private/x.html")) == 1

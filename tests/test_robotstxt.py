@@ -286,3 +286,35 @@ def test_sites_are_dropped_for_no_answer_only_where_the_failed_path_filter_recor
     middlewares["middlewares.failpath.FailPathMiddleware"] = None
     removed.set("DOWNLOADER_MIDDLEWARES", middlewares)
     assert not _failpath_on(removed)
+
+
+def test_a_silent_sites_requests_are_dropped_but_an_opted_out_one_waits(redis_client, monkeypatch):
+    """With the failed-path filter on, a request to a site whose robots.txt got no
+    answer is dropped (SiteUnanswered: the filter remembers it); one opted out of the
+    filter (``meta["failpath"] = False``) is not the filter's to remember: it waits for
+    the file, as RFC 9309 says (found by a review: it was dropped and lost)."""
+    from middlewares.failpath import SiteUnanswered
+    from middlewares.robotstxt import RobotsTxtWait
+
+    crawler = get_crawler(settings_dict={
+        "ROBOTSTXT_OBEY": True, "DOWNLOAD_TIMEOUT": 30, "ADAPTIVE_DELAY_MAX": 60.0,
+        "ROBOTSTXT_UNREACHABLE_WAIT": 300.0, "ROBOTSTXT_UNREACHABLE_TRIES": 3,
+        "FAILPATH_ENABLED": True,
+        "DOWNLOADER_MIDDLEWARES": {"middlewares.failpath.FailPathMiddleware": 95}})  # fmt: skip
+    mw = RobotsTxtMiddleware(crawler)
+    requeued = []
+
+    def requeue(request, wait, why):
+        requeued.append(request.url)
+        return True
+
+    frontier = SimpleNamespace(server=redis_client, keys=CrawlKeys("web"), worker_id="a",
+                               requeue=requeue)  # fmt: skip
+    monkeypatch.setattr(mw, "_frontier", lambda: frontier)
+    silent = rules.unreachable("DNSLookupError: x", time.time(), None, 300.0, unanswered=True)
+    redis_client.set(CrawlKeys("web").robots(ORIGIN), silent.dumps())
+    with pytest.raises(SiteUnanswered):
+        asyncio.run(mw.process_request(Request(ORIGIN + "/a")))
+    with pytest.raises(RobotsTxtWait):
+        asyncio.run(mw.process_request(Request(ORIGIN + "/b", meta={"failpath": False})))
+    assert requeued == [ORIGIN + "/b"]
