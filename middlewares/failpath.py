@@ -592,8 +592,8 @@ class FailPathMiddleware:
         request = Request(url, dont_filter=True, meta={"failpath_probe": True, "dont_retry": True})
         try:
             await self.crawler.engine.download_async(request)
-        except ForbiddenByRobotsTxt:  # the site answered: its robots.txt was read
-            return 1
+        except ForbiddenByRobotsTxt as exc:  # an answer only if robots.txt was read now
+            return int(exc.fresh)
         except IgnoreRequest:
             return 0
         except Exception as exc:

@@ -83,7 +83,12 @@ class RobotsTxtUnreachable(Exception):
 
 
 class ForbiddenByRobotsTxt(IgnoreRequest):
-    """robots.txt disallows the request (the host answered: its file was read)."""
+    """robots.txt disallows the request; ``fresh``: by rules fetched for this very request
+    (the host has just answered), not a copy."""
+
+    def __init__(self, message: str, fresh: bool = False) -> None:
+        super().__init__(message)
+        self.fresh = fresh
 
 
 class RobotsTxtWait(IgnoreRequest):
@@ -124,7 +129,7 @@ class RobotsTxtMiddleware:
         if parsed.scheme not in ("http", "https"):
             return
         origin = f"{parsed.scheme}://{parsed.netloc.lower()}"
-        probe, fetched = bool(meta.get("failpath_probe")), False
+        probe, fetched, started = bool(meta.get("failpath_probe")), False, time.time()
         while True:
             entry, parser = await self._entry(origin)
             # (a request opted out of the failed-path filter waits, as RFC 9309 says)
@@ -141,7 +146,8 @@ class RobotsTxtMiddleware:
                                      f"({entry.reason})", entry.fetched_at)  # fmt: skip
             action, wait = robots.verdict(entry, time.time(), self.max_tries)
             if action == "check":
-                self._check(request, entry, parser)
+                assert entry is not None
+                self._check(request, entry, parser, fresh=fetched and entry.fetched_at >= started)
                 return
             if action == "give_up":
                 assert entry is not None
@@ -157,12 +163,12 @@ class RobotsTxtMiddleware:
             fetched = True
             await self._fetch_once(origin, entry, request)
 
-    def _check(self, request: Request, entry: Any, parser: Any) -> None:
+    def _check(self, request: Request, entry: Any, parser: Any, fresh: bool) -> None:
         if parser is None or parser.can_fetch(request.url, self.user_agent):
             return
         logger.debug("Forbidden by robots.txt: %s", request)
         self.stats.inc_value("robotstxt/forbidden")
-        raise ForbiddenByRobotsTxt("Forbidden by robots.txt")
+        raise ForbiddenByRobotsTxt("Forbidden by robots.txt", fresh=fresh)
 
     async def _defer(self, request: Request, wait: float, origin: str) -> bool:
         """Send ``request`` back to the frontier for ``wait`` seconds (True), or, when it is
@@ -385,8 +391,10 @@ def _failpath_on(settings: Any) -> bool:
     if not settings.getbool("FAILPATH_ENABLED"):
         return False
     for path, order in settings.getwithbase("DOWNLOADER_MIDDLEWARES").items():
+        if order is None:  # disabled: not imported (Scrapy imports none of those)
+            continue
         cls = load_object(path) if isinstance(path, str) else path
-        if order is not None and isinstance(cls, type) and issubclass(cls, FailPathMiddleware):
+        if isinstance(cls, type) and issubclass(cls, FailPathMiddleware):
             return True
     return False
 

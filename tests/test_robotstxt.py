@@ -286,6 +286,11 @@ def test_sites_are_dropped_for_no_answer_only_where_the_failed_path_filter_recor
     middlewares["middlewares.failpath.FailPathMiddleware"] = None
     removed.set("DOWNLOADER_MIDDLEWARES", middlewares)
     assert not _failpath_on(removed)
+    # a disabled middleware is not imported (it may not be installed), as Scrapy does
+    other = Settings(project.copy_to_dict())
+    other.set("DOWNLOADER_MIDDLEWARES", {"not_installed.Middleware": None,
+                                         **project.getdict("DOWNLOADER_MIDDLEWARES")})  # fmt: skip
+    assert _failpath_on(other)
 
 
 def test_a_silent_sites_requests_are_dropped_but_an_opted_out_one_waits(redis_client, monkeypatch):
@@ -318,3 +323,21 @@ def test_a_silent_sites_requests_are_dropped_but_an_opted_out_one_waits(redis_cl
     with pytest.raises(RobotsTxtWait):
         asyncio.run(mw.process_request(Request(ORIGIN + "/b", meta={"failpath": False})))
     assert requeued == [ORIGIN + "/b"]
+
+
+def test_a_refusal_says_whether_the_rules_were_fetched_for_the_request(redis_client, monkeypatch):
+    """A failed-path re-probe counts a sample robots.txt forbids as an answer only when
+    the rules were fetched for it: a copy (up to a day old) says nothing of the host now."""
+    from middlewares.robotstxt import ForbiddenByRobotsTxt
+
+    async def fetch(origin, previous, request):
+        return rules.from_response(200, b"User-agent: *\nDisallow: /private/\n", time.time(),
+                                   "webcrawl", None, 300.0)  # fmt: skip
+
+    mw = _worker(redis_client, monkeypatch, fetch)
+    outcomes = []
+    for _ in range(2):
+        with pytest.raises(ForbiddenByRobotsTxt) as refused:
+            asyncio.run(mw.process_request(Request(ORIGIN + "/private/a")))
+        outcomes.append(refused.value.fresh)
+    assert outcomes == [True, False]  # fetched for the first; the second read the copy
