@@ -3,6 +3,7 @@ Debian's, driven by Playwright), and its crawl-wide metrics parsed by prometheus
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -27,6 +28,18 @@ def monitor(data, *args):
            *args]  # fmt: skip
     return subprocess.Popen(cmd, cwd=ROOT, env=crawl_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def served_port(log_path, deadline):
+    """The port a worker says it serves its metrics on (waited for in its log)."""
+    while True:
+        found = re.search(
+            r"Serving Prometheus metrics on http://[^/]+:(\d+)/", log_path.read_text()
+        )
+        if found:
+            return int(found.group(1))
+        assert time.monotonic() < deadline, "the worker never said where it serves metrics"
+        time.sleep(0.3)
 
 
 def scrape_worker(port, deadline):
@@ -70,6 +83,7 @@ def test_the_page_shows_the_workers_and_the_count_grows(slow_demo, tmp_path):
     from playwright.sync_api import sync_playwright
 
     data, port, metrics = tmp_path / "data", free_port(), free_port()
+    mon = None
     with socket.socket() as taken:  # another worker of the machine holds the metrics port
         taken.bind(("127.0.0.1", metrics))
         taken.listen()
@@ -79,8 +93,18 @@ def test_the_page_shows_the_workers_and_the_count_grows(slow_demo, tmp_path):
                           "STATUS_HEARTBEAT_INTERVAL=0.5", f"WEBCRAWL_METRICS_PORT={metrics}"),
                 cwd=ROOT, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=log,
             )  # fmt: skip
-        mon = start_monitor(data, port, time.monotonic() + 60)
-        worker = [scrape_worker(metrics + 1, time.monotonic() + 60)]  # a busy machine: slow
+        try:
+            mon = start_monitor(data, port, time.monotonic() + 60)
+            # the next free port up (another process may hold metrics + 1); a busy machine
+            served = served_port(tmp_path / "crawl.log", time.monotonic() + 60)
+            worker = [scrape_worker(served, time.monotonic() + 60)]
+        except BaseException:  # no crawl or monitor left running into the next test
+            crawl.kill()
+            crawl.wait(30)
+            if mon is not None:
+                mon.kill()
+                mon.communicate(timeout=10)
+            raise
     errors: list[str] = []
     try:
         with sync_playwright() as p:
@@ -100,17 +124,22 @@ def test_the_page_shows_the_workers_and_the_count_grows(slow_demo, tmp_path):
             page.wait_for_function("document.getElementById('line').getAttribute('points')",
                                    timeout=30_000)  # fmt: skip
             page.screenshot(path=str(tmp_path / "monitor.png"), full_page=True)
-            worker.append(scrape_worker(metrics + 1, time.monotonic() + 10))
+            worker.append(scrape_worker(served, time.monotonic() + 10))
             browser.close()
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
             families = {f.name: f for f in text_string_to_metric_families(r.read().decode())}
+    except BaseException:  # no crawl left running into the next test
+        crawl.kill()
+        crawl.wait(30)
+        raise
     finally:
         mon.terminate()
         mon.communicate(timeout=10)
-        assert crawl.wait(120) == 0
+    assert crawl.wait(120) == 0
     assert errors == []
+    assert served > metrics
     # the worker's own metrics: moved off the taken port, and said so; they grow too
-    said = f"Serving Prometheus metrics on http://127.0.0.1:{metrics + 1}/metrics (port {metrics}"
+    said = f"Serving Prometheus metrics on http://127.0.0.1:{served}/metrics (port {metrics}"
     assert said in (tmp_path / "crawl.log").read_text()
     key = "webcrawl_pages_fetched_total[('status_class', '2xx')]"
     assert worker[1][key] > worker[0].get(key, 0)
