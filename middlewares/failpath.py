@@ -403,17 +403,19 @@ class FailPathMiddleware:
         self.stats.inc_value("failpath/sites_given_up")
         self._dying.add(site)
         since = int(exception.since)
-        d = threads.deferToThread(self.policy.record_unanswered, counts, self._adder(site), since)
-        d.addCallbacks(lambda written: self.cache.update(site, written),
-                       lambda f: self._store_error("write", site, f.value))  # fmt: skip
-        d.addBoth(lambda _: self._dying.discard(site))
+        self._write(site, lambda: self.policy.record_unanswered(counts, self._adder(site), since),
+                    then=lambda: self._dying.discard(site))  # fmt: skip
 
     # -- writes, off the reactor ----------------------------------------------
 
     def _adder(self, site: str) -> Any:
         return lambda column, delta: self.store.failpath_add(site, column, delta)
 
-    def _write(self, site: str, func: Any, given_up_check: bool = False) -> None:
+    def _write(
+        self, site: str, func: Any, given_up_check: bool = False, then: Any = None
+    ) -> None:
+        """Run ``func`` (store writes returning the values written) off the reactor, then
+        update the cache; ``then()`` runs after either outcome."""
         d = threads.deferToThread(func)
 
         def done(written: dict[str, int]) -> None:
@@ -422,6 +424,8 @@ class FailPathMiddleware:
                 self._check_given_up(site)
 
         d.addCallbacks(done, lambda f: self._store_error("write", site, f.value))
+        if then is not None:
+            d.addBoth(lambda _: then())
 
     def _check_given_up(self, site: str) -> None:
         counts, _ = self.cache.get(site)
