@@ -411,9 +411,7 @@ class FailPathMiddleware:
     def _adder(self, site: str) -> Any:
         return lambda column, delta: self.store.failpath_add(site, column, delta)
 
-    def _write(
-        self, site: str, func: Any, given_up_check: bool = False, then: Any = None
-    ) -> None:
+    def _write(self, site: str, func: Any, given_up_check: bool = False, then: Any = None) -> None:
         """Run ``func`` (store writes returning the values written) off the reactor, then
         update the cache; ``then()`` runs after either outcome."""
         d = threads.deferToThread(func)
