@@ -669,6 +669,15 @@ def _add_bench_parser(sub: Any) -> None:
     p.add_argument("--pages", type=int, default=1500, help="pages per host")
     p.add_argument("--runs", type=int, default=3, help="runs per setup (the median is shown)")
     p.add_argument(
+        "--real-waits", action="store_true",
+        help="failpath: the paper's waits and robots.txt's 300 s in real seconds (the re-probe "
+        "interval 1/60): about half an hour per set",
+    )  # fmt: skip
+    p.add_argument(
+        "--sets", type=lambda v: [int(x) for x in v.split(",")], default=None, metavar="1,2,3",
+        help="failpath: which of the paper's parameter sets (default all)",
+    )  # fmt: skip
+    p.add_argument(
         "--server", choices=("auto", "nginx", "twisted"), default="auto",
         help="crawl: who serves the demo web; nginx (static files, a few %% of a core) lets "
         "two workers scale on a small machine; auto: nginx when installed",
