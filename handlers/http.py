@@ -23,8 +23,11 @@ endpoint)``, and its ``HostnameEndpoint`` gets its resolver from
 All three are private names (no public hook exists): ``tests/test_addresses_crawl.py``
 fails if one changes.
 
-Through a proxy (``meta['proxy']``) a worker connects only to the proxy, which the
-user chose and which resolves the target itself: those connections are not checked.
+Through a proxy (``meta['proxy']``) a worker connects only to the proxy, which resolves
+the target itself: the proxy's own address is checked like any other (a proxy the
+environment names, ``http_proxy`` and the like, is the operator's: allowed).  Queue
+entries cannot carry a proxy (:mod:`webcrawl.frontier.entry`); a request that records a
+refused entry is failed here too, should its middleware be disabled.
 
 Refusals are counted (``security/blocked_address``) and logged once per host; the
 request's errback records the page as failed with the reason.
@@ -39,6 +42,7 @@ from scrapy import Request
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
 from scrapy.crawler import Crawler
 from scrapy.http import Response
+from twisted.internet.defer import fail
 from twisted.internet.endpoints import HostnameEndpoint
 from twisted.internet.interfaces import IHostnameResolver, IResolutionReceiver
 from twisted.internet.protocol import Factory, Protocol
@@ -46,6 +50,7 @@ from twisted.python.failure import Failure
 from twisted.web.client import HTTPConnectionPool
 from zope.interface import implementer
 
+from webcrawl.frontier.entry import REFUSED_META, RefusedQueueEntry
 from webcrawl.safety.addresses import AddressPolicy, BlockedAddress
 from webcrawl.safety.policy import address_policy
 
@@ -117,27 +122,22 @@ class GuardedConnectionPool(HTTPConnectionPool):
         self.policy = policy
 
     def _newConnection(self, key: Any, endpoint: Any) -> Any:
-        # key: (scheme, host, port, bind address) for a direct connection (Agent's,
-        # plus Scrapy's bind address); (b"http-proxy", ...) or a longer tuple with the
-        # proxy's configuration through a proxy
-        direct = len(key) == 4 and key[0] in (b"http", b"https")
-        if not direct:
-            return super()._newConnection(key, endpoint)
-        host = key[1].decode("ascii", "replace") if isinstance(key[1], bytes) else str(key[1])
+        target = connection_target(key)
+        if target is None:  # a kind of connection this module does not know: refused
+            return fail(BlockedAddress(f"unknown connection {key[:1]!r}: not checked, refused"))
+        host, port = target
         pool = self
 
         def quiescent(protocol: Any) -> None:
             pool._putConnection(key, protocol)
 
-        port = int(key[2])
         resolving = _hostname_endpoint(endpoint)
         resolver = None
         if resolving is not None:
             own = resolving._getNameResolverAndMaybeWarn(resolving._reactor)
             resolver = _FilteringResolver(own, self.policy, host, port)
             resolving._getNameResolverAndMaybeWarn = lambda reactor: resolver
-        factory = _GuardFactory(self._factory(quiescent, repr(endpoint)), self.policy,
-                                host, port)  # fmt: skip
+        factory = _GuardFactory(self._factory(quiescent, repr(endpoint)), self.policy, host, port)
 
         def refused(failure: Failure) -> Failure:
             if resolver is not None and resolver.refused and not resolver.allowed:
@@ -145,6 +145,24 @@ class GuardedConnectionPool(HTTPConnectionPool):
             return failure
 
         return endpoint.connect(factory).addErrback(refused)
+
+
+def connection_target(key: Any) -> tuple[str, int] | None:
+    """The host and port a pool connection of ``key`` connects to, or None for a key of
+    another form.  Keys: ``(scheme, host, port, bind address)`` direct (Agent's, plus
+    Scrapy's bind address); ``(b"http-proxy", proxy host, proxy port, bind address)``
+    through an http proxy; ``(scheme, host, port, bind address, proxy host, proxy port,
+    proxy auth)`` through an https tunnel (the connection goes to the proxy)."""
+    if not isinstance(key, tuple) or len(key) not in (4, 7):
+        return None
+    if key[0] == b"http-proxy" and len(key) == 4:
+        host, port = key[1], key[2]
+    elif key[0] in (b"http", b"https"):
+        host, port = (key[1], key[2]) if len(key) == 4 else (key[4], key[5])
+    else:
+        return None
+    host = host.decode("ascii", "replace") if isinstance(host, bytes) else str(host)
+    return host, int(port)
 
 
 class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
@@ -165,6 +183,9 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
         self._logged: set[str] = set()
 
     async def download_request(self, request: Request) -> Response:
+        reason = request.meta.get(REFUSED_META)
+        if reason is not None:
+            raise RefusedQueueEntry(f"queue entry refused: {reason}")
         try:
             return await super().download_request(request)
         except BlockedAddress as exc:

@@ -40,6 +40,8 @@ DOWNLOADER_MIDDLEWARES = {
     "middlewares.retry.FrontierRetryMiddleware": 550,
     "middlewares.adaptive_delay.AdaptiveDelayMiddleware": 560,
     "middlewares.failpath.FailPathMiddleware": 95,
+    # fails the request that records a refused queue entry's page, before all others
+    "middlewares.entries.RefusedEntryMiddleware": 10,
     "middlewares.politeness.PolitenessMiddleware": 950,
     "middlewares.schemes.SchemeGuardMiddleware": 580,
     "middlewares.redirects.RedirectLoopMiddleware": 610,
@@ -48,9 +50,15 @@ DOWNLOADER_MIDDLEWARES = {
 # each new connection (handlers/http.py): no fetch reaches a loopback, private,
 # link-local, CGNAT, multicast or reserved address, whatever the URL's host name
 # resolves to, unless the seeds' own hosts or WEBCRAWL_ALLOWED_NETWORKS allow it.
+# Scrapy's file, ftp, s3 and data handlers are off: a URL of those schemes (a forged
+# queue entry, a link) fails instead of reading local files or other stores.
 DOWNLOAD_HANDLERS = {
     "http": "handlers.http.GuardedHTTPDownloadHandler",
     "https": "handlers.http.GuardedHTTPDownloadHandler",
+    "file": None,
+    "ftp": None,
+    "s3": None,
+    "data": None,
 }
 # Networks (CIDR, or single addresses) workers may connect to although they are not
 # globally reachable, e.g. ["10.20.0.0/16", "fd00:1::/64"] for an intranet crawl.
@@ -217,6 +225,15 @@ FRONTIER_PREFETCH = 4
 # (logged, dropped) before anything is imported: on a shared Redis whoever can
 # write the queue would otherwise choose what every worker imports.
 FRONTIER_REQUEST_CLASSES = []
+# URL schemes a queue entry may name; an entry of another is refused when read
+# (security/refused_entry/scheme).  Only http and https have download handlers.
+FRONTIER_SCHEMES = ["http", "https"]
+# Request meta that chooses where a worker connects ("proxy", "_auth_proxy",
+# "bindaddress", "download_slot") is left out of queue entries (said once per key), and
+# an entry that carries it is refused when read (security/refused_entry/meta): whoever
+# can write Redis or the store would otherwise send workers through any proxy.  List
+# here the keys a crawl's own code sets on requests and every worker trusts.
+FRONTIER_TRUSTED_META = []
 # Requests buffered before one batched push (dupefilter check included) to Redis.
 FRONTIER_BATCH_SIZE = 256
 # URLs each worker remembers as already in the crawl (once Redis stored them), so

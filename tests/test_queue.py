@@ -10,8 +10,9 @@ from conftest import free_port
 from scrapy import FormRequest, Request, Spider
 
 from webcrawl.frontier.bloom import BloomParams
+from webcrawl.frontier.entry import DEFAULT_REQUEST_CLASSES, EntryRules
 from webcrawl.frontier.keys import CrawlKeys
-from webcrawl.frontier.queue import DEFAULT_REQUEST_CLASSES, HostQueue
+from webcrawl.frontier.queue import HostQueue
 from webcrawl.frontier.workers import WorkerRegistry
 
 
@@ -462,12 +463,17 @@ def test_entries_naming_a_class_outside_the_allow_list_are_refused_unimported(
     queue.step(now=0, pushes=pushes, pop=False)
     result = queue.step(now=0, pop=3)
     assert [r.url for r, _ in result.popped] == ["http://a/ok"]
-    assert [why for _, why in result.refused] == [
-        "request class 'planted.Evil' is not in FRONTIER_REQUEST_CLASSES",
-        "not a serialised request: Expecting value: line 1 column 1 (char 0)",
+    assert [(str(why), why.kind, why.url) for _, why in result.refused] == [
+        (
+            "request class 'planted.Evil' is not in FRONTIER_REQUEST_CLASSES",
+            "class",
+            "http://a/evil",
+        ),
+        ("not a serialised request: Expecting value: line 1 column 1 (char 0)", "unreadable", None),
     ]
     assert "planted" not in sys.modules and not (tmp_path / "imported").exists()
     # scrapy's own subclasses, and those a project allows, are read
-    form = HostQueue(redis_client, S(), keys, [*DEFAULT_REQUEST_CLASSES, "planted.Evil"])
+    rules = EntryRules(frozenset([*DEFAULT_REQUEST_CLASSES, "planted.Evil"]))
+    form = HostQueue(redis_client, S(), keys, rules)
     assert type(form.decode(b"1|" + planted)).__name__ == "Evil"
     assert type(queue.decode(b"1|" + queue.encode(FormRequest("http://a/f")))) is FormRequest

@@ -10,15 +10,30 @@ from scrapy.utils.test import get_crawler
 from webcrawl.frontier.scheduler import Scheduler
 
 
+def _crawler(**overrides: object) -> object:
+    """A crawler of the project's settings (the reactor: whichever this process has)."""
+    settings = get_project_settings().copy_to_dict()
+    settings = {k: v for k, v in settings.items() if not k.startswith("TWISTED_REACTOR")}
+    return get_crawler(settings_dict={**settings, **overrides})
+
+
 @pytest.mark.parametrize("url", ["http:///x", "http://@/x", "http://:80/x"])
 def test_a_request_that_names_no_host_is_dropped_with_a_reason(url, caplog):
     """Found by a review: a redirect to such a URL (``Location: http://@/x``) made a
     request of host '' that no store row can be named after: once spilled, it failed
     its whole spill batch, claim after claim, and the URLs with it stayed in Redis."""
-    settings = {k: v for k, v in get_project_settings().copy_to_dict().items()
-                if not k.startswith("TWISTED_REACTOR")}  # whichever this process has  # fmt: skip
-    crawler = get_crawler(settings_dict=settings)
+    crawler = _crawler()
     scheduler = Scheduler.from_crawler(crawler)  # not opened: enqueue refuses it first
     assert scheduler.enqueue_request(Request(url, dont_filter=True)) is False
     assert crawler.stats.get_value("scheduler/no_host") == 1
     assert f"Dropped <GET {url}>: its URL names no host" in caplog.text
+
+
+@pytest.mark.parametrize("url", ["ftp://h/x", "file://h/etc/passwd", "s3://bucket/key"])
+def test_a_request_of_another_scheme_is_dropped_with_a_reason(url, caplog):
+    """Its queue entry would be refused by every worker (FRONTIER_SCHEMES)."""
+    crawler = _crawler()
+    scheduler = Scheduler.from_crawler(crawler)
+    assert scheduler.enqueue_request(Request(url, dont_filter=True)) is False
+    assert crawler.stats.get_value("scheduler/bad_scheme") == 1
+    assert "is not in FRONTIER_SCHEMES" in caplog.text

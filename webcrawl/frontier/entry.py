@@ -1,9 +1,21 @@
 """A request as a host queue's entry (``<seq>|<serialised dict>``, the dict kept small),
-and back: only as a request class the crawl allows."""
+and back: only what the crawl allows (:class:`EntryRules`).
+
+Queue entries come from Redis and from the store's cold tier, which whoever can
+write them fills (HBase's Thrift gateway usually has no authentication).  So an
+entry is refused, before anything is imported or fetched, when it names a request
+class not allowed, a URL of another scheme than http(s) or without a host, or
+request meta that chooses where a worker connects (``CONNECT_META``: a proxy, a
+bind address, a download slot).  For the same reason a worker's own requests go
+into the queue without those keys (said once per key), unless the crawl trusts
+them (``FRONTIER_TRUSTED_META``).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from scrapy import Request, Spider
 from scrapy.http.request import _find_method as request_to_name  # the slow, general path
@@ -47,19 +59,60 @@ DEFAULT_REQUEST_CLASSES = (
 )
 
 
+# Request meta that chooses where a worker connects (Scrapy's HttpProxyMiddleware,
+# its download handler, its downloader's slots)
+CONNECT_META = frozenset({"proxy", "_auth_proxy", "bindaddress", "download_slot"})
+FETCHED_SCHEMES = frozenset({"http", "https"})
+# meta of the request that records a refused entry's page as failed (its reason)
+REFUSED_META = "webcrawl_refused"
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EntryRules:
+    """What a queue entry may hold: its request class, its URL's scheme, and which of
+    ``CONNECT_META`` its meta may carry."""
+
+    request_classes: frozenset[str] = frozenset(DEFAULT_REQUEST_CLASSES)
+    schemes: frozenset[str] = FETCHED_SCHEMES
+    trusted_meta: frozenset[str] = field(default_factory=frozenset)
+
+
 class RefusedEntry(ValueError):
-    """A queue entry this worker will not turn into a request (unreadable, or a class
-    that is not allowed)."""
+    """A queue entry this worker will not turn into a request.  ``kind``: unreadable,
+    class, scheme, url or meta; ``url``: its URL when it is an http(s) URL with a host
+    (so the refusal can be recorded as that page's failure), else None."""
+
+    def __init__(self, kind: str, message: str, url: str | None = None) -> None:
+        super().__init__(message)
+        self.kind, self.url = kind, url
+
+
+class RefusedQueueEntry(Exception):
+    """The failure of a refused entry's page (its request is never sent)."""
+
+
+def _page_url(url: object) -> str | None:
+    """``url`` when it is an http(s) URL with a host, else None."""
+    if not isinstance(url, str):
+        return None
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    return url if parts.scheme.lower() in FETCHED_SCHEMES and parts.hostname else None
 
 
 class EntryCodec:
     """Encodes a worker's requests as queue entries, and decodes entries into requests."""
 
-    def __init__(
-        self, spider: Spider, request_classes: Iterable[str] = DEFAULT_REQUEST_CLASSES
-    ) -> None:
+    def __init__(self, spider: Spider, rules: EntryRules | None = None) -> None:
         self.spider = spider
-        self.request_classes = frozenset(request_classes)
+        self.rules = rules or EntryRules()
+        self.request_classes = self.rules.request_classes
+        self._untrusted = CONNECT_META - self.rules.trusted_meta
+        self._stripped: set[str] = set()  # meta keys said to be left out
         agent = getattr(spider, "settings", None) and spider.settings.get("USER_AGENT")
         self._own_agent: bytes | None = agent.encode() if agent else None
 
@@ -87,6 +140,8 @@ class EntryCodec:
         }
         for attr in request.attributes:
             d.setdefault(attr, getattr(request, attr))
+        if self._untrusted & d["meta"].keys():
+            d["meta"] = self._strip(request, d["meta"], headers)
         if type(request) is not Request:  # another constructor: its own defaults
             d["_class"] = type(request).__module__ + "." + type(request).__name__
             return serialize.dumps(d)
@@ -95,6 +150,25 @@ class EntryCodec:
             d["_ref"], d["headers"] = ref, {}
         return serialize.dumps({k: v for k, v in d.items()
                                 if k == "url" or _DEFAULTS.get(k, _KEEP) != v})  # fmt: skip
+
+    def _strip(self, request: Request, meta: dict, headers: dict) -> dict:
+        """``meta`` without the keys that choose where a worker connects (the worker that
+        fetches the request applies its own proxy settings); with the proxy goes its
+        credentials header."""
+        left = sorted(self._untrusted & meta.keys())
+        for key in left:
+            if key not in self._stripped:
+                self._stripped.add(key)
+                logger.warning(
+                    "Request meta %r (of %s and any later request) is not kept in the shared "
+                    "queue: an entry may not choose where a worker connects; "
+                    "FRONTIER_TRUSTED_META allows it",
+                    key,
+                    request.url,
+                )
+        if "proxy" in left or "_auth_proxy" in left:
+            headers.pop(b"Proxy-Authorization", None)
+        return {k: v for k, v in meta.items() if k not in self._untrusted}
 
     def _method_name(self, func: object) -> object:
         if not callable(func):
@@ -110,30 +184,50 @@ class EntryCodec:
     def decode(self, member: bytes) -> Request:
         """The request in a queue member (``<seq>|<json>``).
 
-        Raises :class:`RefusedEntry` for an entry that is not a request dict, or
-        that names a request class (``_class``) outside ``request_classes``: on a
-        shared Redis whoever can write the queue would otherwise choose what every
-        worker imports.  The name is checked before anything is imported.
+        Raises :class:`RefusedEntry` for an entry that is not a request dict, that
+        names a request class (``_class``) outside the rules' (checked before anything
+        is imported: on a shared Redis whoever can write the queue would otherwise
+        choose what every worker imports), whose URL is not of an allowed scheme or
+        has no host, or whose meta chooses where the worker connects.
         """
         try:
             d = serialize.loads(member.split(b"|", 1)[1])
         except (IndexError, ValueError, UnicodeDecodeError) as exc:
-            raise RefusedEntry(f"not a serialised request: {exc}") from None
+            raise RefusedEntry("unreadable", f"not a serialised request: {exc}") from None
         if not isinstance(d, dict) or not isinstance(d.get("url"), str):
-            raise RefusedEntry("not a serialised request")
+            raise RefusedEntry("unreadable", "not a serialised request")
+        url = d["url"]
+        page = _page_url(url)
+        try:
+            parts = urlsplit(url)
+            scheme, host = parts.scheme.lower(), parts.hostname
+        except ValueError:
+            scheme, host = "", None
+        if scheme not in self.rules.schemes:
+            allowed = ", ".join(sorted(self.rules.schemes))
+            why = f"URL of scheme {scheme or 'none'!r} (FRONTIER_SCHEMES allows {allowed})"
+            raise RefusedEntry("scheme", f"{why}: {url[:200]}")
+        if not host:
+            raise RefusedEntry("url", f"URL without a host: {url[:200]}")
+        meta = d.get("meta")
+        if meta is not None and not isinstance(meta, dict):
+            raise RefusedEntry("unreadable", "meta is not a dict", page)
+        bad = sorted(self._untrusted & (meta or {}).keys())
+        if bad:
+            keys = ", ".join(map(repr, bad))
+            why = f"meta {keys} chooses where a worker connects (FRONTIER_TRUSTED_META)"
+            raise RefusedEntry("meta", f"{why}: {url[:200]}", page)
         ref = d.pop("_ref", None)
         if isinstance(ref, str) and "headers" not in d:
-            d["headers"] = {b"Referer": [(_origin(d["url"]) + ref).encode("latin-1")]}
+            d["headers"] = {b"Referer": [(_origin(url) + ref).encode("latin-1")]}
         name = d.get("_class")
         if name is not None and name not in self.request_classes:
-            raise RefusedEntry(
-                f"request class {name!r} is not in FRONTIER_REQUEST_CLASSES"
-                if isinstance(name, str) else "bad request class"
-            )  # fmt: skip
+            why = f"request class {name!r} is not in FRONTIER_REQUEST_CLASSES"
+            raise RefusedEntry("class", why if isinstance(name, str) else "bad request class", page)
         try:
             request = request_from_dict(d, spider=self.spider)
         except Exception as exc:  # a bad callback name, bad field types...
-            raise RefusedEntry(f"{type(exc).__name__}: {exc}") from None
+            raise RefusedEntry("unreadable", f"{type(exc).__name__}: {exc}", page) from None
         if not isinstance(request, Request):
-            raise RefusedEntry(f"{type(request).__name__} is not a scrapy Request")
+            raise RefusedEntry("class", f"{type(request).__name__} is not a scrapy Request", page)
         return request

@@ -11,7 +11,7 @@ import logging
 import random
 import secrets
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import redis
@@ -19,7 +19,7 @@ from scrapy import Request, Spider
 
 from webcrawl.frontier import scripts
 from webcrawl.frontier.cold import clear_cold
-from webcrawl.frontier.entry import DEFAULT_REQUEST_CLASSES, EntryCodec, RefusedEntry
+from webcrawl.frontier.entry import EntryCodec, EntryRules, RefusedEntry
 from webcrawl.frontier.keys import CrawlKeys
 from webcrawl.frontier.scripts import now_arg, seen_key
 from webcrawl.frontier.shards import Call, ShardRouter
@@ -51,7 +51,7 @@ class StepResult:
     pushed: int = 0
     revisited: int = 0  # due revisits moved into the host queues
     over_budget: int = 0  # new URLs dropped: their host took FRONTIER_MAX_PAGES_PER_HOST
-    refused: list[tuple[str, str]] = field(default_factory=list)  # (lease, why): unreadable
+    refused: list[tuple[str, RefusedEntry]] = field(default_factory=list)  # (lease, why)
     # shards whose call failed (node down, failing over, slot migrating): what the step
     # had for them was not applied, the caller keeps it and sends it again
     failed: dict[int, Exception] = field(default_factory=dict)
@@ -113,7 +113,7 @@ class HostQueue:
         server: redis.Redis | redis.RedisCluster,
         spider: Spider,
         keys: CrawlKeys,
-        request_classes: Iterable[str] = DEFAULT_REQUEST_CLASSES,
+        rules: EntryRules | None = None,
         *,
         wait_replicas: int = 0,
         wait_timeout: float = 1.0,
@@ -133,7 +133,7 @@ class HostQueue:
         self.server = server
         self.spider = spider
         self.keys = keys
-        self.entries = EntryCodec(spider, request_classes)
+        self.entries = EntryCodec(spider, rules)
         self.router = ShardRouter(server, keys, wait_replicas, wait_timeout)
         # crawl-wide keys: one slot, redis-py's way
         self._idle = server.register_script(scripts.IDLE.source)
@@ -411,7 +411,7 @@ class HostQueue:
                 try:
                     result.popped.append((self.decode(popped[i]), lease))
                 except RefusedEntry as exc:
-                    result.refused.append((lease, str(exc)))
+                    result.refused.append((lease, exc))
             self._move(call.shard, spills, grants, now)
 
     def _move(self, shard: int, spills: list, grants: list, now: float | None) -> None:

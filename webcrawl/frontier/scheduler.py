@@ -30,13 +30,20 @@ from redis.exceptions import RedisError
 from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DontCloseSpider
+from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy_redis.scheduler import Scheduler as RedisScheduler
 from twisted.internet import task, threads
 from twisted.internet.defer import Deferred
 
 from webcrawl.frontier.dupefilter import dupefilter_class
-from webcrawl.frontier.entry import DEFAULT_REQUEST_CLASSES
+from webcrawl.frontier.entry import (
+    CONNECT_META,
+    DEFAULT_REQUEST_CLASSES,
+    REFUSED_META,
+    EntryRules,
+    RefusedEntry,
+)
 from webcrawl.frontier.far_revisits import FAR_REVISIT_LIMIT, FarRevisits
 from webcrawl.frontier.keys import MAX_SHARDS, CrawlKeys
 from webcrawl.frontier.known import by_url, url_key, url_key_of
@@ -68,6 +75,33 @@ def frontier_of(crawler: Crawler) -> Scheduler | None:
     if not isinstance(scheduler, Scheduler) or scheduler.keys is None or scheduler.closed:
         return None
     return scheduler
+
+
+def entry_rules(settings: Any) -> EntryRules:
+    """What queue entries may hold (FRONTIER_REQUEST_CLASSES, FRONTIER_SCHEMES,
+    FRONTIER_TRUSTED_META), checked at start."""
+    schemes = frozenset(s.lower() for s in settings.getlist("FRONTIER_SCHEMES"))
+    if not schemes:
+        raise ValueError("FRONTIER_SCHEMES: at least one scheme (default: http, https)")
+    trusted = frozenset(settings.getlist("FRONTIER_TRUSTED_META"))
+    if trusted - CONNECT_META:
+        unknown, known = ", ".join(sorted(trusted - CONNECT_META)), ", ".join(sorted(CONNECT_META))
+        raise ValueError(f"FRONTIER_TRUSTED_META: {unknown} is not one of {known}")
+    return EntryRules(frozenset(request_classes(settings)), schemes, trusted)
+
+
+def refusal_request(exc: RefusedEntry, spider: Any) -> Request:
+    """The request that records a refused queue entry's page as failed: the refused-entry
+    middleware (and, behind it, the download handler) fails it before anything is sent,
+    so the spider's errback stores the reason."""
+    assert exc.url is not None
+    return Request(
+        exc.url,
+        callback=NO_CALLBACK,
+        errback=getattr(spider, "failed", None),
+        dont_filter=True,
+        meta={REFUSED_META: str(exc), "dont_obey_robotstxt": True, "failpath": False},
+    )
 
 
 def request_classes(settings: Any) -> list[str]:
@@ -171,7 +205,7 @@ class Scheduler(RedisScheduler):
         # the reactor, and checked to be the one the crawl records
         self.store = open_store(store_url_from_settings(settings))
         self.store_connect_wait = non_negative_float(settings, "WEBCRAWL_STORE_CONNECT_WAIT")
-        self.request_classes = request_classes(settings)
+        self.entry_rules = entry_rules(settings)
         self.lease_timeout = positive_float(settings, "FRONTIER_LEASE_TIMEOUT")
         self.heartbeat_interval = positive_float(settings, "STATUS_HEARTBEAT_INTERVAL")
         self.heartbeat_ttl = positive_float(settings, "STATUS_HEARTBEAT_TTL")
@@ -186,6 +220,8 @@ class Scheduler(RedisScheduler):
         self.outbox: Outbox | None = None  # pushes, revisits, leases done with (opened)
         self._leases: dict[Request, str] = {}  # handed to the engine, not yet finished
         self._prefetched: deque[tuple[Request, str]] = deque()  # popped, not yet handed out
+        self._refusals: deque[Request] = deque()  # refused entries' pages, to record as failed
+        self._refused_logged: set[str] = set()  # kinds of refused entries logged
         self._wake_call: Any = None
         self._idle = self._busy_marked = False
         self._waiting_logged = False
@@ -238,7 +274,7 @@ class Scheduler(RedisScheduler):
 
     def _opened(self, keys: CrawlKeys) -> None:
         self.server = self.redis.client
-        self.queue = self.queue_cls(self.server, self.spider, keys, self.request_classes,
+        self.queue = self.queue_cls(self.server, self.spider, keys, self.entry_rules,
                                     wait_replicas=self.wait_replicas,
                                     wait_timeout=self.wait_timeout, store=self.store,
                                     hot_per_host=self.hot_per_host,
@@ -375,6 +411,11 @@ class Scheduler(RedisScheduler):
             logger.error("Dropped %s: its URL names no host", request)
             self.stats.inc_value("scheduler/no_host")
             return False
+        scheme = request.url.partition(":")[0].lower()
+        if scheme not in self.entry_rules.schemes:  # every worker would refuse its entry
+            logger.error("Dropped %s: scheme %r is not in FRONTIER_SCHEMES", request, scheme)
+            self.stats.inc_value("scheduler/bad_scheme")
+            return False
         try:
             data = self.queue.encode(request)
         except (TypeError, ValueError) as exc:
@@ -427,7 +468,27 @@ class Scheduler(RedisScheduler):
         if len(revisits) >= self.batch_size:
             self._step(pop=False)
 
+    def _refused(self, exc: RefusedEntry) -> None:
+        """A queue entry refused when read: never imported nor fetched, its lease acked
+        with the next step; counted, logged once per kind, and its page (if it names
+        one) recorded as failed with the reason (:func:`refusal_request`)."""
+        self.stats.inc_value(f"security/refused_entry/{exc.kind}")
+        if exc.kind not in self._refused_logged:
+            self._refused_logged.add(exc.kind)
+            logger.error(
+                "Refused a queue entry of crawl %r (%s): %s; further ones of this kind are "
+                "counted in security/refused_entry/%s",
+                self.keys.crawl,
+                exc.kind,
+                exc,
+                exc.kind,
+            )
+        if exc.url is not None:
+            self._refusals.append(refusal_request(exc, self.spider))
+
     def next_request(self) -> Request | None:
+        if self._refusals:
+            return self._refusals.popleft()
         if not self._prefetched:
             result = self._step(pop=self.prefetch)
             if result is None:
@@ -446,7 +507,7 @@ class Scheduler(RedisScheduler):
         return request
 
     def has_pending_requests(self) -> bool:
-        if self._prefetched:
+        if self._prefetched or self._refusals:
             return True
         if self.outbox.pushes:
             self._step(pop=False)
@@ -459,7 +520,9 @@ class Scheduler(RedisScheduler):
             return True  # do not let an outage look like the end of the crawl
 
     def __len__(self) -> int:
-        return len(self.queue) + len(self.outbox.pushes) + len(self._prefetched)
+        return (
+            len(self.queue) + len(self.outbox.pushes) + len(self._prefetched) + len(self._refusals)
+        )
 
     # -- internals -----------------------------------------------------------
 
@@ -508,10 +571,8 @@ class Scheduler(RedisScheduler):
 
     def _count(self, result: StepResult, batch: list, revisits: list, nacks: list) -> None:
         """Stats and logs of a step; ``batch``: the pushes that were applied."""
-        for _, why in result.refused:
-            # garbage, or a class nobody allowed: never imported, dropped with the next step
-            self.stats.inc_value("scheduler/refused")
-            logger.error("Refused a queue entry of crawl %r (dropped): %s", self.keys.crawl, why)
+        for _, refused in result.refused:
+            self._refused(refused)
         if nacks and not result.failed:
             self.stats.inc_value("frontier/requeued", len(nacks))
         # Every fingerprint of the batch is in the crawl's seen set now (ours or

@@ -1,0 +1,107 @@
+"""Queue entries are data from Redis or the store: what a worker refuses to read
+(webcrawl/frontier/entry.py), and what it leaves out of its own entries."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from scrapy import Request, Spider
+from scrapy.settings import Settings
+
+from webcrawl.frontier.entry import EntryCodec, EntryRules, RefusedEntry
+from webcrawl.frontier.scheduler import entry_rules
+
+
+class S(Spider):
+    name = "s"
+
+    def parse(self, response):  # pragma: no cover - never called
+        return None
+
+
+def codec(**rules: object) -> EntryCodec:
+    return EntryCodec(S(), EntryRules(**rules))
+
+
+@pytest.mark.parametrize(
+    ("member", "kind", "url"),
+    [
+        # the review's example: a local file, through the metadata service as a proxy
+        (
+            b'1|{"url":"file:///etc/hostname","meta":{"proxy":"http://169.254.169.254:80"}}',
+            "scheme",
+            None,
+        ),
+        (b'1|{"url":"ftp://h/x"}', "scheme", None),
+        (b'1|{"url":"data:text/plain,hi"}', "scheme", None),
+        (b'1|{"url":"s3://bucket/key"}', "scheme", None),
+        (b'1|{"url":"http:///x"}', "url", None),
+        (
+            b'1|{"url":"http://a/x","meta":{"proxy":"http://169.254.169.254:80"}}',
+            "meta",
+            "http://a/x",
+        ),
+        (
+            b'1|{"url":"https://a/x","meta":{"_auth_proxy":"http://10.0.0.1:3128"}}',
+            "meta",
+            "https://a/x",
+        ),
+        (b'1|{"url":"http://a/x","meta":{"bindaddress":["127.0.0.1",0]}}', "meta", "http://a/x"),
+        (b'1|{"url":"http://a/x","meta":{"download_slot":"victim.example"}}', "meta", "http://a/x"),
+        (b'1|{"url":"http://a/x","meta":"proxy"}', "unreadable", "http://a/x"),
+        (b'1|{"url":"http://a/x","_class":"os.system"}', "class", "http://a/x"),
+        (b'1|{"url":"http://a/x","callback":"nowhere"}', "unreadable", "http://a/x"),
+        (b"1|[]", "unreadable", None),
+    ],
+)
+def test_forged_entries_are_refused_with_their_kind(member, kind, url):
+    with pytest.raises(RefusedEntry) as refused:
+        codec().decode(member)
+    assert (refused.value.kind, refused.value.url) == (kind, url)
+
+
+def test_a_crawl_can_trust_a_meta_key_and_allow_a_scheme():
+    member = b'1|{"url":"http://a/x","meta":{"proxy":"http://proxy.corp:3128"}}'
+    request = codec(trusted_meta=frozenset({"proxy"})).decode(member)
+    assert request.meta["proxy"] == "http://proxy.corp:3128"
+    assert codec(schemes=frozenset({"http", "ftp"})).decode(b'1|{"url":"ftp://h/x"}').url == (
+        "ftp://h/x"
+    )
+
+
+def test_own_requests_are_queued_without_what_chooses_where_a_worker_connects(caplog):
+    entries = codec()
+    request = Request(
+        "http://a/x",
+        meta={
+            "proxy": "http://u:p@proxy.corp:3128",
+            "_auth_proxy": "http://proxy.corp:3128",
+            "download_slot": "a",
+            "depth": 2,
+        },
+        headers={"Proxy-Authorization": "Basic dTpw", "Accept": "text/html"},
+    )
+    with caplog.at_level(logging.WARNING):
+        back = entries.decode(b"1|" + entries.encode(request))
+        entries.encode(request)  # said once per key
+    assert back.meta == {"depth": 2}
+    assert b"Proxy-Authorization" not in back.headers and back.headers[b"Accept"] == b"text/html"
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 3 and all("FRONTIER_TRUSTED_META" in m for m in said)
+    trusted = codec(trusted_meta=frozenset({"proxy", "_auth_proxy", "download_slot"}))
+    kept = trusted.decode(b"1|" + trusted.encode(request))
+    assert kept.meta["proxy"] == "http://u:p@proxy.corp:3128"
+    assert kept.headers[b"Proxy-Authorization"] == b"Basic dTpw"
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"FRONTIER_TRUSTED_META": ["proxy", "cookiejar"]}, "FRONTIER_TRUSTED_META: cookiejar"),
+        ({"FRONTIER_SCHEMES": []}, "FRONTIER_SCHEMES"),
+    ],
+)
+def test_bad_entry_settings_fail_at_start_with_the_setting(values, message):
+    with pytest.raises(ValueError, match=message):
+        entry_rules(Settings({"FRONTIER_SCHEMES": ["http", "https"], **values}))
