@@ -24,6 +24,7 @@ from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response, TextResponse
+from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import load_object
 from scrapy.utils.response import get_base_url
 from twisted.internet import task
@@ -33,7 +34,7 @@ from webcrawl import extract
 from webcrawl.frontier.known import by_url, url_key, url_key_of
 from webcrawl.links import page_links
 from webcrawl.page import Page
-from webcrawl.safety.policy import address_policy, url_hosts
+from webcrawl.safety.policy import address_policy, bind_seeds, read_bindings
 from webcrawl.safety.traps import TrapRules
 from webcrawl.settings_check import (
     check_choice,
@@ -102,7 +103,7 @@ class WebSpider(Spider):
         for message in environment_overridden(crawler.settings, os.environ):
             logger.warning(message)
         spider.address_policy = address_policy(crawler)
-        spider.address_policy.refresh = spider._shared_seed_hosts
+        spider.address_policy.refresh = spider._shared_bindings
         spider._bad_seeds = 0
         spider.seed_urls = spider._read_seeds()
         spider._poll = task.LoopingCall(spider._pull_submitted)
@@ -122,19 +123,18 @@ class WebSpider(Spider):
 
         return frontier_of(self.crawler)  # None: Scrapy's own scheduler, local scope only
 
-    def _share_scope(self, urls: list[str]) -> None:
-        """Put ``urls``' hosts in scope here and, for the other workers, in Redis; the
-        same for the address policy (a seed's host is fetched whatever its address)."""
-        self.scope.add_urls(urls)
-        hosts = url_hosts(urls)
-        self.address_policy.allow_hosts(hosts)
+    async def _bind_seeds(self, urls: list[str]) -> None:
+        """Bind the seeds' hosts to their addresses now (or to the crawl's first binding
+        of them, in Redis): the address policy allows a seed's host at those only."""
         frontier = self._frontier
-        if frontier is not None and hosts:
-            try:
-                frontier.server.sadd(frontier.keys.seed_hosts,
-                                     *(f"{h}|{p}" for h, p in hosts))  # fmt: skip
-            except RedisError as exc:
-                logger.warning("Could not share the seeds' hosts in Redis: %s", exc)
+        server = frontier.server if frontier is not None else None
+        key = frontier.keys.seed_hosts if frontier is not None else ""
+        await bind_seeds(self.address_policy, urls, server, key)
+
+    def _share_scope(self, urls: list[str]) -> None:
+        """Put ``urls``' hosts in scope here and, for the other workers, in Redis."""
+        self.scope.add_urls(urls)
+        frontier = self._frontier
         if frontier is not None and self.scope.mode != "broad":
             keys = {self.scope.key(u) for u in urls}
             try:
@@ -144,25 +144,19 @@ class WebSpider(Spider):
                 logger.warning("Could not share the seeds' scope in Redis: %s", exc)
             self._refresh_scope(force=True)
 
-    def _shared_seed_hosts(self) -> set[tuple[str, int]]:
-        """The seeds' hosts other workers put in Redis (read at most once a second: the
-        address policy asks before it refuses a host)."""
+    def _shared_bindings(self) -> dict[tuple[str, int], list[str]]:
+        """The seeds' bindings other workers recorded in Redis (read at most once a
+        second: the address policy asks before it refuses a host)."""
         frontier = self._frontier
         now = time.monotonic()
         if frontier is None or now - self._seed_hosts_read < 1.0:
-            return set()
+            return {}
         self._seed_hosts_read = now
         try:
-            shared = frontier.server.smembers(frontier.keys.seed_hosts)
+            return read_bindings(frontier.server, frontier.keys.seed_hosts)
         except RedisError as exc:
             logger.warning("Could not read the crawl's seed hosts from Redis: %s", exc)
-            return set()
-        hosts = set()
-        for item in shared:
-            host, _, port = item.decode().rpartition("|")
-            if port.isdigit():
-                hosts.add((host, int(port)))
-        return hosts
+            return {}
 
     def _refresh_scope(self, force: bool = False) -> None:
         """Add the scope other workers' seeds put in Redis (at most once a second)."""
@@ -207,6 +201,7 @@ class WebSpider(Spider):
         self.crawler.stats.inc_value("seeds/invalid", self._bad_seeds)
         self.crawler.stats.inc_value("seeds/valid", len(urls))
         self._share_scope(urls)
+        await self._bind_seeds(urls)
         if not urls:
             logger.info("No seeds given: working on what crawl already has queued")
         if self._frontier is not None:
@@ -235,9 +230,15 @@ class WebSpider(Spider):
         self.crawler.stats.inc_value("seeds/invalid", len(bad))
         self.crawler.stats.inc_value("seeds/submitted", len(urls))
         self._share_scope(urls)
-        for url in urls:
-            self.crawler.engine.crawl(self.request_for(url))
-        logger.info("Took %d submitted seeds", len(urls))
+        d = deferred_from_coro(self._bind_seeds(urls))
+
+        def crawl(_: object) -> None:
+            for url in urls:
+                self.crawler.engine.crawl(self.request_for(url))
+            logger.info("Took %d submitted seeds", len(urls))
+
+        d.addCallback(crawl)
+        d.addErrback(lambda f: logger.error("Could not take submitted seeds: %s", f.value))
 
     def _on_idle(self, spider: Spider) -> None:
         self._pull_submitted()

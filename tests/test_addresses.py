@@ -10,7 +10,9 @@ from webcrawl.safety.addresses import (
     AddressPolicy,
     BadNetworkError,
     host_port,
+    literal_address,
     parse_networks,
+    seed_binding,
     special_use,
 )
 from webcrawl.safety.policy import url_hosts
@@ -71,19 +73,43 @@ def test_every_ipv4_address_python_calls_non_global_is_refused_too():
             assert special_use(ip) is not None, ip
 
 
-def test_allowed_networks_and_seed_hosts():
+def test_allowed_networks_and_seed_bindings():
     policy = AddressPolicy(parse_networks(["10.20.0.0/16", "fd00:1::/64", " "]))
     assert policy.check("10.20.3.4", "wiki.corp", 80) is None
     assert policy.check("::ffff:10.20.3.4", "wiki.corp", 80) is None  # mapped: the IPv4 rule
     assert policy.check("fd00:1::5", "wiki.corp", 443) is None
     assert policy.check("10.21.0.1", "other.corp", 80) == "10.21.0.1 is private"
     assert policy.check("8.8.8.8", "dns.google", 443) is None
-    policy.allow_hosts(url_hosts(["http://127.0.0.2:8080/", "https://Intranet/start"]))
+    for key in url_hosts(["http://127.0.0.2:8080/", "https://Intranet/start"]):
+        policy.bind(key, seed_binding(key[0], ["192.168.0.9"]))
     assert policy.check("127.0.0.2", "127.0.0.2", 8080) is None
     # the seed's address, not its port
     assert policy.check("127.0.0.2", "127.0.0.2", 6379) == "127.0.0.2 is loopback"
     assert policy.check("192.168.0.9", "intranet", 443) is None
     assert policy.check("192.168.0.9", "intranet", 80) is not None
+    # the name now answers another special-use address: refused, saying what it was bound to
+    assert policy.check("169.254.169.254", "intranet", 443) == (
+        "169.254.169.254 is link-local (the seed's host was at 192.168.0.9 when the crawl "
+        "was seeded)"
+    )
+    assert policy.check("127.0.0.1", "intranet", 443) is not None
+
+
+def test_a_seed_name_bound_to_a_public_address_gets_no_special_use_one_later():
+    policy = AddressPolicy()
+    policy.bind(("blog.example.org", 80), seed_binding("blog.example.org", ["93.184.216.34"]))
+    assert policy.check("93.184.216.34", "blog.example.org", 80) is None
+    assert policy.check("169.254.169.254", "blog.example.org", 80) is not None
+    assert policy.check("127.0.0.1", "blog.example.org", 80) is not None
+
+
+def test_a_seed_binding_is_its_literal_address_whatever_it_is_said_to_resolve_to():
+    assert seed_binding("0x7f.2", ["10.0.0.1"]) == ["127.0.0.2"]
+    assert seed_binding("[fe80::1%eth0]", []) == ["fe80::1"]
+    assert seed_binding("intranet", ["10.0.0.2", "10.0.0.1", "10.0.0.1", "junk"]) == [
+        "10.0.0.1",
+        "10.0.0.2",
+    ]
 
 
 def test_refused_hosts_are_looked_up_again_before_refusing():
@@ -91,13 +117,20 @@ def test_refused_hosts_are_looked_up_again_before_refusing():
 
     def refresh():
         asked.append(1)
-        return {("127.0.0.3", 8080)}
+        return {("127.0.0.3", 8080): ["127.0.0.3"]}
 
     policy = AddressPolicy(refresh=refresh)
     assert policy.check("127.0.0.3", "127.0.0.3", 8080) is None
     assert policy.check("127.0.0.3", "127.0.0.3", 8080) is None
     assert len(asked) == 1  # known now: not asked again
     assert policy.check("127.0.0.1", "localhost", 6379) == "127.0.0.1 is loopback"
+
+
+def test_a_trusted_host_is_allowed_at_any_address():
+    policy = AddressPolicy()
+    policy.trust({("proxy.corp", 3128)})
+    assert policy.check("10.1.1.1", "proxy.corp", 3128) is None
+    assert policy.check("10.1.1.1", "proxy.corp", 3129) is not None
 
 
 @pytest.mark.parametrize("bad", ["10.0.0.0/33", "intranet", "10.0.0.0/8,"])

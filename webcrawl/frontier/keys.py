@@ -310,8 +310,8 @@ class CrawlKeys:
 
     @property
     def seed_hosts(self) -> str:
-        """Set of the seeds' ``host:port``: allowed by the address policy whatever they
-        resolve to (:mod:`webcrawl.safety.addresses`)."""
+        """Hash of the seeds' ``host|port`` to the addresses (JSON list) they were bound to
+        when first seeded (the first binding stays: :mod:`webcrawl.safety.addresses`)."""
         return self.prefix + "seed_hosts"
 
     def robots(self, origin: str) -> str:

@@ -15,15 +15,24 @@ are judged by the IPv4 address they carry.  The table is ours, not
 :attr:`ipaddress.IPv4Address.is_global`'s: Python's answer changed between versions
 (3.11.10 and 3.12.4 corrected it) and it counts multicast as global.
 
-Allowed anyway: networks the user names (``WEBCRAWL_ALLOWED_NETWORKS``) and the hosts
-(``host:port``) of the crawl's seeds, so that a crawl seeded on an intranet or on
-the demo web keeps working without a setting.
+Allowed anyway: networks the user names (``WEBCRAWL_ALLOWED_NETWORKS``); a proxy the
+operator's environment names; and a seed's host (``host:port``) at the addresses it
+was *bound* to when the crawl was seeded, so that a crawl seeded on an intranet or on
+the demo web keeps working without a setting, and only as the user meant it: an
+IP-literal seed (``http://127.0.0.2:8080/``, or ``http://0x7f.2:8080/``, any form the
+system's resolver reads as an address) is bound to that address; a named seed to the
+addresses its name had then (:func:`seed_binding`; the crawl keeps them in Redis, so
+every worker agrees).  A later answer in a special-use range is refused like any
+other: a seed whose DNS was taken over cannot point workers at
+``169.254.169.254``, nor can a redirect to the seed's host.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Callable, Iterable
+import re
+import socket
+from collections.abc import Callable, Iterable, Mapping
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -65,6 +74,11 @@ _SPECIAL: tuple[tuple[Network, str], ...] = tuple(
 # IPv6 prefixes that embed an IPv4 address (judged by it)
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated IPv4-compatible addresses
+_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # IPv4-translated (RFC 2765, SIIT)
+_GLOBAL_UNICAST = ipaddress.ip_network("2000::/3")  # IPv6 outside it is not routed
+# what the system's resolver (inet_aton) reads as an IPv4 address: 1 to 4 parts,
+# each decimal, octal (0...) or hex (0x...); "127.1", "0x7f.1", "2130706433"
+_IPV4_FORMS = re.compile(r"(?:0[xX][0-9a-fA-F]*|[0-9]+)(?:\.(?:0[xX][0-9a-fA-F]*|[0-9]+)){0,3}")
 
 
 class BadNetworkError(ValueError):
@@ -84,7 +98,7 @@ def embedded_ipv4(ip: IPAddress) -> ipaddress.IPv4Address | None:
         return ip.ipv4_mapped
     if ip.sixtofour is not None:
         return ip.sixtofour
-    if ip in _NAT64 or (ip in _COMPATIBLE and int(ip) > 1):
+    if ip in _NAT64 or ip in _TRANSLATED or (ip in _COMPATIBLE and int(ip) > 1):
         return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
     return None
 
@@ -102,7 +116,37 @@ def special_use(address: str | IPAddress) -> str | None:
     for net, why in _SPECIAL:
         if ip.version == net.version and ip in net:
             return why
+    if ip.version == 6 and ip not in _GLOBAL_UNICAST:
+        return "reserved (not global unicast)"
     return None
+
+
+def literal_address(host: str) -> IPAddress | None:
+    """The address ``host`` (a URL's host) is when the system's resolver reads it as one
+    rather than as a name: ``127.0.0.1``, ``127.1``, ``0x7f.0.0.1``, ``0177.0.0.1``,
+    ``2130706433``, ``[::1]``, ``[fe80::1%eth0]`` (its zone dropped).  None for a name
+    (``127.0.0.1.``, with its trailing dot, is a name to the resolver)."""
+    text = host.strip().strip("[]")
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        if not _IPV4_FORMS.fullmatch(text):
+            return None
+        try:
+            return ipaddress.IPv4Address(socket.inet_aton(text))
+        except OSError:
+            return None
+    if ip.version == 6 and ip.scope_id:
+        ip = ipaddress.IPv6Address(str(ip).split("%", 1)[0])
+    return ip
+
+
+def bare_address(address: str) -> IPAddress | None:
+    """An address as connections report it (maybe with a zone), without its zone."""
+    try:
+        return ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return None
 
 
 def parse_networks(
@@ -131,40 +175,66 @@ def host_port(host: str, port: int | None, scheme: str = "http") -> tuple[str, i
 
 class AddressPolicy:
     """Decides each connection: ``check(address, host, port)`` returns why it is refused,
-    or None.  ``allow_hosts`` adds the hosts of seeds (allowed whatever they resolve to)."""
+    or None.  ``bind`` gives a seed's host the addresses it may have (:func:`seed_binding`);
+    ``trust`` allows a host (the operator's proxy) whatever it resolves to; ``refresh``,
+    when set, is asked for the bindings other workers recorded before a host is refused."""
 
     def __init__(
         self,
         allowed: Iterable[Network] = (),
-        hosts: Iterable[tuple[str, int]] = (),
-        refresh: Callable[[], Iterable[tuple[str, int]]] | None = None,
+        bindings: Mapping[tuple[str, int], Iterable[str]] | None = None,
+        refresh: Callable[[], Mapping[tuple[str, int], Iterable[str]]] | None = None,
     ) -> None:
         self.allowed = list(allowed)
-        self.hosts: set[tuple[str, int]] = set(hosts)
-        # asked for more seed hosts before a host is refused (other workers' seeds)
+        self.bindings: dict[tuple[str, int], frozenset[IPAddress]] = {}
+        self.trusted: set[tuple[str, int]] = set()
         self.refresh = refresh
+        for key, addresses in (bindings or {}).items():
+            self.bind(key, addresses)
 
-    def allow_hosts(self, hosts: Iterable[tuple[str, int]]) -> None:
-        self.hosts.update(hosts)
+    def bind(self, key: tuple[str, int], addresses: Iterable[str]) -> None:
+        """Allow the seed host ``key`` (:func:`host_port`) at ``addresses`` (replaces what
+        it had: the crawl's first binding, kept in Redis, is the one every worker uses)."""
+        bound = (bare_address(a) for a in addresses)
+        self.bindings[key] = frozenset(ip for ip in bound if ip is not None)
+
+    def trust(self, hosts: Iterable[tuple[str, int]]) -> None:
+        self.trusted.update(hosts)
 
     def check(self, address: str, host: str, port: int) -> str | None:
         """Why connecting to ``address`` for ``host:port`` is refused, or None."""
-        try:
-            ip = ipaddress.ip_address(address.split("%", 1)[0])
-        except ValueError:
+        ip = bare_address(address)
+        if ip is None:
             return f"not an IP address: {address!r}"
         why = special_use(ip)
-        if why is None:
+        if why is None or self._allowed(ip, host_port(host, port)):
             return None
+        bound = self.bindings.get(host_port(host, port))
+        if bound:
+            seeded = ", ".join(sorted(map(str, bound)))
+            return f"{ip} is {why} (the seed's host was at {seeded} when the crawl was seeded)"
+        return f"{ip} is {why}"
+
+    def _allowed(self, ip: IPAddress, key: tuple[str, int]) -> bool:
+        """Whether a special-use ``ip`` is allowed anyway for the host ``key``."""
         inner = embedded_ipv4(ip)
         for net in self.allowed:
             if (ip.version == net.version and ip in net) or (inner is not None and inner in net):
-                return None
-        key = host_port(host, port)
-        if key in self.hosts:
-            return None
-        if self.refresh is not None:
-            self.hosts.update(self.refresh())
-            if key in self.hosts:
-                return None
-        return f"{ip} is {why}"
+                return True
+        if key in self.trusted:
+            return True
+        bound = self.bindings.get(key)
+        if (bound is None or ip not in bound) and self.refresh is not None:
+            for seed, addresses in self.refresh().items():
+                self.bind(seed, addresses)
+            bound = self.bindings.get(key)
+        return bound is not None and ip in bound
+
+
+def seed_binding(host: str, resolved: Iterable[str]) -> list[str]:
+    """The addresses a seed's host is bound to: an IP literal's own address, else the
+    addresses its name resolved to when the crawl was seeded (``resolved``)."""
+    literal = literal_address(host)
+    if literal is not None:
+        return [str(literal)]
+    return sorted({str(ip) for ip in map(bare_address, resolved) if ip is not None})
