@@ -7,7 +7,8 @@ The metrics are the worker's Scrapy stats, mapped by
 :func:`webcrawl.metrics.stats_metrics` when Prometheus scrapes (nothing is
 counted twice, and a page costs nothing more), and its CPU and memory
 (prometheus-client's process collector).  The server listens on
-``WEBCRAWL_METRICS_BIND`` (127.0.0.1); another worker on the machine
+``WEBCRAWL_METRICS_BIND`` (127.0.0.1; an address that is not loopback needs
+``WEBCRAWL_METRICS_PUBLIC``, as ``webcrawl monitor --public``); another worker on the machine
 already on the port moves this one up, within ``WEBCRAWL_METRICS_PORT_RANGE``
 ports, and the log says where it went.
 """
@@ -67,6 +68,13 @@ class MetricsExporter:
         except ValueError:
             raise ValueError(f"WEBCRAWL_METRICS_BIND must be an IP address to listen on "
                              f"(127.0.0.1, 0.0.0.0, ::1), got {bind!r}") from None  # fmt: skip
+        if not ipaddress.ip_address(bind).is_loopback and not settings.getbool(
+            "WEBCRAWL_METRICS_PUBLIC"
+        ):
+            raise ValueError(
+                f"WEBCRAWL_METRICS_BIND {bind} is not a local address: anyone who reaches it "
+                "reads this worker's stats; set WEBCRAWL_METRICS_PUBLIC=True if that is meant"
+            )
         exporter = cls(crawler, port, bind, positive_int(settings, "WEBCRAWL_METRICS_PORT_RANGE"))
         crawler.signals.connect(exporter.opened, signal=signals.spider_opened)
         crawler.signals.connect(exporter.closed, signal=signals.engine_stopped)

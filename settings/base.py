@@ -339,7 +339,10 @@ EXTENSIONS = {"extensions.metrics.MetricsExporter": 500}
 # Prometheus: http://127.0.0.1:PORT/metrics.  0: off.
 WEBCRAWL_METRICS_PORT = 0
 # The address the metrics server listens on; 0.0.0.0 (or ::) to let another machine's
-# Prometheus scrape it.
+# Prometheus scrape it, which also needs WEBCRAWL_METRICS_PUBLIC.
 WEBCRAWL_METRICS_BIND = "127.0.0.1"
+# Allow a WEBCRAWL_METRICS_BIND that is not a loopback address (anyone who reaches it
+# reads the worker's stats), as `webcrawl monitor --public` does.
+WEBCRAWL_METRICS_PUBLIC = False
 # Workers on one machine: when the port is taken, the next free one of this many.
 WEBCRAWL_METRICS_PORT_RANGE = 20

@@ -10,7 +10,6 @@ from webcrawl.safety.addresses import (
     AddressPolicy,
     BadNetworkError,
     host_port,
-    literal_address,
     parse_networks,
     seed_binding,
     special_use,

@@ -35,7 +35,7 @@ class _Recorder(BaseHTTPRequestHandler):
         pass
 
 
-def _serve(address: str, family: int = socket.AF_INET) -> ThreadingHTTPServer:
+def _serve(address: str, family: int = socket.AF_INET, port: int = 0) -> ThreadingHTTPServer:
     class Server(ThreadingHTTPServer):
         address_family = family
 
@@ -43,7 +43,7 @@ def _serve(address: str, family: int = socket.AF_INET) -> ThreadingHTTPServer:
             self.connections += 1  # type: ignore[attr-defined]
             return True
 
-    server = Server((address, 0), _Recorder)
+    server = Server((address, port), _Recorder)
     server.seen, server.pages, server.connections = [], {}, 0  # type: ignore[attr-defined]
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
@@ -151,23 +151,45 @@ from twisted.internet.endpoints import TCP4ClientEndpoint
 from handlers.http import GuardedConnectionPool
 from webcrawl.safety.addresses import AddressPolicy
 
-port = int(sys.argv[1])
+port, kind = int(sys.argv[1]), sys.argv[2]
 pool = GuardedConnectionPool(reactor, AddressPolicy())
 # an endpoint that skips name resolution (as if a lookup had been swapped after a
 # check): only the check of the connected address is left to catch it
-d = pool.getConnection((b"http", b"public.example", port, None),
-                       TCP4ClientEndpoint(reactor, "127.0.0.1", port))
-d.addBoth(lambda result: print(type(getattr(result, "value", result)).__name__,
-                                getattr(result, "value", "")))
-d.addBoth(lambda _: reactor.stop())
+key = {
+    "direct": (b"http", b"public.example", port, None),
+    # through an http proxy, or an https tunnel: the connection goes to the proxy
+    "proxy": (b"http-proxy", b"public-proxy.example", port, None),
+    "tunnel": (b"https", b"public.example", 443, None, "public-proxy.example", port, None),
+    "unknown": (b"gopher", b"public.example", port),
+}[kind]
+
+
+def connect():
+    d = pool.getConnection(key, TCP4ClientEndpoint(reactor, "127.0.0.1", port))
+    d.addBoth(lambda result: print(type(getattr(result, "value", result)).__name__,
+                                    getattr(result, "value", "")))
+    d.addBoth(lambda _: reactor.stop())
+
+
+reactor.callWhenRunning(connect)
 reactor.run()
 """
 
 
-def test_the_connected_address_is_checked_before_a_byte_is_sent(servers):
+@pytest.mark.parametrize(
+    ("kind", "host"),
+    [("direct", "public.example"), ("proxy", "public-proxy.example"),
+     ("tunnel", "public-proxy.example"), ("unknown", None)],
+)  # fmt: skip
+def test_the_connected_address_is_checked_before_a_byte_is_sent(servers, kind, host):
+    """Directly, and through a proxy (a request's meta, or a forged one, cannot name a
+    proxy on a special-use address); a connection of a kind the pool does not know is
+    refused unchecked."""
     server = servers["loopback"]
-    out = subprocess.run([sys.executable, "-c", CONNECT, str(server.server_port)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert out.stdout.strip() == (f"BlockedAddress public.example:{server.server_port}: "
-                                  "127.0.0.1 is loopback"), out.stderr[-2000:]  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", CONNECT, str(server.server_port), kind],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)  # fmt: skip
+    port = server.server_port
+    expected = (f"BlockedAddress {host}:{port}: 127.0.0.1 is loopback" if host else
+                "BlockedAddress unknown connection (b'gopher',): not checked, refused")  # fmt: skip
+    assert out.stdout.strip() == expected, out.stderr[-2000:]
     assert server.seen == []  # connected, closed, nothing sent

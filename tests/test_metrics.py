@@ -31,6 +31,11 @@ def test_bad_metrics_settings_fail_at_start_with_their_name(tmp_path):
                        "WEBCRAWL_METRICS_BIND=localhost")  # fmt: skip
     assert result.returncode != 0
     assert "WEBCRAWL_METRICS_BIND must be an IP address" in result.stderr
+    result = run_crawl(["http://127.0.0.2:1/"], tmp_path / "data", "WEBCRAWL_METRICS_PORT=9",
+                       "WEBCRAWL_METRICS_BIND=0.0.0.0")  # fmt: skip
+    assert result.returncode != 0
+    assert "WEBCRAWL_METRICS_BIND 0.0.0.0 is not a local address" in result.stderr
+    assert "WEBCRAWL_METRICS_PUBLIC=True" in result.stderr
     result = run_crawl(["http://127.0.0.2:1/"], tmp_path / "data", "WEBCRAWL_METRICS_PORT=-1")
     assert "WEBCRAWL_METRICS_PORT must be" in result.stderr
 

@@ -2,6 +2,7 @@
 Debian's, driven by Playwright), and its crawl-wide metrics parsed by prometheus-client."""
 
 import contextlib
+import http.client
 import os
 import re
 import shutil
@@ -19,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from webcrawl.frontier.embedded_redis import EmbeddedRedis
 from webcrawl.frontier.keys import CrawlKeys
+from webcrawl.monitor.server import HostCheck
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -113,21 +115,26 @@ def test_the_page_shows_the_workers_and_the_count_grows(slow_demo, tmp_path):
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(f"http://127.0.0.1:{port}/")
-            page.wait_for_function("document.querySelectorAll('#workers tbody tr').length > 0",
-                                   timeout=30_000)  # fmt: skip
+            # (polled from here: the page's CSP forbids the eval wait_for_function needs)
+            page.wait_for_selector("#workers tbody tr", timeout=30_000)
             assert page.inner_text("#crawl") == "web"
             assert page.inner_text("#alive") == "1"
             assert "busy" in page.inner_text("#workers") or "idle" in page.inner_text("#workers")
-            first = int(page.inner_text("#stored").replace(",", ""))
-            stored = "Number(document.getElementById('stored').textContent.replace(/,/g, ''))"
-            page.wait_for_function(f"{stored} > {first}", timeout=30_000)
-            page.wait_for_function("document.getElementById('line').getAttribute('points')",
+            first = stored_on(page)
+            deadline = time.monotonic() + 30
+            while stored_on(page) <= first and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert stored_on(page) > first
+            page.wait_for_selector('#line[points]:not([points=""])', state="attached",
                                    timeout=30_000)  # fmt: skip
             page.screenshot(path=str(tmp_path / "monitor.png"), full_page=True)
             worker.append(scrape_worker(served, time.monotonic() + 10))
             browser.close()
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
             families = {f.name: f for f in text_string_to_metric_families(r.read().decode())}
+        # a page that rebound its own name to 127.0.0.1 reads nothing (DNS rebinding)
+        hosts = (f"evil.example:{port}", f"127.0.0.1:{port}", f"localhost:{port}")
+        answers = {host: get_with_host(port, "/api/status", host) for host in hosts}
     except BaseException:  # no crawl left running into the next test
         crawl.kill()
         crawl.wait(30)
@@ -136,7 +143,13 @@ def test_the_page_shows_the_workers_and_the_count_grows(slow_demo, tmp_path):
         mon.terminate()
         mon.communicate(timeout=10)
     assert crawl.wait(120) == 0
-    assert errors == []
+    assert errors == []  # the page runs under its Content-Security-Policy
+    assert answers[f"evil.example:{port}"][0] == 421
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}"):
+        status, headers = answers[host]
+        assert status == 200
+        assert headers["X-Content-Type-Options"] == "nosniff"
+        assert "script-src 'self'" in headers["Content-Security-Policy"]
     assert served > metrics
     # the worker's own metrics: moved off the taken port, and said so; they grow too
     said = f"Serving Prometheus metrics on http://127.0.0.1:{served}/metrics (port {metrics}"
@@ -150,6 +163,44 @@ def test_the_page_shows_the_workers_and_the_count_grows(slow_demo, tmp_path):
     assert families["webcrawl_crawl_workers_alive"].samples[0].value == 1
     assert len(families["webcrawl_crawl_queued"].samples) == 16  # one per shard
     assert families["webcrawl_crawl_stored_pages"].samples[0].value > 0
+
+
+def stored_on(page) -> int:
+    return int(page.inner_text("#stored").replace(",", "") or 0)
+
+
+def get_with_host(port: int, path: str, host: str) -> tuple[int, dict[str, str]]:
+    """GET ``path`` from the monitor on 127.0.0.1 with the Host header ``host``."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request("GET", path, headers={"Host": host})
+        response = connection.getresponse()
+        response.read()
+        return response.status, dict(response.getheaders())
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize(
+    ("bind", "names", "host", "answered"),
+    [
+        ("127.0.0.1", [], "127.0.0.1:8410", True),
+        ("127.0.0.1", [], "127.0.0.1", True),
+        ("127.0.0.1", [], "localhost:8410", True),
+        ("127.0.0.1", [], "LOCALHOST.:8410", True),
+        ("127.0.0.1", [], "rebound.example:8410", False),
+        ("127.0.0.1", [], "127.0.0.2:8410", False),
+        ("127.0.0.1", [], "", False),
+        ("127.0.0.1", ["crawl.corp"], "crawl.corp:8410", True),
+        ("::1", [], "[::1]:8410", True),
+        ("::1", [], "[::2]:8410", False),
+        ("0.0.0.0", [], "10.1.2.3:8410", True),  # any address: rebinding needs a name
+        ("0.0.0.0", [], "localhost:8410", False),  # not a loopback bind
+        ("0.0.0.0", ["crawl.corp"], "crawl.corp", True),
+    ],
+)
+def test_the_page_answers_only_hosts_that_name_it(bind, names, host, answered):
+    assert HostCheck(bind, names).allows(host) is answered
 
 
 def test_bad_input_gets_a_clear_message(tmp_path, redis_server):

@@ -309,7 +309,7 @@ def cmd_monitor(args: argparse.Namespace, settings: Settings) -> int:
 
         sampler = Sampler(lambda: collect_status(session, settings, crawl, args.top), rows,
                           revisit_params(settings), args.interval)  # fmt: skip
-        server = serve(sampler, args.bind, args.port)
+        server = serve(sampler, args.bind, args.port, args.allowed_host or [])
         sampler.sample()
         thread = threading.Thread(target=sampler.run, name="webcrawl-monitor", daemon=True)
         thread.start()
@@ -560,6 +560,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bind", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     p.add_argument("--public", action="store_true",
                    help="allow a --bind address that is not local")  # fmt: skip
+    p.add_argument(
+        "--allowed-host", action="append", metavar="NAME",
+        help="a name the page is reached by (its Host header), besides the bind address "
+        "and localhost; repeat for more (a request naming another host gets 421)",
+    )  # fmt: skip
     p.add_argument("--interval", type=float, default=2.0, help="seconds between two samples")
     p.add_argument("--top", type=int, default=10, help="hosts listed by queue size")
     p.set_defaults(func=cmd_monitor)

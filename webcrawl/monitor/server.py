@@ -11,6 +11,14 @@ elsewhere) asks for the latest sample every second.  ``/metrics`` exports
 the crawl-wide figures for Prometheus, once for the whole crawl: queued per
 shard, leased, seen, stored, failed, dead paths, workers alive, revisits,
 and the expected freshness of the stored pages.
+
+A web page open in the operator's browser can point a name of its own at
+127.0.0.1 (DNS rebinding) and read the page's API as same-origin: so only
+requests whose ``Host`` names the bind address (any IP address when bound to all
+of them: rebinding needs a name), ``localhost`` on a loopback bind, or a name
+given with ``--allowed-host`` are answered; others get 421.  Every answer says
+``nosniff`` and a Content-Security-Policy that allows only the page's own script,
+style and API.
 """
 
 from __future__ import annotations
@@ -126,11 +134,52 @@ class _CrawlMetrics:
                 yield family
 
 
-def handler(sampler: Sampler, registry: CollectorRegistry) -> type[BaseHTTPRequestHandler]:
+# what each answer says: no sniffing, no framing, nothing but the page's own files
+HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+    "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+class HostCheck:
+    """Which ``Host`` headers a server bound to ``bind`` answers (see the module)."""
+
+    def __init__(self, bind: str, names: list[str] = ()) -> None:
+        self.bind = ipaddress.ip_address(bind)
+        self.names = {n.strip().lower().rstrip(".") for n in names if n.strip()}
+        if self.bind.is_loopback:
+            self.names.add("localhost")
+
+    def allows(self, header: str | None) -> bool:
+        if not header:
+            return False
+        host = header.strip().lower()
+        if host.startswith("["):  # [::1]:8410
+            host = host[1 : host.find("]")] if "]" in host else host
+        elif host.count(":") == 1:
+            host = host.partition(":")[0]
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            return host.rstrip(".") in self.names
+        return address == self.bind or self.bind.is_unspecified
+
+
+def handler(
+    sampler: Sampler, registry: CollectorRegistry, hosts: HostCheck
+) -> type[BaseHTTPRequestHandler]:
     static = resources.files("webcrawl.monitor") / "static"
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            if not hosts.allows(self.headers.get("Host")):
+                self._send(421, "text/plain", b"misdirected request: unknown Host\n")
+                return
             path = self.path.split("?", 1)[0]
             if path == "/":
                 path = "/static/index.html"
@@ -148,7 +197,8 @@ def handler(sampler: Sampler, registry: CollectorRegistry) -> type[BaseHTTPReque
             self.send_response(code)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
-            self.send_header("Cache-Control", "no-store")
+            for name, value in HEADERS.items():
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(body)
 
@@ -171,11 +221,14 @@ def check_bind(bind: str, public: bool) -> None:
                          "meant")  # fmt: skip
 
 
-def serve(sampler: Sampler, bind: str, port: int) -> ThreadingHTTPServer:
+def serve(sampler: Sampler, bind: str, port: int, names: list[str] = ()) -> ThreadingHTTPServer:
+    """The page's server on ``bind``, answering the Host names :class:`HostCheck` allows
+    (``names``: more, from ``--allowed-host``)."""
     registry = CollectorRegistry(auto_describe=True)
     registry.register(_CrawlMetrics(sampler))
     try:
-        server = ThreadingHTTPServer((bind, port), handler(sampler, registry))
+        answer = handler(sampler, registry, HostCheck(bind, names))
+        server = ThreadingHTTPServer((bind, port), answer)
     except OSError as exc:
         raise SystemExit(f"webcrawl monitor: cannot listen on {bind} port {port} ({exc.strerror}"
                          "): choose another with --port") from None  # fmt: skip

@@ -1,0 +1,171 @@
+"""What a crawl takes on trust, in real crawls on loopback: a seed's host only at the
+addresses it had when seeded (a DNS answer that changes later is refused, so is a
+redirect to it), and queue entries in Redis and in the store only as data (forged
+ones are refused, counted and recorded, never fetched)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import redis
+from conftest import ROOT, crawl_env, run_crawl
+from scrapy import Spider
+from test_addresses_crawl import _serve
+from test_crawl import stored_rows
+
+from webcrawl.frontier.layout import existing_crawl
+from webcrawl.frontier.queue import HostQueue
+from webcrawl.store import open_store
+
+
+def _html(*links: str) -> bytes:
+    return (
+        "<html><body>" + "".join(f'<a href="{u}">x</a>' for u in links) + "</body></html>"
+    ).encode()
+
+
+def test_a_seed_name_that_resolves_elsewhere_later_is_refused(tmp_path):
+    """``seed.test`` resolves to 127.0.0.2 when the crawl is seeded, then (once its home
+    page was served) to 127.0.0.3, where another server listens on the same port: its
+    next page, and a redirect from another seed to it, are refused; 127.0.0.3 gets
+    not even a connection."""
+    site = _serve("127.0.0.2")
+    port = site.server_port
+    evil = _serve("127.0.0.3", port=port)  # the same port, another address
+    other = _serve("127.0.0.4")
+    dns = tmp_path / "dns.json"
+    dns.write_text(json.dumps({"seed.test": ["127.0.0.2"]}))
+    seed = f"http://seed.test:{port}/"
+    go = f"http://127.0.0.4:{other.server_port}/go"
+
+    class Rebinding(dict):
+        def get(self, path, default=None):
+            if path == "/":  # served: the name now answers elsewhere
+                dns.write_text(json.dumps({"seed.test": ["127.0.0.3"]}))
+            return super().get(path, default)
+
+    site.pages = Rebinding({"/": (200, {}, _html(f"{seed}later", go))})
+    site.pages["/later"] = (200, {}, _html())
+    other.pages.update(
+        {"/": (200, {}, _html()), "/go": (302, {"Location": f"{seed}via-redirect"}, b"")}
+    )
+    evil.pages.update({p: (200, {}, b"metadata") for p in ("/later", "/via-redirect")})
+    path = os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])
+    env = crawl_env(WEBCRAWL_TEST_DNS=str(dns), PYTHONPATH=path)
+    data = tmp_path / "data"
+    try:
+        result = run_crawl(
+            [seed, f"http://127.0.0.4:{other.server_port}/"],
+            data,
+            "WEBCRAWL_SCOPE=broad",
+            "FAILPATH_ENABLED=False",
+            "TWISTED_DNS_RESOLVER=mapresolver.MapResolver",
+            env=env,
+        )
+    finally:
+        for server in (site, evil, other):
+            server.shutdown()
+            server.server_close()
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (evil.seen, evil.connections) == ([], 0)
+    assert sorted(site.seen) == ["/", "/robots.txt"]
+    rows = {r["url"]: r for r in stored_rows(data)}
+    for url in (f"{seed}later", go):
+        assert rows[url]["kind"] == "failed", url
+        error = rows[url]["error"]
+        assert "BlockedAddress" in error and "127.0.0.3 is loopback" in error, error
+        assert "the seed's host was at 127.0.0.2 when the crawl was seeded" in error, error
+    assert rows[seed]["status"] == 200
+    stats = result.stderr.split("Dumping Scrapy stats")[-1]
+    assert "'security/blocked_address': 2," in stats
+
+
+class S(Spider):
+    name = "web"
+
+
+def test_forged_queue_entries_in_redis_and_in_the_store_are_refused(redis_server, tmp_path):
+    site, evil = _serve("127.0.0.2"), _serve("127.0.0.3")
+    base = f"http://127.0.0.2:{site.server_port}"
+    proxy = f"http://127.0.0.3:{evil.server_port}"
+    site.pages["/"] = (200, {}, _html())
+    data = tmp_path / "data"
+    settings = [
+        f"REDIS_URL={redis_server.url}",
+        "FAILPATH_ENABLED=False",
+        "STATUS_HEARTBEAT_INTERVAL=1",
+        "STATUS_HEARTBEAT_TTL=5",
+    ]
+    try:
+        first = run_crawl([f"{base}/"], data, *settings)
+        assert first.returncode == 0, first.stderr[-3000:]
+        client = redis.Redis.from_url(redis_server.url)
+        keys, exists = existing_crawl(client, "web", 16)
+        assert exists
+        store = open_store(f"sqlite:///{data / 'webtable.sqlite3'}")
+        queue = HostQueue(client, S(), keys, store=store)
+        host = f"127.0.0.2:{site.server_port}"
+        forged = {
+            "file": {"url": "file:///etc/hostname", "meta": {"proxy": "http://169.254.169.254:80"}},
+            "proxy": {"url": f"{base}/proxied", "meta": {"proxy": proxy}},
+            "bind": {"url": f"{base}/bound", "meta": {"bindaddress": ["127.0.0.2", 0]}},
+            "class": {"url": f"{base}/classy", "_class": "os.system"},
+        }
+        pushes = [
+            (name.encode(), host, 0, 0.0, json.dumps(d).encode()) for name, d in forged.items()
+        ]
+        queue.step(pushes=pushes, pop=False)
+        from_store = {"url": f"{base}/from-store", "meta": {"proxy": proxy}}
+        queue.put_far_revisits(
+            [("from-store", host, 0, time.time() - 1, json.dumps(from_store).encode())]
+        )
+        store.close()
+        second = run_crawl(None, data, *settings)
+    finally:
+        for server in (site, evil):
+            server.shutdown()
+            server.server_close()
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert (evil.seen, evil.connections) == ([], 0)
+    assert sorted(site.seen) == ["/", "/robots.txt"]  # the first crawl's only
+    stats = second.stderr.split("Dumping Scrapy stats")[-1]
+    for kind, count in (("scheme", 1), ("meta", 3), ("class", 1)):
+        assert f"'security/refused_entry/{kind}': {count}," in stats, stats
+    rows = {r["url"]: r for r in stored_rows(data)}
+    for path in ("/proxied", "/bound", "/classy", "/from-store"):
+        row = rows[f"{base}{path}"]
+        assert row["kind"] == "failed" and "RefusedQueueEntry" in row["error"], row
+    assert "chooses where a worker connects" in rows[f"{base}/proxied"]["error"]
+    assert "file:///etc/hostname" not in rows
+    logged = second.stderr.count("Refused a queue entry of crawl 'web' (meta)")
+    assert logged == 1  # once per kind
+
+
+def test_the_environments_proxy_is_the_operators_and_is_used(tmp_path):
+    """A proxy on loopback that ``http_proxy`` names (the operator's, e.g. a local
+    squid) is allowed, although a queue entry could never name it."""
+    proxy = _serve("127.0.0.1")
+    proxy.pages.update({
+        "http://site.test/robots.txt": (404, {}, b""),
+        "http://site.test/": (200, {}, _html("http://site.test/two")),
+        "http://site.test/two": (200, {}, _html()),
+    })  # fmt: skip
+    env = crawl_env(http_proxy=f"http://127.0.0.1:{proxy.server_port}", no_proxy="")
+    data = tmp_path / "data"
+    try:
+        result = run_crawl(["http://site.test/"], data, "FAILPATH_ENABLED=False", env=env)
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(proxy.seen) == [
+        "http://site.test/",
+        "http://site.test/robots.txt",
+        "http://site.test/two",
+    ]
+    assert {r["url"]: r["status"] for r in stored_rows(data)} == {
+        "http://site.test/": 200,
+        "http://site.test/two": 200,
+    }
