@@ -49,6 +49,8 @@ from webcrawl.urls.seeds import parse_seed_lines, read_seeds
 
 logger = logging.getLogger(__name__)
 
+SEED_CHUNK = 1000  # seeds whose hosts are bound (their names resolved) before they go
+
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
 
 
@@ -201,13 +203,15 @@ class WebSpider(Spider):
         self.crawler.stats.inc_value("seeds/invalid", self._bad_seeds)
         self.crawler.stats.inc_value("seeds/valid", len(urls))
         self._share_scope(urls)
-        await self._bind_seeds(urls)
         if not urls:
             logger.info("No seeds given: working on what crawl already has queued")
         if self._frontier is not None:
             self._poll.start(self.submit_poll, now=False)
-        for url in urls:
-            yield self.request_for(url)
+        for i in range(0, len(urls), SEED_CHUNK):  # the first fetches need not wait for all
+            chunk = urls[i : i + SEED_CHUNK]
+            await self._bind_seeds(chunk)
+            for url in chunk:
+                yield self.request_for(url)
 
     def request_for(self, url: str) -> Request:
         return Request(url, callback=self.parse, errback=self.failed)

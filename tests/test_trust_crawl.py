@@ -15,6 +15,7 @@ from scrapy import Spider
 from test_addresses_crawl import _serve
 from test_crawl import stored_rows
 
+from webcrawl.frontier.keys import CrawlKeys
 from webcrawl.frontier.layout import existing_crawl
 from webcrawl.frontier.queue import HostQueue
 from webcrawl.store import open_store
@@ -169,3 +170,33 @@ def test_the_environments_proxy_is_the_operators_and_is_used(tmp_path):
         "http://site.test/": 200,
         "http://site.test/two": 200,
     }
+
+
+def test_the_crawls_first_binding_of_a_seed_is_the_one_every_worker_uses(redis_server, tmp_path):
+    """Another worker bound ``seed.test`` to 127.0.0.2 when it seeded the crawl; this one
+    is given the same seed while the name answers 127.0.0.3: it keeps the recorded
+    binding, so the seed's page there is refused."""
+    evil = _serve("127.0.0.3")
+    port = evil.server_port
+    evil.pages["/"] = (200, {}, b"metadata")
+    dns = tmp_path / "dns.json"
+    dns.write_text(json.dumps({"seed.test": ["127.0.0.3"]}))
+    client = redis.Redis.from_url(redis_server.url)
+    client.hset(CrawlKeys("web", 16).seed_hosts, f"seed.test|{port}", json.dumps(["127.0.0.2"]))
+    path = os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])
+    env = crawl_env(WEBCRAWL_TEST_DNS=str(dns), PYTHONPATH=path)
+    data = tmp_path / "data"
+    try:
+        result = run_crawl([f"http://seed.test:{port}/"], data, f"REDIS_URL={redis_server.url}",
+                           "FAILPATH_ENABLED=False", "TWISTED_DNS_RESOLVER=mapresolver.MapResolver",
+                           env=env)  # fmt: skip
+    finally:
+        evil.shutdown()
+        evil.server_close()
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (evil.seen, evil.connections) == ([], 0)
+    assert json.loads(client.hget(CrawlKeys("web", 16).seed_hosts, f"seed.test|{port}")) == [
+        "127.0.0.2"
+    ]
+    row = {r["url"]: r for r in stored_rows(data)}[f"http://seed.test:{port}/"]
+    assert "the seed's host was at 127.0.0.2 when the crawl was seeded" in row["error"]

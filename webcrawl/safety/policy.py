@@ -60,9 +60,10 @@ def url_hosts(urls: Iterable[str]) -> set[tuple[str, int]]:
     return hosts
 
 
-def resolve(host: str, port: int) -> Deferred[list[str]]:
+def resolve(host: str, port: int, timeout: float = 60.0) -> Deferred[list[str]]:
     """The addresses ``host`` resolves to, by the reactor's resolver (the one the download
-    handler's connections use: Scrapy's ``DNS_RESOLVER``); [] when it does not resolve."""
+    handler's connections use: Scrapy's ``DNS_RESOLVER``); [] when it does not resolve
+    within ``timeout`` seconds."""
     from twisted.internet import reactor
 
     done: Deferred[list[str]] = Deferred()
@@ -77,9 +78,12 @@ def resolve(host: str, port: int) -> Deferred[list[str]]:
             addresses.append(str(address.host))
 
         def resolutionComplete(self) -> None:
-            done.callback(addresses)
+            if not done.called:  # (not timed out)
+                done.callback(addresses)
 
     reactor.nameResolver.resolveHostName(Receiver(), host, portNumber=port)  # type: ignore[attr-defined]
+    done.addTimeout(timeout, reactor)
+    done.addErrback(lambda _: [])  # no answer in time: as one that does not resolve
     return done
 
 
@@ -97,41 +101,65 @@ def read_bindings(server: Any, key: str) -> Binding:
     return bindings
 
 
-async def bind_seeds(policy: AddressPolicy, urls: Iterable[str], server: Any, key: str) -> None:
+def _field(host: str, port: int) -> str:
+    return f"{host}|{port}"
+
+
+def _recorded(server: Any, key: str, hosts: list[tuple[str, int]]) -> Binding:
+    """The bindings Redis keeps of ``hosts`` (one HMGET)."""
+    found: Binding = {}
+    for seed, value in zip(hosts, server.hmget(key, [_field(*h) for h in hosts]), strict=True):
+        try:
+            addresses = json.loads(value) if value is not None else None
+        except ValueError:
+            continue
+        if isinstance(addresses, list):
+            found[seed] = [str(a) for a in addresses]
+    return found
+
+
+async def bind_seeds(
+    policy: AddressPolicy, urls: Iterable[str], server: Any, key: str, parallel: int = 32
+) -> None:
     """Bind the hosts of ``urls`` (seeds) in ``policy``: each to the binding the crawl
     already keeps in Redis (the first one, so every worker agrees), else to its IP
-    literal's address or to what its name resolves to now, recorded there for the
-    others.  ``server`` None: this worker's policy only.  A name that does not resolve
-    is left unbound (nothing recorded: a later seeding binds it)."""
+    literal's address or to what its name resolves to now (``parallel`` lookups at a
+    time), recorded there for the others.  ``server`` None: this worker's policy only.
+    A name that does not resolve is left unbound (nothing recorded: a later seeding
+    binds it)."""
     from scrapy.utils.defer import maybe_deferred_to_future
+    from twisted.internet.defer import DeferredSemaphore, gatherResults
 
-    hosts = url_hosts(urls)
+    hosts = sorted(url_hosts(urls))
     known: Binding = {}
     if server is not None and hosts:
         try:
-            known = read_bindings(server, key)
+            known = _recorded(server, key, hosts)
         except RedisError as exc:
             logger.warning("Could not read the seeds' bound addresses from Redis: %s", exc)
-    for host, port in sorted(hosts - known.keys()):
-        resolved = []
-        if literal_address(host) is None:
-            resolved = await maybe_deferred_to_future(resolve(host, port))
-            if not resolved:
-                logger.warning(
-                    "Seed host %s does not resolve now: it is bound to no address (should it "
-                    "resolve to a special-use one later, that is refused unless "
-                    "WEBCRAWL_ALLOWED_NETWORKS covers it)",
-                    host,
-                )
-                continue
-        binding = seed_binding(host, resolved)
-        known[(host, port)] = binding
-        if server is not None:
-            try:
-                if not server.hsetnx(key, f"{host}|{port}", json.dumps(binding)):
-                    known.update(read_bindings(server, key))  # another worker was first
-            except RedisError as exc:
-                logger.warning("Could not record seed host %s's address in Redis: %s", host, exc)
+    new = [h for h in hosts if h not in known]
+    named = [h for h in new if literal_address(h[0]) is None]
+    limit = DeferredSemaphore(parallel)
+    answers = await maybe_deferred_to_future(
+        gatherResults([limit.run(resolve, host, port) for host, port in named])
+    )
+    resolved = dict(zip(named, answers, strict=True))
+    for host, port in new:
+        if (host, port) in resolved and not resolved[(host, port)]:
+            logger.warning(
+                "Seed host %s does not resolve now: it is bound to no address (should it "
+                "resolve to a special-use one later, that is refused unless "
+                "WEBCRAWL_ALLOWED_NETWORKS covers it)",
+                host,
+            )
+            continue
+        known[(host, port)] = seed_binding(host, resolved.get((host, port), []))
+        if server is None:
+            continue
+        try:
+            if not server.hsetnx(key, _field(host, port), json.dumps(known[(host, port)])):
+                known.update(_recorded(server, key, [(host, port)]))  # another worker was first
+        except RedisError as exc:
+            logger.warning("Could not record seed host %s's address in Redis: %s", host, exc)
     for seed, addresses in known.items():
-        if seed in hosts:
-            policy.bind(seed, addresses)
+        policy.bind(seed, addresses)
