@@ -118,10 +118,13 @@ def test_forged_queue_entries_in_redis_and_in_the_store_are_refused(redis_server
             (name.encode(), host, 0, 0.0, json.dumps(d).encode()) for name, d in forged.items()
         ]
         queue.step(pushes=pushes, pop=False)
-        from_store = {"url": f"{base}/from-store", "meta": {"proxy": proxy}}
-        queue.put_far_revisits(
-            [("from-store", host, 0, time.time() - 1, json.dumps(from_store).encode())]
-        )
+        # the same forgeries in the store's tier (far revisits, due now: moved up to Redis)
+        due = time.time() - 1
+        revisits = []
+        for name, entry in forged.items():
+            moved = {**entry, "url": entry["url"].replace(f"{base}/", f"{base}/store-")}
+            revisits.append((f"store-{name}", host, 0, due, json.dumps(moved).encode()))
+        queue.put_far_revisits(revisits)
         store.close()
         second = run_crawl(None, data, *settings)
     finally:
@@ -132,10 +135,11 @@ def test_forged_queue_entries_in_redis_and_in_the_store_are_refused(redis_server
     assert (evil.seen, evil.connections) == ([], 0)
     assert sorted(site.seen) == ["/", "/robots.txt"]  # the first crawl's only
     stats = second.stderr.split("Dumping Scrapy stats")[-1]
-    for kind, count in (("scheme", 1), ("meta", 3), ("class", 1)):
+    for kind, count in (("scheme", 2), ("meta", 4), ("class", 2)):
         assert f"'security/refused_entry/{kind}': {count}," in stats, stats
     rows = {r["url"]: r for r in stored_rows(data)}
-    for path in ("/proxied", "/bound", "/classy", "/from-store"):
+    for path in ("/proxied", "/bound", "/classy", "/store-proxied", "/store-bound",
+                 "/store-classy"):  # fmt: skip
         row = rows[f"{base}{path}"]
         assert row["kind"] == "failed" and "RefusedQueueEntry" in row["error"], row
     assert "chooses where a worker connects" in rows[f"{base}/proxied"]["error"]
