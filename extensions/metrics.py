@@ -8,7 +8,9 @@ The metrics are the worker's Scrapy stats, mapped by
 counted twice, and a page costs nothing more), and its CPU and memory
 (prometheus-client's process collector).  The server listens on
 ``WEBCRAWL_METRICS_BIND`` (127.0.0.1; an address that is not loopback needs
-``WEBCRAWL_METRICS_PUBLIC``, as ``webcrawl monitor --public``); another worker on the machine
+``WEBCRAWL_METRICS_PUBLIC``, as ``webcrawl monitor --public``) and answers only
+``Host`` headers naming its address, ``localhost`` on loopback, or a name of
+``WEBCRAWL_METRICS_ALLOWED_HOSTS`` (the one Prometheus scrapes it by); another worker on the machine
 already on the port moves this one up, within ``WEBCRAWL_METRICS_PORT_RANGE``
 ports, and the log says where it went.
 """
@@ -18,15 +20,20 @@ from __future__ import annotations
 import errno
 import ipaddress
 import logging
+import socket
+import threading
 from typing import Any
+from wsgiref.simple_server import make_server
 
-from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
+from prometheus_client import CollectorRegistry, ProcessCollector, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer, _SilentHandler  # its own server's
 from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 from twisted.internet import task
 
 from webcrawl.metrics import http_url, stats_metrics
+from webcrawl.monitor.server import HostCheck
 from webcrawl.settings_check import non_negative_int, positive_int
 
 logger = logging.getLogger(__name__)
@@ -44,13 +51,15 @@ class _Stats:
 
 
 class MetricsExporter:
-    def __init__(self, crawler: Crawler, port: int, bind: str, ports: int) -> None:
+    def __init__(
+        self, crawler: Crawler, port: int, bind: str, ports: int, names: list[str] = ()
+    ) -> None:
         self.stats = crawler.stats
         self.collector = _Stats()
         registry = CollectorRegistry(auto_describe=True)
         ProcessCollector(registry=registry)
         registry.register(self.collector)
-        self.server, self.port = serve(registry, bind, port, ports)
+        self.server, self.port = serve(registry, bind, port, ports, names)
         self.url = http_url(bind, self.port, "/metrics")
         moved = f" (port {port} was taken)" if self.port != port else ""
         logger.info("Serving Prometheus metrics on %s%s", self.url, moved)
@@ -75,7 +84,9 @@ class MetricsExporter:
                 f"WEBCRAWL_METRICS_BIND {bind} is not a local address: anyone who reaches it "
                 "reads this worker's stats; set WEBCRAWL_METRICS_PUBLIC=True if that is meant"
             )
-        exporter = cls(crawler, port, bind, positive_int(settings, "WEBCRAWL_METRICS_PORT_RANGE"))
+        ports = positive_int(settings, "WEBCRAWL_METRICS_PORT_RANGE")
+        names = settings.getlist("WEBCRAWL_METRICS_ALLOWED_HOSTS")
+        exporter = cls(crawler, port, bind, ports, names)
         crawler.signals.connect(exporter.opened, signal=signals.spider_opened)
         crawler.signals.connect(exporter.closed, signal=signals.engine_stopped)
         return exporter
@@ -93,12 +104,35 @@ class MetricsExporter:
         self.server.server_close()
 
 
-def serve(registry: CollectorRegistry, bind: str, port: int, ports: int) -> tuple[Any, int]:
+def _start(registry: CollectorRegistry, bind: str, port: int, names: list[str]) -> Any:
+    """prometheus-client's server (as its ``start_http_server``) answering only the Host
+    headers that name it (or ``names``), as ``webcrawl monitor`` does (:class:`HostCheck`:
+    a web page in the operator's browser cannot rebind its name to it and read the
+    stats)."""
+    hosts, metrics = HostCheck(bind, names), make_wsgi_app(registry)
+
+    def app(environ: dict, start_response: Any) -> Any:
+        if not hosts.allows(environ.get("HTTP_HOST")):
+            start_response("421 Misdirected Request", [("Content-Type", "text/plain")])
+            return [b"misdirected request: unknown Host\n"]
+        return metrics(environ, start_response)
+
+    class Server(ThreadingWSGIServer):
+        address_family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+
+    server = make_server(bind, port, app, Server, handler_class=_SilentHandler)
+    threading.Thread(target=server.serve_forever, name="webcrawl-metrics", daemon=True).start()
+    return server
+
+
+def serve(
+    registry: CollectorRegistry, bind: str, port: int, ports: int, names: list[str] = ()
+) -> tuple[Any, int]:
     """Start the metrics server on the first free port of ``port`` .. ``port + ports - 1``."""
     last = port + ports - 1
     for candidate in range(port, min(last, 65535) + 1):
         try:
-            server, _thread = start_http_server(candidate, addr=bind, registry=registry)
+            server = _start(registry, bind, candidate, list(names))
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
                 raise ValueError(f"WEBCRAWL_METRICS_BIND {bind}: cannot listen there ({exc})") \

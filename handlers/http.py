@@ -36,7 +36,7 @@ request's errback records the page as failed with the reason.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 from scrapy import Request
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
@@ -61,11 +61,12 @@ class _GuardFactory(Factory):
     """Wraps a pool's protocol factory: the connection's peer address is checked
     before the protocol exists (so before anything is sent)."""
 
-    def __init__(self, wrapped: Any, policy: AddressPolicy, host: str, port: int) -> None:
-        self.wrapped, self.policy, self.host, self.port = wrapped, policy, host, port
+    def __init__(self, wrapped: Any, policy: AddressPolicy, target: Target) -> None:
+        self.wrapped, self.policy, self.target = wrapped, policy, target
+        self.host, self.port = target.host, target.port
 
     def buildProtocol(self, addr: Any) -> Protocol | None:
-        why = self.policy.check(str(getattr(addr, "host", "")), self.host, self.port)
+        why = self.target.check(self.policy, str(getattr(addr, "host", "")))
         if why is not None:
             raise BlockedAddress(f"{self.host}:{self.port}: {why}")
         return self.wrapped.buildProtocol(addr)
@@ -79,8 +80,8 @@ class _FilteringResolver:
     """A host name resolver that passes on only the addresses the policy allows, and
     remembers why it refused the others."""
 
-    def __init__(self, resolver: Any, policy: AddressPolicy, host: str, port: int) -> None:
-        self.resolver, self.policy, self.host, self.port = resolver, policy, host, port
+    def __init__(self, resolver: Any, policy: AddressPolicy, target: Target) -> None:
+        self.resolver, self.policy, self.target = resolver, policy, target
         self.allowed = 0
         self.refused: list[str] = []
 
@@ -93,7 +94,7 @@ class _FilteringResolver:
                 receiver.resolutionBegan(resolution)
 
             def addressResolved(self, address: Any) -> None:
-                why = outer.policy.check(str(address.host), outer.host, outer.port)
+                why = outer.target.check(outer.policy, str(address.host))
                 if why is None:
                     outer.allowed += 1
                     receiver.addressResolved(address)
@@ -125,7 +126,7 @@ class GuardedConnectionPool(HTTPConnectionPool):
         target = connection_target(key)
         if target is None:  # a kind of connection this module does not know: refused
             return fail(BlockedAddress(f"unknown connection {key[:1]!r}: not checked, refused"))
-        host, port = target
+        host, port = target.host, target.port
         pool = self
 
         def quiescent(protocol: Any) -> None:
@@ -135,9 +136,9 @@ class GuardedConnectionPool(HTTPConnectionPool):
         resolver = None
         if resolving is not None:
             own = resolving._getNameResolverAndMaybeWarn(resolving._reactor)
-            resolver = _FilteringResolver(own, self.policy, host, port)
+            resolver = _FilteringResolver(own, self.policy, target)
             resolving._getNameResolverAndMaybeWarn = lambda reactor: resolver
-        factory = _GuardFactory(self._factory(quiescent, repr(endpoint)), self.policy, host, port)
+        factory = _GuardFactory(self._factory(quiescent, repr(endpoint)), self.policy, target)
 
         def refused(failure: Failure) -> Failure:
             if resolver is not None and resolver.refused and not resolver.allowed:
@@ -147,22 +148,34 @@ class GuardedConnectionPool(HTTPConnectionPool):
         return endpoint.connect(factory).addErrback(refused)
 
 
-def connection_target(key: Any) -> tuple[str, int] | None:
-    """The host and port a pool connection of ``key`` connects to, or None for a key of
-    another form.  Keys: ``(scheme, host, port, bind address)`` direct (Agent's, plus
-    Scrapy's bind address); ``(b"http-proxy", proxy host, proxy port, bind address)``
-    through an http proxy; ``(scheme, host, port, bind address, proxy host, proxy port,
-    proxy auth)`` through an https tunnel (the connection goes to the proxy)."""
+class Target(NamedTuple):
+    """Where a pool connection goes: ``host:port``, a proxy's (``proxy``) or not."""
+
+    host: str
+    port: int
+    proxy: bool
+
+    def check(self, policy: AddressPolicy, address: str) -> str | None:
+        return policy.check(address, self.host, self.port, proxy=self.proxy)
+
+
+def connection_target(key: Any) -> Target | None:
+    """Where a pool connection of ``key`` connects to, or None for a key of another
+    form.  Keys: ``(scheme, host, port, bind address)`` direct (Agent's, plus Scrapy's
+    bind address); ``(b"http-proxy", proxy host, proxy port, bind address)`` through an
+    http proxy; ``(scheme, host, port, bind address, proxy host, proxy port, proxy
+    auth)`` through an https tunnel (the connection goes to the proxy)."""
     if not isinstance(key, tuple) or len(key) not in (4, 7):
         return None
     if key[0] == b"http-proxy" and len(key) == 4:
-        host, port = key[1], key[2]
+        host, port, proxy = key[1], key[2], True
     elif key[0] in (b"http", b"https"):
         host, port = (key[1], key[2]) if len(key) == 4 else (key[4], key[5])
+        proxy = len(key) == 7
     else:
         return None
     host = host.decode("ascii", "replace") if isinstance(host, bytes) else str(host)
-    return host, int(port)
+    return Target(host, int(port), proxy)
 
 
 class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):

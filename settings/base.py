@@ -64,6 +64,13 @@ DOWNLOAD_HANDLERS = {
 # globally reachable, e.g. ["10.20.0.0/16", "fd00:1::/64"] for an intranet crawl.
 # The seeds' hosts (host and port) are always allowed.  Empty: none.
 WEBCRAWL_ALLOWED_NETWORKS = []
+# A secret every worker of a crawl on a shared Redis (REDIS_URL), and `webcrawl
+# submit`, is given (e.g. in the environment): it seals the seeds' bindings and the
+# submitted seeds kept in Redis (webcrawl/safety/seal.py), so that whoever can write
+# Redis cannot allow workers an address of their choice.  Without it, a worker allows
+# a special-use address only to the seeds it was given itself (an embedded Redis, this
+# user's own, needs none).  Empty: none.
+WEBCRAWL_SECRET = os.environ.get("WEBCRAWL_SECRET") or ""
 # Failed-path filtering and elastic waiting (seed 000; webcrawl/failpath/rules.py).
 # Defaults are the paper's first parameter set.  Each request waits
 # MIN_DELAY + (MAX_DELAY - MIN_DELAY) * c / HEIGHTEN seconds for an answer (its
@@ -344,5 +351,9 @@ WEBCRAWL_METRICS_BIND = "127.0.0.1"
 # Allow a WEBCRAWL_METRICS_BIND that is not a loopback address (anyone who reaches it
 # reads the worker's stats), as `webcrawl monitor --public` does.
 WEBCRAWL_METRICS_PUBLIC = False
+# Names the metrics server is reached by (the Host of Prometheus's requests, e.g.
+# ["worker1.corp"]), besides its address and localhost: others are answered 421 (a web
+# page cannot rebind its own name to a worker and read its stats).
+WEBCRAWL_METRICS_ALLOWED_HOSTS = []
 # Workers on one machine: when the port is taken, the next free one of this many.
 WEBCRAWL_METRICS_PORT_RANGE = 20

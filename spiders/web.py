@@ -22,7 +22,7 @@ from typing import Any
 from redis.exceptions import RedisError
 from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
-from scrapy.exceptions import IgnoreRequest
+from scrapy.exceptions import DontCloseSpider, IgnoreRequest
 from scrapy.http import Response, TextResponse
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import load_object
@@ -34,7 +34,8 @@ from webcrawl import extract
 from webcrawl.frontier.known import by_url, url_key, url_key_of
 from webcrawl.links import page_links
 from webcrawl.page import Page
-from webcrawl.safety.policy import address_policy, bind_seeds, read_bindings
+from webcrawl.safety.policy import SeedBindings, address_policy, bind_seeds
+from webcrawl.safety.seal import Seal
 from webcrawl.safety.traps import TrapRules
 from webcrawl.settings_check import (
     check_choice,
@@ -48,8 +49,6 @@ from webcrawl.urls.scope import MODES, Scope
 from webcrawl.urls.seeds import parse_seed_lines, read_seeds
 
 logger = logging.getLogger(__name__)
-
-SEED_CHUNK = 1000  # seeds whose hosts are bound (their names resolved) before they go
 
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
 
@@ -107,6 +106,7 @@ class WebSpider(Spider):
         spider.address_policy = address_policy(crawler)
         spider.address_policy.refresh = spider._shared_bindings
         spider._bad_seeds = 0
+        spider._binding, spider._unsealed_said = False, False
         spider.seed_urls = spider._read_seeds()
         spider._poll = task.LoopingCall(spider._pull_submitted)
         crawler.signals.connect(spider._on_idle, signal=signals.spider_idle)
@@ -125,13 +125,23 @@ class WebSpider(Spider):
 
         return frontier_of(self.crawler)  # None: Scrapy's own scheduler, local scope only
 
+    def _seed_bindings(self) -> SeedBindings | None:
+        """The seeds' bindings in the crawl's Redis, sealed (None: Scrapy's own scheduler)."""
+        frontier = self._frontier
+        if frontier is None:
+            return None
+        return SeedBindings(frontier.server, frontier.keys.seed_bindings, self._seal(frontier))
+
+    def _seal(self, frontier: Any) -> Seal:
+        return Seal(
+            self.crawler.settings.get("WEBCRAWL_SECRET") or "",
+            local=frontier.redis.embedded is not None,
+        )
+
     async def _bind_seeds(self, urls: list[str]) -> None:
         """Bind the seeds' hosts to their addresses now (or to the crawl's first binding
         of them, in Redis): the address policy allows a seed's host at those only."""
-        frontier = self._frontier
-        server = frontier.server if frontier is not None else None
-        key = frontier.keys.seed_hosts if frontier is not None else ""
-        await bind_seeds(self.address_policy, urls, server, key)
+        await bind_seeds(self.address_policy, urls, self._seed_bindings())
 
     def _share_scope(self, urls: list[str]) -> None:
         """Put ``urls``' hosts in scope here and, for the other workers, in Redis."""
@@ -147,15 +157,15 @@ class WebSpider(Spider):
             self._refresh_scope(force=True)
 
     def _shared_bindings(self) -> dict[tuple[str, int], list[str]]:
-        """The seeds' bindings other workers recorded in Redis (read at most once a
-        second: the address policy asks before it refuses a host)."""
-        frontier = self._frontier
+        """The seeds' bindings other workers recorded in Redis that this one can trust
+        (read at most once a second: the address policy asks before it refuses a host)."""
+        bindings = self._seed_bindings()
         now = time.monotonic()
-        if frontier is None or now - self._seed_hosts_read < 1.0:
+        if bindings is None or now - self._seed_hosts_read < 1.0:
             return {}
         self._seed_hosts_read = now
         try:
-            return read_bindings(frontier.server, frontier.keys.seed_hosts)
+            return bindings.all()
         except RedisError as exc:
             logger.warning("Could not read the crawl's seed hosts from Redis: %s", exc)
             return {}
@@ -207,19 +217,20 @@ class WebSpider(Spider):
             logger.info("No seeds given: working on what crawl already has queued")
         if self._frontier is not None:
             self._poll.start(self.submit_poll, now=False)
-        for i in range(0, len(urls), SEED_CHUNK):  # the first fetches need not wait for all
-            chunk = urls[i : i + SEED_CHUNK]
-            await self._bind_seeds(chunk)
-            for url in chunk:
-                yield self.request_for(url)
+        await self._bind_seeds(urls)  # all first: a page's link may lead to any seed's host
+        for url in urls:
+            yield self.request_for(url)
 
     def request_for(self, url: str) -> Request:
         return Request(url, callback=self.parse, errback=self.failed)
 
     def _pull_submitted(self) -> None:
-        """Move seeds from ``webcrawl submit`` into the crawl."""
+        """Move seeds from ``webcrawl submit`` into the crawl: those whose seal verifies
+        (:mod:`webcrawl.safety.seal`) are bound like this worker's own; the others are
+        crawled with no special-use address allowed (whoever can write Redis may have
+        put them there)."""
         frontier = self._frontier
-        if frontier is None:
+        if frontier is None or self._binding:
             return
         try:
             raw = frontier.server.lpop(frontier.keys.start, 100) or []
@@ -228,24 +239,48 @@ class WebSpider(Spider):
             return
         if not raw:
             return
-        urls, bad = parse_seed_lines([r.decode("utf-8", "replace") for r in raw], "submitted")
+        seal, lines, sealed_lines = self._seal(frontier), [], []
+        for item in raw:
+            line, _, signed = item.decode("utf-8", "replace").partition("\t")
+            lines.append(line)
+            if seal.verify(signed, "seed", frontier.keys.start, line):
+                sealed_lines.append(line)
+        urls, bad = parse_seed_lines(lines, "submitted")
+        sealed = set(parse_seed_lines(sealed_lines, "submitted")[0])
         for seed in bad:
             logger.warning("Skipping bad submitted seed %s", seed)
         self.crawler.stats.inc_value("seeds/invalid", len(bad))
         self.crawler.stats.inc_value("seeds/submitted", len(urls))
+        unsealed = [u for u in urls if u not in sealed]
+        if unsealed and not self._unsealed_said:
+            self._unsealed_said = True
+            logger.warning(
+                "%d submitted seeds carry no seal this worker can check (WEBCRAWL_SECRET): "
+                "they are crawled, but their hosts are allowed at no special-use address "
+                "(first: %s)",
+                len(unsealed),
+                unsealed[0],
+            )
         self._share_scope(urls)
-        d = deferred_from_coro(self._bind_seeds(urls))
+        self._binding = True  # the crawl stays open until they are in (_on_idle)
+        d = deferred_from_coro(self._bind_seeds([u for u in urls if u in sealed]))
 
         def crawl(_: object) -> None:
             for url in urls:
                 self.crawler.engine.crawl(self.request_for(url))
             logger.info("Took %d submitted seeds", len(urls))
 
-        d.addCallback(crawl)
-        d.addErrback(lambda f: logger.error("Could not take submitted seeds: %s", f.value))
+        def failed(failure: Failure) -> None:
+            logger.error("Could not bind the hosts of submitted seeds: %s", failure.value)
+            crawl(None)  # unbound: their special-use addresses are refused
+
+        d.addCallbacks(crawl, failed)
+        d.addBoth(lambda _: setattr(self, "_binding", False))
 
     def _on_idle(self, spider: Spider) -> None:
         self._pull_submitted()
+        if self._binding:
+            raise DontCloseSpider("binding the hosts of submitted seeds")
 
     def _on_closed(self, spider: Spider, reason: str) -> None:
         if self._poll.running:

@@ -280,6 +280,9 @@ def crawl_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in (
         "REDIS_URL", "SCRAPY_SETTINGS_MODULE", "WEBCRAWL_DATA_DIR", "WEBCRAWL_STORE_URL",
         "WEBCRAWL_CRAWL")}  # fmt: skip
+    # as an operator configures a crawl's workers on a shared Redis: one secret for all,
+    # so that a worker trusts the seeds' bindings another recorded (webcrawl/safety/seal.py)
+    env.setdefault("WEBCRAWL_SECRET", "the tests' crawls")
     env.update(extra)
     return env
 

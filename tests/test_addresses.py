@@ -128,8 +128,18 @@ def test_refused_hosts_are_looked_up_again_before_refusing():
 def test_a_trusted_host_is_allowed_at_any_address():
     policy = AddressPolicy()
     policy.trust({("proxy.corp", 3128)})
-    assert policy.check("10.1.1.1", "proxy.corp", 3128) is None
-    assert policy.check("10.1.1.1", "proxy.corp", 3129) is not None
+    assert policy.check("10.1.1.1", "proxy.corp", 3128, proxy=True) is None
+    assert policy.check("10.1.1.1", "proxy.corp", 3129, proxy=True) is not None
+    # as a proxy only: its own pages (squid's cache manager) are not fetched directly
+    assert policy.check("10.1.1.1", "proxy.corp", 3128) is not None
+
+
+def test_an_ipv4_mapped_binding_allows_the_ipv4_address_a_resolver_connects_to():
+    policy = AddressPolicy()
+    policy.bind(("::ffff:127.0.0.2", 8080), seed_binding("[::ffff:127.0.0.2]", []))
+    assert policy.check("127.0.0.2", "::ffff:127.0.0.2", 8080) is None
+    assert policy.check("::ffff:127.0.0.2", "::ffff:127.0.0.2", 8080) is None
+    assert policy.check("127.0.0.3", "::ffff:127.0.0.2", 8080) is not None
 
 
 @pytest.mark.parametrize("bad", ["10.0.0.0/33", "intranet", "10.0.0.0/8,"])

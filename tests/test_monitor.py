@@ -135,6 +135,8 @@ def test_the_page_shows_the_workers_and_the_count_grows(slow_demo, tmp_path):
         # a page that rebound its own name to 127.0.0.1 reads nothing (DNS rebinding)
         hosts = (f"evil.example:{port}", f"127.0.0.1:{port}", f"localhost:{port}")
         answers = {host: get_with_host(port, "/api/status", host) for host in hosts}
+        # and a worker's own metrics server, the same
+        answers["worker"] = get_with_host(served, "/metrics", f"rebound.example:{served}")
     except BaseException:  # no crawl left running into the next test
         crawl.kill()
         crawl.wait(30)
@@ -145,6 +147,7 @@ def test_the_page_shows_the_workers_and_the_count_grows(slow_demo, tmp_path):
     assert crawl.wait(120) == 0
     assert errors == []  # the page runs under its Content-Security-Policy
     assert answers[f"evil.example:{port}"][0] == 421
+    assert answers["worker"][0] == 421
     for host in (f"127.0.0.1:{port}", f"localhost:{port}"):
         status, headers = answers[host]
         assert status == 200

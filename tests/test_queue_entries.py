@@ -51,7 +51,24 @@ def codec(**rules: object) -> EntryCodec:
         (b'1|{"url":"http://a/x","meta":{"download_slot":"victim.example"}}', "meta", "http://a/x"),
         (b'1|{"url":"http://a/x","meta":"proxy"}', "unreadable", "http://a/x"),
         (b'1|{"url":"http://a/x","_class":"os.system"}', "class", "http://a/x"),
-        (b'1|{"url":"http://a/x","callback":"nowhere"}', "unreadable", "http://a/x"),
+        (b'1|{"url":"http://a/x","callback":"nowhere"}', "callback", "http://a/x"),
+        # a spider attribute that is not a callback: would replace spider.crawler
+        (b'1|{"url":"http://a/x","callback":"_set_crawler"}', "callback", "http://a/x"),
+        (b'1|{"url":"http://a/x","errback":"close"}', "callback", "http://a/x"),
+        (b'1|{"url":"http://a/x","meta":{"dont_obey_robotstxt":true}}', "meta", "http://a/x"),
+        (b'1|{"url":"http://a/x","meta":{"robots_txt":1}}', "meta", "http://a/x"),
+        (b'1|{"url":"http://a/x","meta":{"download_maxsize":0}}', "meta", "http://a/x"),
+        (
+            b'1|{"url":"http://a/x","meta":{"$d":[["proxy","http://10.0.0.1/"]]}}',
+            "meta",
+            "http://a/x",
+        ),
+        # garbage of other shapes: refused, never an exception out of the queue's step
+        (b"1|" + b"[" * 100000 + b"]" * 100000, "unreadable", None),
+        (b'1|{"url":{"$b":5}}', "unreadable", None),
+        (b'1|{"url":"http://a/x","meta":{"$d":5}}', "unreadable", None),
+        (b'1|{"url":"http://a/x","_ref":"/\\u0100"}', "unreadable", None),
+        (b'1|{"url":"http://a:99999/x","meta":{"proxy":"http://10.0.0.1/"}}', "meta", None),
         (b"1|[]", "unreadable", None),
     ],
 )
@@ -59,6 +76,12 @@ def test_forged_entries_are_refused_with_their_kind(member, kind, url):
     with pytest.raises(RefusedEntry) as refused:
         codec().decode(member)
     assert (refused.value.kind, refused.value.url) == (kind, url)
+
+
+def test_what_scrapy_writes_when_there_is_none_is_read():
+    member = b'1|{"url":"http://a/x","meta":{"proxy":null,"dont_obey_robotstxt":false}}'
+    assert codec().decode(member).meta == {"proxy": None, "dont_obey_robotstxt": False}
+    assert codec().decode(b'1|{"url":"http://a/x","callback":"parse"}').callback.__name__ == "parse"
 
 
 def test_a_crawl_can_trust_a_meta_key_and_allow_a_scheme():
@@ -82,13 +105,14 @@ def test_own_requests_are_queued_without_what_chooses_where_a_worker_connects(ca
         },
         headers={"Proxy-Authorization": "Basic dTpw", "Accept": "text/html"},
     )
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.INFO):
         back = entries.decode(b"1|" + entries.encode(request))
         entries.encode(request)  # said once per key
     assert back.meta == {"depth": 2}
     assert b"Proxy-Authorization" not in back.headers and back.headers[b"Accept"] == b"text/html"
     said = [r.getMessage() for r in caplog.records]
-    assert len(said) == 3 and all("FRONTIER_TRUSTED_META" in m for m in said)
+    # once, for the proxy (Scrapy's own download_slot and _auth_proxy go quietly)
+    assert len(said) == 1 and "'proxy'" in said[0] and "FRONTIER_TRUSTED_META" in said[0]
     trusted = codec(trusted_meta=frozenset({"proxy", "_auth_proxy", "download_slot"}))
     kept = trusted.decode(b"1|" + trusted.encode(request))
     assert kept.meta["proxy"] == "http://u:p@proxy.corp:3128"

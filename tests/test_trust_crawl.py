@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 
 import redis
@@ -18,6 +20,8 @@ from test_crawl import stored_rows
 from webcrawl.frontier.keys import CrawlKeys
 from webcrawl.frontier.layout import existing_crawl
 from webcrawl.frontier.queue import HostQueue
+from webcrawl.safety.policy import sealed_binding
+from webcrawl.safety.seal import Seal
 from webcrawl.store import open_store
 
 
@@ -81,6 +85,9 @@ def test_a_seed_name_that_resolves_elsewhere_later_is_refused(tmp_path):
     assert rows[seed]["status"] == 200
     stats = result.stderr.split("Dumping Scrapy stats")[-1]
     assert "'security/blocked_address': 2," in stats
+
+
+SECRET = "shared by the crawl's workers"
 
 
 class S(Spider):
@@ -186,9 +193,10 @@ def test_the_crawls_first_binding_of_a_seed_is_the_one_every_worker_uses(redis_s
     dns = tmp_path / "dns.json"
     dns.write_text(json.dumps({"seed.test": ["127.0.0.3"]}))
     client = redis.Redis.from_url(redis_server.url)
-    client.hset(CrawlKeys("web", 16).seed_hosts, f"seed.test|{port}", json.dumps(["127.0.0.2"]))
+    key, field = CrawlKeys("web", 16).seed_bindings, f"seed.test|{port}"
+    client.hset(key, field, sealed_binding(Seal(SECRET, local=False), key, field, ["127.0.0.2"]))
     path = os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])
-    env = crawl_env(WEBCRAWL_TEST_DNS=str(dns), PYTHONPATH=path)
+    env = crawl_env(WEBCRAWL_TEST_DNS=str(dns), PYTHONPATH=path, WEBCRAWL_SECRET=SECRET)
     data = tmp_path / "data"
     try:
         result = run_crawl([f"http://seed.test:{port}/"], data, f"REDIS_URL={redis_server.url}",
@@ -199,8 +207,49 @@ def test_the_crawls_first_binding_of_a_seed_is_the_one_every_worker_uses(redis_s
         evil.server_close()
     assert result.returncode == 0, result.stderr[-3000:]
     assert (evil.seen, evil.connections) == ([], 0)
-    assert json.loads(client.hget(CrawlKeys("web", 16).seed_hosts, f"seed.test|{port}")) == [
-        "127.0.0.2"
-    ]
+    assert json.loads(client.hget(key, field))["addresses"] == ["127.0.0.2"]
     row = {r["url"]: r for r in stored_rows(data)}[f"http://seed.test:{port}/"]
     assert "the seed's host was at 127.0.0.2 when the crawl was seeded" in row["error"]
+
+
+def test_whoever_writes_redis_cannot_widen_the_address_policy(redis_server, tmp_path):
+    """Found by a review: a binding or a submitted seed written straight into Redis
+    allowed workers any address.  Now only sealed ones count (WEBCRAWL_SECRET): a forged
+    binding is ignored and a forged seed is crawled with no special-use address allowed,
+    while a seed from ``webcrawl submit`` (sealed) is bound and fetched.  Both are pulled
+    when the worker idles, without the crawl ending first."""
+    site, target, submitted = _serve("127.0.0.2"), _serve("127.0.0.10"), _serve("127.0.0.11")
+    for server in (site, target, submitted):
+        server.pages["/"] = (200, {}, _html())
+    forged = f"http://127.0.0.10:{target.server_port}/"
+    sealed = f"http://127.0.0.11:{submitted.server_port}/"
+    env = crawl_env(WEBCRAWL_SECRET=SECRET)
+    data = tmp_path / "data"
+    settings = [f"REDIS_URL={redis_server.url}", "FAILPATH_ENABLED=False"]
+    client = redis.Redis.from_url(redis_server.url)
+    keys = CrawlKeys("web", 16)
+    try:
+        first = run_crawl([f"http://127.0.0.2:{site.server_port}/"], data, *settings, env=env)
+        assert first.returncode == 0, first.stderr[-3000:]
+        field = f"127.0.0.10|{target.server_port}"
+        client.hset(keys.seed_bindings, field, json.dumps({"addresses": ["127.0.0.10"],
+                                                            "seal": "f" * 64}))  # fmt: skip
+        client.rpush(keys.start, forged, f"{forged}x\t{'0' * 64}")  # no seal, a bad one
+        submit = subprocess.run(
+            [sys.executable, "-m", "webcrawl.cli", "submit", sealed, "-s", settings[0]],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert submit.returncode == 0, submit.stderr
+        second = run_crawl(None, data, *settings, env=env)
+    finally:
+        for server in (site, target, submitted):
+            server.shutdown()
+            server.server_close()
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert (target.seen, target.connections) == ([], 0)
+    assert sorted(submitted.seen) == ["/", "/robots.txt"]
+    assert "carry no seal this worker can check" in second.stderr
+    rows = {r["url"]: r for r in stored_rows(data)}
+    assert rows[sealed]["status"] == 200
+    for url in (forged, f"{forged}x"):
+        assert "BlockedAddress" in rows[url]["error"] and "loopback" in rows[url]["error"], url

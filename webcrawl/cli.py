@@ -429,6 +429,7 @@ def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
+    from webcrawl.safety.seal import Seal
     from webcrawl.urls.seeds import parse_seed_lines, read_seeds
 
     urls: list[str] = []
@@ -451,7 +452,12 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     with _Session(settings) as session:
         keys = _crawl(args, settings, session.client)
-        session.client.rpush(keys.start, *urls)
+        # sealed, so that workers bind their hosts (webcrawl/safety/seal.py)
+        seal = Seal(settings.get("WEBCRAWL_SECRET") or "", local=session.redis.embedded is not None)
+        sealed = [
+            f"{u}\t{signed}" if (signed := seal.sign("seed", keys.start, u)) else u for u in urls
+        ]
+        session.client.rpush(keys.start, *sealed)
     print(
         f"submitted {len(urls)} seeds to crawl {keys.crawl!r}"
         + (f" ({len(bad)} bad)" if bad else "")

@@ -62,6 +62,11 @@ DEFAULT_REQUEST_CLASSES = (
 # Request meta that chooses where a worker connects (Scrapy's HttpProxyMiddleware,
 # its download handler, its downloader's slots)
 CONNECT_META = frozenset({"proxy", "_auth_proxy", "bindaddress", "download_slot"})
+# ... and that lift a guard: robots.txt (ours and Scrapy's), the response size limits
+GUARD_META = frozenset(
+    {"dont_obey_robotstxt", "robots_txt", "download_maxsize", "download_warnsize"}
+)
+UNTRUSTED_META = CONNECT_META | GUARD_META
 FETCHED_SCHEMES = frozenset({"http", "https"})
 # meta of the request that records a refused entry's page as failed (its reason)
 REFUSED_META = "webcrawl_refused"
@@ -93,12 +98,21 @@ class RefusedQueueEntry(Exception):
     """The failure of a refused entry's page (its request is never sent)."""
 
 
+_SCRAPYS = frozenset({"download_slot", "_auth_proxy"})  # set by Scrapy: left out quietly
+
+
+def _unset(value: object) -> bool:
+    """None or False (not 0: ``download_maxsize: 0`` lifts the limit)."""
+    return value is None or value is False
+
+
 def _page_url(url: object) -> str | None:
-    """``url`` when it is an http(s) URL with a host, else None."""
+    """``url`` when it is an http(s) URL with a host (and a valid port), else None."""
     if not isinstance(url, str):
         return None
     try:
         parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises for a port out of range
     except ValueError:
         return None
     return url if parts.scheme.lower() in FETCHED_SCHEMES and parts.hostname else None
@@ -111,7 +125,9 @@ class EntryCodec:
         self.spider = spider
         self.rules = rules or EntryRules()
         self.request_classes = self.rules.request_classes
-        self._untrusted = CONNECT_META - self.rules.trusted_meta
+        self._untrusted = UNTRUSTED_META - self.rules.trusted_meta
+        # what the spider's callbacks may be named: its own public methods
+        self._spider_base = frozenset(dir(Spider)) - {"parse"}
         self._stripped: set[str] = set()  # meta keys said to be left out
         agent = getattr(spider, "settings", None) and spider.settings.get("USER_AGENT")
         self._own_agent: bytes | None = agent.encode() if agent else None
@@ -152,23 +168,35 @@ class EntryCodec:
                                 if k == "url" or _DEFAULTS.get(k, _KEEP) != v})  # fmt: skip
 
     def _strip(self, request: Request, meta: dict, headers: dict) -> dict:
-        """``meta`` without the keys that choose where a worker connects (the worker that
-        fetches the request applies its own proxy settings); with the proxy goes its
+        """``meta`` without the keys an entry may not carry (the worker that fetches the
+        request applies its own proxy settings and guards); with the proxy goes its
         credentials header."""
         left = sorted(self._untrusted & meta.keys())
         for key in left:
-            if key not in self._stripped:
+            # (Scrapy's downloader sets download_slot, and its proxy middleware the proxy
+            # of the environment, on every request: a redirect or a retry copies them)
+            if key not in self._stripped and key not in _SCRAPYS and meta[key] is not None:
                 self._stripped.add(key)
-                logger.warning(
-                    "Request meta %r (of %s and any later request) is not kept in the shared "
-                    "queue: an entry may not choose where a worker connects; "
-                    "FRONTIER_TRUSTED_META allows it",
+                logger.info(
+                    "Request meta %r (of %s and any later request) is left out of the shared "
+                    "queue: an entry may not choose where a worker connects nor lift a guard "
+                    "(FRONTIER_TRUSTED_META keeps it)",
                     key,
                     request.url,
                 )
         if "proxy" in left or "_auth_proxy" in left:
             headers.pop(b"Proxy-Authorization", None)
         return {k: v for k, v in meta.items() if k not in self._untrusted}
+
+    def _spider_method(self, name: object) -> bool:
+        """Whether ``name`` may be a callback: a public method of the spider that
+        scrapy.Spider does not define (``parse`` excepted)."""
+        return (
+            isinstance(name, str)
+            and not name.startswith("_")
+            and name not in self._spider_base
+            and callable(getattr(self.spider, name, None))
+        )
 
     def _method_name(self, func: object) -> object:
         if not callable(func):
@@ -182,22 +210,29 @@ class EntryCodec:
         return request_to_name(self.spider, func)
 
     def decode(self, member: bytes) -> Request:
+        """The request in a queue member; :class:`RefusedEntry` for one this worker will
+        not read (:meth:`_decode`), whatever is wrong with it."""
+        try:
+            return self._decode(member)
+        except RefusedEntry:
+            raise
+        except Exception as exc:  # garbage of any shape: nested too deep, bad tags...
+            raise RefusedEntry("unreadable", f"{type(exc).__name__}: {exc}") from None
+
+    def _decode(self, member: bytes) -> Request:
         """The request in a queue member (``<seq>|<json>``).
 
-        Raises :class:`RefusedEntry` for an entry that is not a request dict, that
-        names a request class (``_class``) outside the rules' (checked before anything
-        is imported: on a shared Redis whoever can write the queue would otherwise
-        choose what every worker imports), whose URL is not of an allowed scheme or
-        has no host, or whose meta chooses where the worker connects.
+        Raises :class:`RefusedEntry` for an entry that is not a request dict, whose URL
+        is not of an allowed scheme or has no host, or whose fields are not allowed
+        (:meth:`_check_fields`).
         """
         try:
             d = serialize.loads(member.split(b"|", 1)[1])
-        except (IndexError, ValueError, UnicodeDecodeError) as exc:
+        except Exception as exc:  # not JSON, or tags ($b, $d) of the wrong shape
             raise RefusedEntry("unreadable", f"not a serialised request: {exc}") from None
         if not isinstance(d, dict) or not isinstance(d.get("url"), str):
             raise RefusedEntry("unreadable", "not a serialised request")
         url = d["url"]
-        page = _page_url(url)
         try:
             parts = urlsplit(url)
             scheme, host = parts.scheme.lower(), parts.hostname
@@ -209,25 +244,39 @@ class EntryCodec:
             raise RefusedEntry("scheme", f"{why}: {url[:200]}")
         if not host:
             raise RefusedEntry("url", f"URL without a host: {url[:200]}")
-        meta = d.get("meta")
-        if meta is not None and not isinstance(meta, dict):
-            raise RefusedEntry("unreadable", "meta is not a dict", page)
-        bad = sorted(self._untrusted & (meta or {}).keys())
-        if bad:
-            keys = ", ".join(map(repr, bad))
-            why = f"meta {keys} chooses where a worker connects (FRONTIER_TRUSTED_META)"
-            raise RefusedEntry("meta", f"{why}: {url[:200]}", page)
+        page = _page_url(url)
+        self._check_fields(d, url, page)
         ref = d.pop("_ref", None)
         if isinstance(ref, str) and "headers" not in d:
             d["headers"] = {b"Referer": [(_origin(url) + ref).encode("latin-1")]}
-        name = d.get("_class")
-        if name is not None and name not in self.request_classes:
-            why = f"request class {name!r} is not in FRONTIER_REQUEST_CLASSES"
-            raise RefusedEntry("class", why if isinstance(name, str) else "bad request class", page)
         try:
             request = request_from_dict(d, spider=self.spider)
-        except Exception as exc:  # a bad callback name, bad field types...
+        except Exception as exc:  # bad field types...
             raise RefusedEntry("unreadable", f"{type(exc).__name__}: {exc}", page) from None
         if not isinstance(request, Request):
             raise RefusedEntry("class", f"{type(request).__name__} is not a scrapy Request", page)
         return request
+
+    def _check_fields(self, d: dict, url: str, page: str | None) -> None:
+        """Refuse meta that chooses where a worker connects or lifts a guard, a callback
+        that is not a public method of the spider, and a request class (``_class``) not
+        allowed: its name is checked before anything is imported (on a shared Redis
+        whoever can write the queue would otherwise choose what every worker imports)."""
+        meta = d.get("meta")
+        if meta is not None and not isinstance(meta, dict):
+            raise RefusedEntry("unreadable", "meta is not a dict", page)
+        # (None or False: what Scrapy writes when there is none, e.g. meta['proxy'] = None)
+        bad = sorted(k for k in self._untrusted & (meta or {}).keys() if not _unset(meta[k]))
+        if bad:
+            keys = ", ".join(map(repr, bad))
+            why = f"meta {keys} chooses where a worker connects or lifts a guard"
+            raise RefusedEntry("meta", f"{why} (FRONTIER_TRUSTED_META): {url[:200]}", page)
+        for which in ("callback", "errback"):
+            name = d.get(which)
+            if name is not None and not self._spider_method(name):
+                why = f"{which} {name!r} is not one of the spider's public methods"
+                raise RefusedEntry("callback", f"{why}: {url[:200]}", page)
+        name = d.get("_class")
+        if name is not None and name not in self.request_classes:
+            why = f"request class {name!r} is not in FRONTIER_REQUEST_CLASSES"
+            raise RefusedEntry("class", why if isinstance(name, str) else "bad request class", page)

@@ -300,7 +300,8 @@ class CrawlKeys:
 
     @property
     def start(self) -> str:
-        """List of seed URLs submitted to a running crawl (``webcrawl submit``)."""
+        """List of seed URLs submitted to a running crawl (``webcrawl submit``), each
+        ``URL`` or ``URL<TAB>seal`` (:mod:`webcrawl.safety.seal`)."""
         return self.prefix + "start"
 
     @property
@@ -309,10 +310,11 @@ class CrawlKeys:
         return self.prefix + "scope"
 
     @property
-    def seed_hosts(self) -> str:
-        """Hash of the seeds' ``host|port`` to the addresses (JSON list) they were bound to
-        when first seeded (the first binding stays: :mod:`webcrawl.safety.addresses`)."""
-        return self.prefix + "seed_hosts"
+    def seed_bindings(self) -> str:
+        """Hash of the seeds' ``host|port`` to the addresses they were bound to when first
+        seeded, sealed (JSON ``{"addresses": [...], "seal": ...}``; the first binding
+        stays: :mod:`webcrawl.safety.addresses`, :mod:`webcrawl.safety.seal`)."""
+        return self.prefix + "seed_bindings"
 
     def robots(self, origin: str) -> str:
         """A host's robots.txt rules (``scheme://host:port``; JSON, expires after 24 h;

@@ -38,9 +38,9 @@ from twisted.internet.defer import Deferred
 
 from webcrawl.frontier.dupefilter import dupefilter_class
 from webcrawl.frontier.entry import (
-    CONNECT_META,
     DEFAULT_REQUEST_CLASSES,
     REFUSED_META,
+    UNTRUSTED_META,
     EntryRules,
     RefusedEntry,
 )
@@ -84,8 +84,9 @@ def entry_rules(settings: Any) -> EntryRules:
     if not schemes:
         raise ValueError("FRONTIER_SCHEMES: at least one scheme (default: http, https)")
     trusted = frozenset(settings.getlist("FRONTIER_TRUSTED_META"))
-    if trusted - CONNECT_META:
-        unknown, known = ", ".join(sorted(trusted - CONNECT_META)), ", ".join(sorted(CONNECT_META))
+    if trusted - UNTRUSTED_META:
+        unknown = ", ".join(sorted(trusted - UNTRUSTED_META))
+        known = ", ".join(sorted(UNTRUSTED_META))
         raise ValueError(f"FRONTIER_TRUSTED_META: {unknown} is not one of {known}")
     return EntryRules(frozenset(request_classes(settings)), schemes, trusted)
 
@@ -484,7 +485,10 @@ class Scheduler(RedisScheduler):
                 exc.kind,
             )
         if exc.url is not None:
-            self._refusals.append(refusal_request(exc, self.spider))
+            try:
+                self._refusals.append(refusal_request(exc, self.spider))
+            except ValueError as bad:  # a URL Request will not take: counted and logged only
+                logger.debug("No failed page for a refused entry (%s): %s", exc.url, bad)
 
     def next_request(self) -> Request | None:
         if self._refusals:

@@ -141,6 +141,13 @@ def literal_address(host: str) -> IPAddress | None:
     return ip
 
 
+def _unmapped(ip: IPAddress | None) -> IPAddress | None:
+    """An IPv4-mapped IPv6 address as its IPv4 address; any other as it is."""
+    if ip is not None and ip.version == 6 and ip.ipv4_mapped is not None:  # type: ignore[union-attr]
+        return ip.ipv4_mapped  # type: ignore[union-attr]
+    return ip
+
+
 def bare_address(address: str) -> IPAddress | None:
     """An address as connections report it (maybe with a zone), without its zone."""
     try:
@@ -194,20 +201,24 @@ class AddressPolicy:
 
     def bind(self, key: tuple[str, int], addresses: Iterable[str]) -> None:
         """Allow the seed host ``key`` (:func:`host_port`) at ``addresses`` (replaces what
-        it had: the crawl's first binding, kept in Redis, is the one every worker uses)."""
-        bound = (bare_address(a) for a in addresses)
+        it had: the crawl's first binding, kept in Redis, is the one every worker uses).
+        An IPv4-mapped address is kept as its IPv4 address (the one an IPv4-only resolver
+        connects to)."""
+        bound = (_unmapped(bare_address(a)) for a in addresses)
         self.bindings[key] = frozenset(ip for ip in bound if ip is not None)
 
     def trust(self, hosts: Iterable[tuple[str, int]]) -> None:
+        """Allow these proxies (``host, port``) at any address, as proxies only."""
         self.trusted.update(hosts)
 
-    def check(self, address: str, host: str, port: int) -> str | None:
-        """Why connecting to ``address`` for ``host:port`` is refused, or None."""
+    def check(self, address: str, host: str, port: int, proxy: bool = False) -> str | None:
+        """Why connecting to ``address`` for ``host:port`` (a proxy's, if ``proxy``) is
+        refused, or None."""
         ip = bare_address(address)
         if ip is None:
             return f"not an IP address: {address!r}"
         why = special_use(ip)
-        if why is None or self._allowed(ip, host_port(host, port)):
+        if why is None or self._allowed(ip, host_port(host, port), proxy):
             return None
         bound = self.bindings.get(host_port(host, port))
         if bound:
@@ -215,14 +226,15 @@ class AddressPolicy:
             return f"{ip} is {why} (the seed's host was at {seeded} when the crawl was seeded)"
         return f"{ip} is {why}"
 
-    def _allowed(self, ip: IPAddress, key: tuple[str, int]) -> bool:
+    def _allowed(self, ip: IPAddress, key: tuple[str, int], proxy: bool) -> bool:
         """Whether a special-use ``ip`` is allowed anyway for the host ``key``."""
         inner = embedded_ipv4(ip)
         for net in self.allowed:
             if (ip.version == net.version and ip in net) or (inner is not None and inner in net):
                 return True
-        if key in self.trusted:
+        if proxy and key in self.trusted:
             return True
+        ip = _unmapped(ip)
         bound = self.bindings.get(key)
         if (bound is None or ip not in bound) and self.refresh is not None:
             for seed, addresses in self.refresh().items():

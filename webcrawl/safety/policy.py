@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from urllib.request import getproxies
 
 from redis.exceptions import RedisError
+from scrapy.utils.url import add_http_if_no_scheme
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IResolutionReceiver
 from zope.interface import implementer
@@ -24,6 +25,7 @@ from webcrawl.safety.addresses import (
     parse_networks,
     seed_binding,
 )
+from webcrawl.safety.seal import Seal
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -41,7 +43,9 @@ def address_policy(crawler: Crawler) -> AddressPolicy:
     if policy is None:
         allowed = parse_networks(crawler.settings.getlist("WEBCRAWL_ALLOWED_NETWORKS"))
         policy = AddressPolicy(allowed)
-        policy.trust(url_hosts(v for k, v in getproxies().items() if k != "no"))
+        # as Scrapy's HttpProxyMiddleware reads them: a proxy without a scheme is http
+        proxies = (add_http_if_no_scheme(v) for k, v in getproxies().items() if k != "no")
+        policy.trust(url_hosts(proxies))
         crawler._webcrawl_address_policy = policy  # type: ignore[attr-defined]
     return policy
 
@@ -87,79 +91,125 @@ def resolve(host: str, port: int, timeout: float = 60.0) -> Deferred[list[str]]:
     return done
 
 
-def read_bindings(server: Any, key: str) -> Binding:
-    """The seeds' bindings the crawl keeps in Redis (``host|port`` -> JSON addresses)."""
-    bindings: Binding = {}
-    for field, value in server.hgetall(key).items():
-        host, _, port = field.decode("utf-8", "replace").rpartition("|")
-        try:
-            addresses = json.loads(value)
-        except ValueError:
-            continue
-        if port.isdigit() and isinstance(addresses, list):
-            bindings[(host, int(port))] = [str(a) for a in addresses]
-    return bindings
-
-
 def _field(host: str, port: int) -> str:
     return f"{host}|{port}"
 
 
-def _recorded(server: Any, key: str, hosts: list[tuple[str, int]]) -> Binding:
-    """The bindings Redis keeps of ``hosts`` (one HMGET)."""
-    found: Binding = {}
-    for seed, value in zip(hosts, server.hmget(key, [_field(*h) for h in hosts]), strict=True):
+def sealed_binding(seal: Seal, key: str, field: str, addresses: list[str]) -> str:
+    """A binding as Redis keeps it (JSON, sealed: :mod:`webcrawl.safety.seal`)."""
+    signed = seal.sign("binding", key, field, "\n".join(addresses))
+    return json.dumps({"addresses": addresses, "seal": signed})
+
+
+def open_binding(seal: Seal, key: str, field: str, raw: bytes | str) -> list[str] | None:
+    """The addresses of a binding read from Redis, or None when it is not one this worker
+    can trust (unreadable, or its seal does not verify)."""
+    try:
+        value = json.loads(raw)
+        addresses, signed = value["addresses"], value["seal"]
+    except Exception:  # anything in Redis: garbage, nesting too deep, not a dict
+        return None
+    if not (isinstance(signed, str) and isinstance(addresses, list)):
+        return None
+    if not all(isinstance(a, str) for a in addresses):
+        return None
+    return addresses if seal.verify(signed, "binding", key, field, "\n".join(addresses)) else None
+
+
+class SeedBindings:
+    """The seeds' bindings the crawl keeps in Redis (hash ``key``), sealed with ``seal``:
+    only those this worker can trust are read."""
+
+    def __init__(self, server: Any, key: str, seal: Seal) -> None:
+        self.server, self.key, self.seal = server, key, seal
+
+    def all(self) -> Binding:
+        """Every trusted binding."""
+        bindings: Binding = {}
+        for raw_field, value in self.server.hgetall(self.key).items():
+            field = raw_field.decode("utf-8", "replace")
+            host, _, port = field.rpartition("|")
+            addresses = open_binding(self.seal, self.key, field, value)
+            if port.isdigit() and addresses is not None:
+                bindings[(host, int(port))] = addresses
+        return bindings
+
+    def recorded(self, hosts: list[tuple[str, int]]) -> tuple[Binding, set[tuple[str, int]]]:
+        """The trusted bindings of ``hosts`` (one HMGET), and the hosts Redis keeps
+        something else for (untrusted: to be replaced)."""
+        found: Binding = {}
+        other = set()
+        values = self.server.hmget(self.key, [_field(*h) for h in hosts])
+        for seed, value in zip(hosts, values, strict=True):
+            if value is None:
+                continue
+            addresses = open_binding(self.seal, self.key, _field(*seed), value)
+            if addresses is None:
+                other.add(seed)
+            else:
+                found[seed] = addresses
+        return found, other
+
+    def share(self, seed: tuple[str, int], addresses: list[str], replace: bool) -> list[str]:
+        """Record a seed's binding unless another worker's (trusted) is there first, and
+        return the binding to use; an untrusted record (``replace``) is replaced."""
+        field = _field(*seed)
+        record = sealed_binding(self.seal, self.key, field, addresses)
         try:
-            addresses = json.loads(value) if value is not None else None
-        except ValueError:
-            continue
-        if isinstance(addresses, list):
-            found[seed] = [str(a) for a in addresses]
-    return found
+            if replace:
+                self.server.hset(self.key, field, record)
+            elif not self.server.hsetnx(self.key, field, record):  # another worker was first
+                theirs = open_binding(
+                    self.seal, self.key, field, self.server.hget(self.key, field) or b""
+                )
+                if theirs is not None:
+                    return theirs
+                self.server.hset(self.key, field, record)
+        except RedisError as exc:
+            logger.warning("Could not record seed host %s's address in Redis: %s", seed[0], exc)
+        return addresses
 
 
 async def bind_seeds(
-    policy: AddressPolicy, urls: Iterable[str], server: Any, key: str, parallel: int = 32
+    policy: AddressPolicy, urls: Iterable[str], bindings: SeedBindings | None, parallel: int = 32
 ) -> None:
-    """Bind the hosts of ``urls`` (seeds) in ``policy``: each to the binding the crawl
-    already keeps in Redis (the first one, so every worker agrees), else to its IP
-    literal's address or to what its name resolves to now (``parallel`` lookups at a
-    time), recorded there for the others.  ``server`` None: this worker's policy only.
-    A name that does not resolve is left unbound (nothing recorded: a later seeding
-    binds it)."""
+    """Bind the hosts of ``urls`` (seeds this worker trusts) in ``policy``: each to the
+    binding the crawl already keeps in Redis when it can be trusted (the first one, so
+    every worker agrees), else to its IP literal's address or to what its name resolves
+    to now (``parallel`` lookups at a time), recorded sealed for the others.
+    ``bindings`` None: this worker's policy only.  A name that does not resolve is left
+    unbound (nothing recorded: a later seeding binds it)."""
     from scrapy.utils.defer import maybe_deferred_to_future
     from twisted.internet.defer import DeferredSemaphore, gatherResults
 
     hosts = sorted(url_hosts(urls))
     known: Binding = {}
-    if server is not None and hosts:
+    untrusted: set[tuple[str, int]] = set()
+    if bindings is not None and hosts:
         try:
-            known = _recorded(server, key, hosts)
+            known, untrusted = bindings.recorded(hosts)
         except RedisError as exc:
             logger.warning("Could not read the seeds' bound addresses from Redis: %s", exc)
     new = [h for h in hosts if h not in known]
     named = [h for h in new if literal_address(h[0]) is None]
+    if len(named) > 1000:
+        logger.info("Resolving the names of %d seed hosts to bind them", len(named))
     limit = DeferredSemaphore(parallel)
     answers = await maybe_deferred_to_future(
         gatherResults([limit.run(resolve, host, port) for host, port in named])
     )
     resolved = dict(zip(named, answers, strict=True))
-    for host, port in new:
-        if (host, port) in resolved and not resolved[(host, port)]:
+    for seed in new:
+        if seed in resolved and not resolved[seed]:
             logger.warning(
                 "Seed host %s does not resolve now: it is bound to no address (should it "
                 "resolve to a special-use one later, that is refused unless "
                 "WEBCRAWL_ALLOWED_NETWORKS covers it)",
-                host,
+                seed[0],
             )
             continue
-        known[(host, port)] = seed_binding(host, resolved.get((host, port), []))
-        if server is None:
-            continue
-        try:
-            if not server.hsetnx(key, _field(host, port), json.dumps(known[(host, port)])):
-                known.update(_recorded(server, key, [(host, port)]))  # another worker was first
-        except RedisError as exc:
-            logger.warning("Could not record seed host %s's address in Redis: %s", host, exc)
+        known[seed] = seed_binding(seed[0], resolved.get(seed, []))
+        if bindings is not None:
+            known[seed] = bindings.share(seed, known[seed], seed in untrusted)
     for seed, addresses in known.items():
         policy.bind(seed, addresses)
