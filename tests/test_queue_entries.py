@@ -7,7 +7,9 @@ import logging
 
 import pytest
 from scrapy import Request, Spider
+from scrapy.linkextractors import LinkExtractor
 from scrapy.settings import Settings
+from scrapy.spiders import CrawlSpider, Rule
 
 from webcrawl.frontier.entry import EntryCodec, EntryRules, RefusedEntry
 from webcrawl.frontier.scheduler import entry_rules
@@ -82,6 +84,24 @@ def test_what_scrapy_writes_when_there_is_none_is_read():
     member = b'1|{"url":"http://a/x","meta":{"proxy":null,"dont_obey_robotstxt":false}}'
     assert codec().decode(member).meta == {"proxy": None, "dont_obey_robotstxt": False}
     assert codec().decode(b'1|{"url":"http://a/x","callback":"parse"}').callback.__name__ == "parse"
+
+
+def test_a_crawlspiders_rule_requests_are_read_back():
+    """CrawlSpider's rules name its own ``_callback``; no other spider's entry may."""
+
+    class Rules(CrawlSpider):
+        name = "rules"
+        rules = (Rule(LinkExtractor(), callback="parse_item"),)
+
+        def parse_item(self, response):  # pragma: no cover - never called
+            return None
+
+    entries = EntryCodec(Rules(), EntryRules())
+    member = b'1|{"url":"http://a/x","callback":"_callback","errback":"_errback","meta":{"rule":0}}'
+    request = entries.decode(member)
+    assert request.callback.__name__ == "_callback" and request.meta == {"rule": 0}
+    with pytest.raises(RefusedEntry, match="public methods"):
+        codec().decode(b'1|{"url":"http://a/x","callback":"_callback"}')
 
 
 def test_a_crawl_can_trust_a_meta_key_and_allow_a_scheme():

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from scrapy import Request, Spider
 from scrapy.http.request import _find_method as request_to_name  # the slow, general path
+from scrapy.spiders import CrawlSpider
 from scrapy.utils.request import request_from_dict
 
 from webcrawl.frontier import serialize
@@ -98,6 +99,7 @@ class RefusedQueueEntry(Exception):
     """The failure of a refused entry's page (its request is never sent)."""
 
 
+_CRAWLSPIDER_CALLBACKS = frozenset({"_callback", "_errback"})
 _SCRAPYS = frozenset({"download_slot", "_auth_proxy"})  # set by Scrapy: left out quietly
 
 
@@ -190,13 +192,13 @@ class EntryCodec:
 
     def _spider_method(self, name: object) -> bool:
         """Whether ``name`` may be a callback: a public method of the spider that
-        scrapy.Spider does not define (``parse`` excepted)."""
-        return (
-            isinstance(name, str)
-            and not name.startswith("_")
-            and name not in self._spider_base
-            and callable(getattr(self.spider, name, None))
-        )
+        scrapy.Spider does not define (``parse`` excepted), or a CrawlSpider's own
+        (``_callback``, ``_errback``: its rules' requests name them)."""
+        if not isinstance(name, str) or not callable(getattr(self.spider, name, None)):
+            return False
+        if name in _CRAWLSPIDER_CALLBACKS:
+            return isinstance(self.spider, CrawlSpider)
+        return not name.startswith("_") and name not in self._spider_base
 
     def _method_name(self, func: object) -> object:
         if not callable(func):
