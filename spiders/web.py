@@ -22,9 +22,8 @@ from typing import Any
 from redis.exceptions import RedisError
 from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
-from scrapy.exceptions import DontCloseSpider, IgnoreRequest
+from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response, TextResponse
-from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import load_object
 from scrapy.utils.response import get_base_url
 from twisted.internet import task
@@ -106,7 +105,6 @@ class WebSpider(Spider):
         spider.address_policy = address_policy(crawler)
         spider.address_policy.refresh = spider._shared_bindings
         spider._bad_seeds = 0
-        spider._binding, spider._unsealed_said = False, False
         spider.seed_urls = spider._read_seeds()
         spider._poll = task.LoopingCall(spider._pull_submitted)
         crawler.signals.connect(spider._on_idle, signal=signals.spider_idle)
@@ -225,12 +223,11 @@ class WebSpider(Spider):
         return Request(url, callback=self.parse, errback=self.failed)
 
     def _pull_submitted(self) -> None:
-        """Move seeds from ``webcrawl submit`` into the crawl: those whose seal verifies
-        (:mod:`webcrawl.safety.seal`) are bound like this worker's own; the others are
-        crawled with no special-use address allowed (whoever can write Redis may have
-        put them there)."""
+        """Move seeds from ``webcrawl submit`` into the crawl.  Their hosts are bound by
+        ``webcrawl submit`` itself (sealed, in Redis): a URL pushed there by anyone else
+        is crawled with no special-use address allowed."""
         frontier = self._frontier
-        if frontier is None or self._binding:
+        if frontier is None:
             return
         try:
             raw = frontier.server.lpop(frontier.keys.start, 100) or []
@@ -239,48 +236,18 @@ class WebSpider(Spider):
             return
         if not raw:
             return
-        seal, lines, sealed_lines = self._seal(frontier), [], []
-        for item in raw:
-            line, _, signed = item.decode("utf-8", "replace").partition("\t")
-            lines.append(line)
-            if seal.verify(signed, "seed", frontier.keys.start, line):
-                sealed_lines.append(line)
-        urls, bad = parse_seed_lines(lines, "submitted")
-        sealed = set(parse_seed_lines(sealed_lines, "submitted")[0])
+        urls, bad = parse_seed_lines([r.decode("utf-8", "replace") for r in raw], "submitted")
         for seed in bad:
             logger.warning("Skipping bad submitted seed %s", seed)
         self.crawler.stats.inc_value("seeds/invalid", len(bad))
         self.crawler.stats.inc_value("seeds/submitted", len(urls))
-        unsealed = [u for u in urls if u not in sealed]
-        if unsealed and not self._unsealed_said:
-            self._unsealed_said = True
-            logger.warning(
-                "%d submitted seeds carry no seal this worker can check (WEBCRAWL_SECRET): "
-                "they are crawled, but their hosts are allowed at no special-use address "
-                "(first: %s)",
-                len(unsealed),
-                unsealed[0],
-            )
         self._share_scope(urls)
-        self._binding = True  # the crawl stays open until they are in (_on_idle)
-        d = deferred_from_coro(self._bind_seeds([u for u in urls if u in sealed]))
-
-        def crawl(_: object) -> None:
-            for url in urls:
-                self.crawler.engine.crawl(self.request_for(url))
-            logger.info("Took %d submitted seeds", len(urls))
-
-        def failed(failure: Failure) -> None:
-            logger.error("Could not bind the hosts of submitted seeds: %s", failure.value)
-            crawl(None)  # unbound: their special-use addresses are refused
-
-        d.addCallbacks(crawl, failed)
-        d.addBoth(lambda _: setattr(self, "_binding", False))
+        for url in urls:
+            self.crawler.engine.crawl(self.request_for(url))
+        logger.info("Took %d submitted seeds", len(urls))
 
     def _on_idle(self, spider: Spider) -> None:
         self._pull_submitted()
-        if self._binding:
-            raise DontCloseSpider("binding the hosts of submitted seeds")
 
     def _on_closed(self, spider: Spider, reason: str) -> None:
         if self._poll.running:

@@ -198,7 +198,7 @@ def get_with_host(port: int, path: str, host: str) -> tuple[int, dict[str, str]]
         ("::1", [], "[::1]:8410", True),
         ("::1", [], "[::2]:8410", False),
         ("0.0.0.0", [], "10.1.2.3:8410", True),  # any address: rebinding needs a name
-        ("0.0.0.0", [], "localhost:8410", False),  # not a loopback bind
+        ("0.0.0.0", [], "localhost:8410", True),  # a local agent scraping localhost
         ("0.0.0.0", ["crawl.corp"], "crawl.corp", True),
     ],
 )

@@ -80,9 +80,18 @@ def test_forged_entries_are_refused_with_their_kind(member, kind, url):
     assert (refused.value.kind, refused.value.url) == (kind, url)
 
 
-def test_what_scrapy_writes_when_there_is_none_is_read():
-    member = b'1|{"url":"http://a/x","meta":{"proxy":null,"dont_obey_robotstxt":false}}'
-    assert codec().decode(member).meta == {"proxy": None, "dont_obey_robotstxt": False}
+@pytest.mark.parametrize("value", ["null", "false", "0", "1000"])
+def test_a_guarded_key_is_refused_whatever_its_value(value):
+    """Found by a review: Scrapy reads a null or false download_maxsize as no limit, and
+    a null proxy as no proxy (not the operator's)."""
+    for key in ("download_maxsize", "proxy", "download_timeout"):
+        with pytest.raises(RefusedEntry, match=key):
+            codec().decode(
+                b'1|{"url":"http://a/x","meta":{"%s":%s}}' % (key.encode(), value.encode())
+            )
+
+
+def test_a_callback_of_the_spider_is_read():
     assert codec().decode(b'1|{"url":"http://a/x","callback":"parse"}').callback.__name__ == "parse"
 
 

@@ -214,10 +214,10 @@ def test_the_crawls_first_binding_of_a_seed_is_the_one_every_worker_uses(redis_s
 
 def test_whoever_writes_redis_cannot_widen_the_address_policy(redis_server, tmp_path):
     """Found by a review: a binding or a submitted seed written straight into Redis
-    allowed workers any address.  Now only sealed ones count (WEBCRAWL_SECRET): a forged
-    binding is ignored and a forged seed is crawled with no special-use address allowed,
-    while a seed from ``webcrawl submit`` (sealed) is bound and fetched.  Both are pulled
-    when the worker idles, without the crawl ending first."""
+    allowed workers any address.  Now only sealed bindings count (WEBCRAWL_SECRET): a
+    forged binding is ignored and a seed pushed by hand is crawled with no special-use
+    address allowed, while a seed from ``webcrawl submit`` (which binds its host, sealed)
+    is fetched.  Both are pulled when the worker idles, without the crawl ending first."""
     site, target, submitted = _serve("127.0.0.2"), _serve("127.0.0.10"), _serve("127.0.0.11")
     for server in (site, target, submitted):
         server.pages["/"] = (200, {}, _html())
@@ -234,7 +234,7 @@ def test_whoever_writes_redis_cannot_widen_the_address_policy(redis_server, tmp_
         field = f"127.0.0.10|{target.server_port}"
         client.hset(keys.seed_bindings, field, json.dumps({"addresses": ["127.0.0.10"],
                                                             "seal": "f" * 64}))  # fmt: skip
-        client.rpush(keys.start, forged, f"{forged}x\t{'0' * 64}")  # no seal, a bad one
+        client.rpush(keys.start, forged, f"{forged}x")
         submit = subprocess.run(
             [sys.executable, "-m", "webcrawl.cli", "submit", sealed, "-s", settings[0]],
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
@@ -248,7 +248,7 @@ def test_whoever_writes_redis_cannot_widen_the_address_policy(redis_server, tmp_
     assert second.returncode == 0, second.stderr[-3000:]
     assert (target.seen, target.connections) == ([], 0)
     assert sorted(submitted.seen) == ["/", "/robots.txt"]
-    assert "carry no seal this worker can check" in second.stderr
+    assert "seed bindings in Redis" in second.stderr and "do not verify" in second.stderr
     rows = {r["url"]: r for r in stored_rows(data)}
     assert rows[sealed]["status"] == 200
     for url in (forged, f"{forged}x"):

@@ -429,6 +429,7 @@ def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
+    from webcrawl.safety.policy import SeedBindings, record_bindings, url_hosts
     from webcrawl.safety.seal import Seal
     from webcrawl.urls.seeds import parse_seed_lines, read_seeds
 
@@ -452,12 +453,23 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     with _Session(settings) as session:
         keys = _crawl(args, settings, session.client)
-        # sealed, so that workers bind their hosts (webcrawl/safety/seal.py)
+        # their hosts bound here, sealed (webcrawl/safety/seal.py): whoever else pushes a
+        # URL to the list gets no special-use address for it
         seal = Seal(settings.get("WEBCRAWL_SECRET") or "", local=session.redis.embedded is not None)
-        sealed = [
-            f"{u}\t{signed}" if (signed := seal.sign("seed", keys.start, u)) else u for u in urls
-        ]
-        session.client.rpush(keys.start, *sealed)
+        bound = record_bindings(SeedBindings(session.client, keys.seed_bindings, seal), urls)
+        session.client.rpush(keys.start, *urls)
+    if not seal.trusted:
+        why = "WEBCRAWL_SECRET is not set on this shared Redis"
+    elif len(bound) < len(url_hosts(urls)):
+        why = "some of their names do not resolve now"
+    else:
+        why = ""
+    if why:
+        print(
+            f"webcrawl submit: {why}: the seeds' hosts are allowed no private or loopback "
+            "address (WEBCRAWL_ALLOWED_NETWORKS allows networks)",
+            file=sys.stderr,
+        )
     print(
         f"submitted {len(urls)} seeds to crawl {keys.crawl!r}"
         + (f" ({len(bad)} bad)" if bad else "")

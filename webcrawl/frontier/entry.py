@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from scrapy import Request, Spider
 from scrapy.http.request import _find_method as request_to_name  # the slow, general path
-from scrapy.spiders import CrawlSpider
+from scrapy.spiders import CrawlSpider, SitemapSpider
 from scrapy.utils.request import request_from_dict
 
 from webcrawl.frontier import serialize
@@ -65,8 +65,9 @@ DEFAULT_REQUEST_CLASSES = (
 CONNECT_META = frozenset({"proxy", "_auth_proxy", "bindaddress", "download_slot"})
 # ... and that lift a guard: robots.txt (ours and Scrapy's), the response size limits
 GUARD_META = frozenset(
-    {"dont_obey_robotstxt", "robots_txt", "download_maxsize", "download_warnsize"}
-)
+    {"dont_obey_robotstxt", "robots_txt", "download_maxsize", "download_warnsize",
+     "download_timeout"}
+)  # fmt: skip
 UNTRUSTED_META = CONNECT_META | GUARD_META
 FETCHED_SCHEMES = frozenset({"http", "https"})
 # meta of the request that records a refused entry's page as failed (its reason)
@@ -99,13 +100,11 @@ class RefusedQueueEntry(Exception):
     """The failure of a refused entry's page (its request is never sent)."""
 
 
-_CRAWLSPIDER_CALLBACKS = frozenset({"_callback", "_errback"})
-_SCRAPYS = frozenset({"download_slot", "_auth_proxy"})  # set by Scrapy: left out quietly
-
-
-def _unset(value: object) -> bool:
-    """None or False (not 0: ``download_maxsize: 0`` lifts the limit)."""
-    return value is None or value is False
+# the generic spiders' own callbacks, which their requests name
+_GENERIC_CALLBACKS = {CrawlSpider: {"_callback", "_errback"}, SitemapSpider: {"_parse_sitemap"}}
+# set by Scrapy on every request it downloads (a redirect or a retry copies them): left out
+# quietly, the worker that fetches sets its own
+_SCRAPYS = frozenset({"download_slot", "_auth_proxy", "download_timeout"})
 
 
 def _page_url(url: object) -> str | None:
@@ -192,12 +191,13 @@ class EntryCodec:
 
     def _spider_method(self, name: object) -> bool:
         """Whether ``name`` may be a callback: a public method of the spider that
-        scrapy.Spider does not define (``parse`` excepted), or a CrawlSpider's own
-        (``_callback``, ``_errback``: its rules' requests name them)."""
+        scrapy.Spider does not define (``parse`` excepted), or a generic spider's own
+        (CrawlSpider's ``_callback``, SitemapSpider's ``_parse_sitemap``)."""
         if not isinstance(name, str) or not callable(getattr(self.spider, name, None)):
             return False
-        if name in _CRAWLSPIDER_CALLBACKS:
-            return isinstance(self.spider, CrawlSpider)
+        for generic, names in _GENERIC_CALLBACKS.items():
+            if name in names and isinstance(self.spider, generic):
+                return True
         return not name.startswith("_") and name not in self._spider_base
 
     def _method_name(self, func: object) -> object:
@@ -267,8 +267,8 @@ class EntryCodec:
         meta = d.get("meta")
         if meta is not None and not isinstance(meta, dict):
             raise RefusedEntry("unreadable", "meta is not a dict", page)
-        # (None or False: what Scrapy writes when there is none, e.g. meta['proxy'] = None)
-        bad = sorted(k for k in self._untrusted & (meta or {}).keys() if not _unset(meta[k]))
+        # whatever the value: even None or False turns Scrapy's limits or proxy off
+        bad = sorted(self._untrusted & (meta or {}).keys())
         if bad:
             keys = ", ".join(map(repr, bad))
             why = f"meta {keys} chooses where a worker connects or lifts a guard"

@@ -300,8 +300,8 @@ class CrawlKeys:
 
     @property
     def start(self) -> str:
-        """List of seed URLs submitted to a running crawl (``webcrawl submit``), each
-        ``URL`` or ``URL<TAB>seal`` (:mod:`webcrawl.safety.seal`)."""
+        """List of seed URLs submitted to a running crawl (``webcrawl submit``, which binds
+        their hosts in :attr:`seed_bindings`)."""
         return self.prefix + "start"
 
     @property

@@ -15,7 +15,7 @@ and the expected freshness of the stored pages.
 A web page open in the operator's browser can point a name of its own at
 127.0.0.1 (DNS rebinding) and read the page's API as same-origin: so only
 requests whose ``Host`` names the bind address (any IP address when bound to all
-of them: rebinding needs a name), ``localhost`` on a loopback bind, or a name
+of them: rebinding needs a name), ``localhost``, or a name
 given with ``--allowed-host`` are answered; others get 421.  Every answer says
 ``nosniff`` and a Content-Security-Policy that allows only the page's own script,
 style and API.
@@ -151,9 +151,8 @@ class HostCheck:
 
     def __init__(self, bind: str, names: list[str] = ()) -> None:
         self.bind = ipaddress.ip_address(bind)
-        self.names = {n.strip().lower().rstrip(".") for n in names if n.strip()}
-        if self.bind.is_loopback:
-            self.names.add("localhost")
+        # localhost: no page of another origin can make a browser send it
+        self.names = {n.strip().lower().rstrip(".") for n in names if n.strip()} | {"localhost"}
 
     def allows(self, header: str | None) -> bool:
         if not header:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -118,25 +119,32 @@ def open_binding(seal: Seal, key: str, field: str, raw: bytes | str) -> list[str
 
 class SeedBindings:
     """The seeds' bindings the crawl keeps in Redis (hash ``key``), sealed with ``seal``:
-    only those this worker can trust are read."""
+    only those this worker can trust are read, a record that does not verify is never
+    replaced (said once), and a worker that cannot seal (a shared Redis without
+    ``WEBCRAWL_SECRET``) writes none."""
 
     def __init__(self, server: Any, key: str, seal: Seal) -> None:
         self.server, self.key, self.seal = server, key, seal
+        self._said = False
 
     def all(self) -> Binding:
         """Every trusted binding."""
         bindings: Binding = {}
+        untrusted = 0
         for raw_field, value in self.server.hgetall(self.key).items():
             field = raw_field.decode("utf-8", "replace")
             host, _, port = field.rpartition("|")
             addresses = open_binding(self.seal, self.key, field, value)
             if port.isdigit() and addresses is not None:
                 bindings[(host, int(port))] = addresses
+            else:
+                untrusted += 1
+        self._untrusted(untrusted)
         return bindings
 
     def recorded(self, hosts: list[tuple[str, int]]) -> tuple[Binding, set[tuple[str, int]]]:
-        """The trusted bindings of ``hosts`` (one HMGET), and the hosts Redis keeps
-        something else for (untrusted: to be replaced)."""
+        """The trusted bindings of ``hosts`` (one HMGET), and the hosts Redis keeps a
+        record for that does not verify."""
         found: Binding = {}
         other = set()
         values = self.server.hmget(self.key, [_field(*h) for h in hosts])
@@ -148,35 +156,69 @@ class SeedBindings:
                 other.add(seed)
             else:
                 found[seed] = addresses
+        self._untrusted(len(other))
         return found, other
 
-    def share(self, seed: tuple[str, int], addresses: list[str], replace: bool) -> list[str]:
-        """Record a seed's binding unless another worker's (trusted) is there first, and
-        return the binding to use; an untrusted record (``replace``) is replaced."""
+    def share(self, seed: tuple[str, int], addresses: list[str]) -> list[str]:
+        """Record a seed's binding unless a record is there first (a trusted one is the
+        binding to use), and return the binding to use."""
+        if not self.seal.trusted:
+            return addresses  # unsealed, no other worker would trust it
         field = _field(*seed)
-        record = sealed_binding(self.seal, self.key, field, addresses)
         try:
-            if replace:
-                self.server.hset(self.key, field, record)
-            elif not self.server.hsetnx(self.key, field, record):  # another worker was first
-                theirs = open_binding(
-                    self.seal, self.key, field, self.server.hget(self.key, field) or b""
-                )
-                if theirs is not None:
-                    return theirs
-                self.server.hset(self.key, field, record)
+            if self.server.hsetnx(
+                self.key, field, sealed_binding(self.seal, self.key, field, addresses)
+            ):
+                return addresses
+            theirs = open_binding(
+                self.seal, self.key, field, self.server.hget(self.key, field) or b""
+            )
         except RedisError as exc:
             logger.warning("Could not record seed host %s's address in Redis: %s", seed[0], exc)
-        return addresses
+            return addresses
+        if theirs is None:
+            self._untrusted(1)
+        return addresses if theirs is None else theirs
+
+    def _untrusted(self, count: int) -> None:
+        if count and not self._said:
+            self._said = True
+            logger.warning(
+                "%d seed bindings in Redis (%s) do not verify (another WEBCRAWL_SECRET, none, "
+                "or forged): left alone, and their hosts are allowed no special-use address "
+                "here unless this worker was given them as seeds",
+                count,
+                self.key,
+            )
+
+
+def record_bindings(bindings: SeedBindings, urls: Iterable[str]) -> Binding:
+    """Bind the hosts of ``urls`` now, off any reactor (``webcrawl submit``): each name by
+    the system's resolver; recorded sealed unless a binding is there first."""
+    hosts = sorted(url_hosts(urls))
+    known, untrusted = bindings.recorded(hosts)
+    for host, port in hosts:
+        if (host, port) in known or (host, port) in untrusted:
+            continue
+        resolved: list[str] = []
+        if literal_address(host) is None:
+            try:
+                infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            except (OSError, UnicodeError):
+                continue  # unbound: nothing recorded
+            resolved = [str(info[4][0]) for info in infos]
+        known[(host, port)] = bindings.share((host, port), seed_binding(host, resolved))
+    return known
 
 
 async def bind_seeds(
     policy: AddressPolicy, urls: Iterable[str], bindings: SeedBindings | None, parallel: int = 32
 ) -> None:
-    """Bind the hosts of ``urls`` (seeds this worker trusts) in ``policy``: each to the
+    """Bind the hosts of ``urls`` (seeds this worker was given) in ``policy``: each to the
     binding the crawl already keeps in Redis when it can be trusted (the first one, so
     every worker agrees), else to its IP literal's address or to what its name resolves
-    to now (``parallel`` lookups at a time), recorded sealed for the others.
+    to now (``parallel`` lookups at a time), recorded sealed for the others unless a
+    record that does not verify is there (left alone: this worker alone uses its own).
     ``bindings`` None: this worker's policy only.  A name that does not resolve is left
     unbound (nothing recorded: a later seeding binds it)."""
     from scrapy.utils.defer import maybe_deferred_to_future
@@ -209,7 +251,7 @@ async def bind_seeds(
             )
             continue
         known[seed] = seed_binding(seed[0], resolved.get(seed, []))
-        if bindings is not None:
-            known[seed] = bindings.share(seed, known[seed], seed in untrusted)
+        if bindings is not None and seed not in untrusted:  # (one that does not verify stays)
+            known[seed] = bindings.share(seed, known[seed])
     for seed, addresses in known.items():
         policy.bind(seed, addresses)

@@ -1,13 +1,13 @@
 """Seals what workers put in Redis that widens the address policy: the seeds' bindings
-and the seeds ``webcrawl submit`` queues.
+(:mod:`webcrawl.safety.policy`).
 
 Whoever can write the crawl's Redis could otherwise bind a host of their choice to
-``169.254.169.254`` or submit ``http://10.0.0.1/`` as a seed, and every worker would
-fetch it.  So each such record carries an HMAC-SHA256 under ``WEBCRAWL_SECRET``, a
-secret every worker and ``webcrawl submit`` of the crawl share and Redis never sees;
-a record whose seal does not verify is ignored (a submitted seed is still crawled,
-with no special-use address allowed).  An embedded Redis is this user's own (a
-socket in the data directory): its records are trusted unsealed.
+``169.254.169.254`` and every worker would fetch it.  So each binding carries an
+HMAC-SHA256 under ``WEBCRAWL_SECRET``, a secret every worker and ``webcrawl submit``
+of the crawl share and Redis never sees; a binding whose seal does not verify is
+ignored, and never replaced (its host is then allowed no special-use address).  An
+embedded Redis is this user's own (a socket in the data directory): its bindings are
+trusted unsealed.  A worker with neither writes none.
 """
 
 from __future__ import annotations
@@ -36,7 +36,10 @@ class Seal:
         message = "\0".join(parts).encode("utf-8", "surrogatepass")
         return hmac.new(self._key, message, hashlib.sha256).hexdigest()
 
-    def verify(self, seal: str, *parts: str) -> bool:
+    def verify(self, seal: object, *parts: str) -> bool:
         if self.local:
             return True
-        return bool(self._key) and hmac.compare_digest(seal, self.sign(*parts))
+        if not self._key or not isinstance(seal, str):
+            return False
+        expected = self.sign(*parts).encode()
+        return hmac.compare_digest(seal.encode("utf-8", "replace"), expected)
