@@ -9,7 +9,7 @@ counted twice, and a page costs nothing more), and its CPU and memory
 (prometheus-client's process collector).  The server listens on
 ``WEBCRAWL_METRICS_BIND`` (127.0.0.1; an address that is not loopback needs
 ``WEBCRAWL_METRICS_PUBLIC``, as ``webcrawl monitor --public``) and answers only
-``Host`` headers naming its address, ``localhost`` on loopback, or a name of
+``Host`` headers naming its address, ``localhost``, or a name of
 ``WEBCRAWL_METRICS_ALLOWED_HOSTS`` (the one Prometheus scrapes it by); another worker on the machine
 already on the port moves this one up, within ``WEBCRAWL_METRICS_PORT_RANGE``
 ports, and the log says where it went.

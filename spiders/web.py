@@ -105,6 +105,7 @@ class WebSpider(Spider):
         spider.address_policy = address_policy(crawler)
         spider.address_policy.refresh = spider._shared_bindings
         spider._bad_seeds = 0
+        spider._bindings = None
         spider.seed_urls = spider._read_seeds()
         spider._poll = task.LoopingCall(spider._pull_submitted)
         crawler.signals.connect(spider._on_idle, signal=signals.spider_idle)
@@ -128,7 +129,11 @@ class WebSpider(Spider):
         frontier = self._frontier
         if frontier is None:
             return None
-        return SeedBindings(frontier.server, frontier.keys.seed_bindings, self._seal(frontier))
+        if self._bindings is None or self._bindings.server is not frontier.server:
+            # one for the crawl: it says once what does not verify
+            seal = self._seal(frontier)
+            self._bindings = SeedBindings(frontier.server, frontier.keys.seed_bindings, seal)
+        return self._bindings
 
     def _seal(self, frontier: Any) -> Seal:
         return Seal(

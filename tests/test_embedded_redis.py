@@ -1,10 +1,14 @@
 """The embedded Redis: start, join from other processes, last one out stops it."""
 
+import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 
-from webcrawl.frontier.embedded_redis import EmbeddedRedis
+import pytest
+
+from webcrawl.frontier.embedded_redis import EmbeddedRedis, EmbeddedRedisError
 
 
 def test_start_join_leave_keeps_data(tmp_path):
@@ -65,6 +69,20 @@ def test_long_data_dir_uses_a_short_socket_path(tmp_path):
     assert client.ping()
     assert server.leave(client)
     assert (deep / "redis.log").exists()
+    # in this user's own directory (0700), not at a name anyone could take first in /tmp
+    private = server.socket_path.parent
+    assert private.stat().st_uid == os.getuid() and private.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_socket_directory_another_can_write_is_refused(tmp_path, monkeypatch):
+    """Found by a review: the long-path socket was at a fixed name in /tmp, where another
+    user's redis-server could stand in for ours (and its bindings are trusted)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    server = EmbeddedRedis(tmp_path / ("d" * 60) / ("e" * 60))
+    server.socket_path.parent.mkdir(mode=0o777)
+    server.socket_path.parent.chmod(0o777)
+    with pytest.raises(EmbeddedRedisError, match="not a directory of this user's alone"):
+        server.join(server.client())
 
 
 def test_host_queues_of_small_entries_are_kept_compact(tmp_path):

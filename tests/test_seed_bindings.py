@@ -15,9 +15,10 @@ SECRET = Seal("s3cret", local=False)
 
 def test_a_sealed_binding_is_trusted_and_the_first_one_stays(redis_client):
     bindings = SeedBindings(redis_client, KEY, SECRET)
-    assert record_bindings(bindings, ["http://127.0.0.2:8080/"]) == {
-        ("127.0.0.2", 8080): ["127.0.0.2"]
-    }
+    assert record_bindings(bindings, ["http://127.0.0.2:8080/"]) == (
+        {("127.0.0.2", 8080): ["127.0.0.2"]},
+        set(),
+    )
     # another worker, the same secret: reads it; its own lookup does not replace it
     other = SeedBindings(redis_client, KEY, Seal("s3cret", local=False))
     assert other.all() == {("127.0.0.2", 8080): ["127.0.0.2"]}
@@ -62,5 +63,5 @@ def test_garbage_in_the_hash_breaks_nothing(redis_client):
 
 def test_a_name_that_does_not_resolve_is_not_bound(redis_client):
     bindings = SeedBindings(redis_client, KEY, SECRET)
-    assert record_bindings(bindings, ["http://nothing.invalid/"]) == {}
+    assert record_bindings(bindings, ["http://nothing.invalid/"]) == ({}, set())
     assert not redis_client.exists(KEY)

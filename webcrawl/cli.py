@@ -456,10 +456,13 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
         # their hosts bound here, sealed (webcrawl/safety/seal.py): whoever else pushes a
         # URL to the list gets no special-use address for it
         seal = Seal(settings.get("WEBCRAWL_SECRET") or "", local=session.redis.embedded is not None)
-        bound = record_bindings(SeedBindings(session.client, keys.seed_bindings, seal), urls)
+        bindings = SeedBindings(session.client, keys.seed_bindings, seal)
+        bound, untrusted = record_bindings(bindings, urls) if seal.trusted else ({}, set())
         session.client.rpush(keys.start, *urls)
     if not seal.trusted:
         why = "WEBCRAWL_SECRET is not set on this shared Redis"
+    elif untrusted:
+        why = f"{len(untrusted)} hosts have a binding in Redis that does not verify"
     elif len(bound) < len(url_hosts(urls)):
         why = "some of their names do not resolve now"
     else:

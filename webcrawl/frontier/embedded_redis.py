@@ -20,6 +20,7 @@ import fcntl
 import hashlib
 import logging
 import os
+import stat
 import subprocess
 import tempfile
 import time
@@ -63,9 +64,14 @@ class EmbeddedRedis:
         self.pid_path = self.data_dir / "redis.pid"
         self.log_path = self.data_dir / "redis.log"
         socket_path = self.data_dir / "redis.sock"
+        self._private_dir: Path | None = None
         if len(str(socket_path)) > _MAX_SOCKET_PATH:
+            # too long for a socket: in this user's own directory of the temporary one
+            # (a name anyone could take first in /tmp would let another user's server
+            # stand in for ours, and its records are trusted: webcrawl/safety/seal.py)
             digest = hashlib.sha1(str(self.data_dir).encode()).hexdigest()[:16]
-            socket_path = Path(tempfile.gettempdir()) / f"webcrawl-redis-{digest}.sock"
+            self._private_dir = Path(tempfile.gettempdir()) / f"webcrawl-{os.getuid()}"
+            socket_path = self._private_dir / f"redis-{digest}.sock"
         self.socket_path = socket_path
 
     @property
@@ -91,9 +97,25 @@ class EmbeddedRedis:
             retry=Retry(NoBackoff(), 0),
         )
 
+    def _check_private_dir(self) -> None:
+        """The socket's directory outside the data directory: made 0700 and ours, or
+        refused (another user made it first)."""
+        if self._private_dir is None:
+            return
+        with contextlib.suppress(FileExistsError):
+            self._private_dir.mkdir(mode=0o700)
+        info = self._private_dir.lstat()
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+            raise EmbeddedRedisError(
+                f"{self._private_dir} (for the embedded Redis's socket: the data directory's "
+                "path is too long for one) is not a directory of this user's alone; remove "
+                "it, or choose a shorter WEBCRAWL_DATA_DIR"
+            )
+
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._check_private_dir()
         with open(self.lock_path, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:

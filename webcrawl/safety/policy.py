@@ -192,9 +192,12 @@ class SeedBindings:
             )
 
 
-def record_bindings(bindings: SeedBindings, urls: Iterable[str]) -> Binding:
+def record_bindings(
+    bindings: SeedBindings, urls: Iterable[str]
+) -> tuple[Binding, set[tuple[str, int]]]:
     """Bind the hosts of ``urls`` now, off any reactor (``webcrawl submit``): each name by
-    the system's resolver; recorded sealed unless a binding is there first."""
+    the system's resolver; recorded sealed unless a binding is there first.  Returns the
+    bindings, and the hosts whose record in Redis does not verify (left alone)."""
     hosts = sorted(url_hosts(urls))
     known, untrusted = bindings.recorded(hosts)
     for host, port in hosts:
@@ -208,7 +211,7 @@ def record_bindings(bindings: SeedBindings, urls: Iterable[str]) -> Binding:
                 continue  # unbound: nothing recorded
             resolved = [str(info[4][0]) for info in infos]
         known[(host, port)] = bindings.share((host, port), seed_binding(host, resolved))
-    return known
+    return known, untrusted
 
 
 async def bind_seeds(
