@@ -33,7 +33,8 @@ from webcrawl import extract
 from webcrawl.frontier.known import by_url, url_key, url_key_of
 from webcrawl.links import page_links
 from webcrawl.page import Page
-from webcrawl.safety.policy import SeedBindings, address_policy, bind_seeds
+from webcrawl.safety.bindings import SeedBindings, bind_seeds
+from webcrawl.safety.policy import address_policy
 from webcrawl.safety.seal import Seal
 from webcrawl.safety.traps import TrapRules
 from webcrawl.settings_check import (

@@ -152,3 +152,17 @@ def test_host_port_normalises_case_brackets_and_default_ports():
     assert host_port("[::1]", None) == ("::1", 80)
     assert host_port("Example.COM", None, "https") == ("example.com", 443)
     assert url_hosts(["http://[::1]:8080/x", "http://h:bad/"]) == {("::1", 8080)}
+
+
+def test_the_environments_proxies_are_read_as_scrapy_reads_them(monkeypatch):
+    """Found by a review: a proxy without a scheme (``127.0.0.1:3128``) is http to
+    Scrapy; it was not trusted, and every request through it was refused."""
+    from scrapy.utils.test import get_crawler
+
+    from webcrawl.safety.policy import address_policy
+
+    monkeypatch.setenv("http_proxy", "127.0.0.1:3128")
+    monkeypatch.setenv("https_proxy", "https://Proxy.corp:8443")
+    policy = address_policy(get_crawler(settings_dict={"WEBCRAWL_ALLOWED_NETWORKS": []}))
+    assert policy.trusted >= {("127.0.0.1", 3128), ("proxy.corp", 8443)}
+    assert policy.check("127.0.0.1", "127.0.0.1", 3128, proxy=True) is None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 
-from webcrawl.safety.policy import SeedBindings, record_bindings, sealed_binding
+from webcrawl.safety.bindings import SeedBindings, record_bindings, sealed_binding
 from webcrawl.safety.seal import Seal
 
 KEY = "webcrawl:{t}:seed_bindings"

@@ -20,7 +20,7 @@ from test_crawl import stored_rows
 from webcrawl.frontier.keys import CrawlKeys
 from webcrawl.frontier.layout import existing_crawl
 from webcrawl.frontier.queue import HostQueue
-from webcrawl.safety.policy import sealed_binding
+from webcrawl.safety.bindings import sealed_binding
 from webcrawl.safety.seal import Seal
 from webcrawl.store import open_store
 

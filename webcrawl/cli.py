@@ -429,7 +429,8 @@ def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
-    from webcrawl.safety.policy import SeedBindings, record_bindings, url_hosts
+    from webcrawl.safety.bindings import SeedBindings, record_bindings
+    from webcrawl.safety.policy import url_hosts
     from webcrawl.safety.seal import Seal
     from webcrawl.urls.seeds import parse_seed_lines, read_seeds
 
