@@ -75,8 +75,10 @@ class MetricsExporter:
         try:
             ipaddress.ip_address(bind)
         except ValueError:
-            raise ValueError(f"WEBCRAWL_METRICS_BIND must be an IP address to listen on "
-                             f"(127.0.0.1, 0.0.0.0, ::1), got {bind!r}") from None  # fmt: skip
+            raise ValueError(
+                f"WEBCRAWL_METRICS_BIND must be an IP address to listen on "
+                f"(127.0.0.1, 0.0.0.0, ::1), got {bind!r}"
+            ) from None
         if not ipaddress.ip_address(bind).is_loopback and not settings.getbool(
             "WEBCRAWL_METRICS_PUBLIC"
         ):
@@ -135,9 +137,12 @@ def serve(
             server = _start(registry, bind, candidate, list(names))
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
-                raise ValueError(f"WEBCRAWL_METRICS_BIND {bind}: cannot listen there ({exc})") \
-                    from None  # fmt: skip
+                raise ValueError(
+                    f"WEBCRAWL_METRICS_BIND {bind}: cannot listen there ({exc})"
+                ) from None
             continue
         return server, candidate
-    raise ValueError(f"WEBCRAWL_METRICS_PORT: ports {port} to {last} are all in use (raise "
-                     "WEBCRAWL_METRICS_PORT_RANGE, or choose another port)")  # fmt: skip
+    raise ValueError(
+        f"WEBCRAWL_METRICS_PORT: ports {port} to {last} are all in use (raise "
+        "WEBCRAWL_METRICS_PORT_RANGE, or choose another port)"
+    )

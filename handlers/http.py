@@ -206,7 +206,10 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
             host = str(exc).split(": ", 1)[0]
             if host not in self._logged:
                 self._logged.add(host)
-                logger.warning("Refused to connect to %s (%s); further refusals for this "
-                               "host are counted in security/blocked_address",
-                               request.url, exc)  # fmt: skip
+                logger.warning(
+                    "Refused to connect to %s (%s); further refusals for this "
+                    "host are counted in security/blocked_address",
+                    request.url,
+                    exc,
+                )
             raise

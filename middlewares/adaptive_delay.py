@@ -95,20 +95,35 @@ class AdaptiveDelayMiddleware:
         window, cut = self.policy.backoff_window(delay, retry_after)
         self.stats.inc_value("adaptive_delay/backoff")
         if cut:
-            logger.warning("%s asked for Retry-After %.0f s: waiting ADAPTIVE_DELAY_RETRY_AFTER_MAX"
-                           " (%.0f s) instead", host, retry_after, window)  # fmt: skip
+            logger.warning(
+                "%s asked for Retry-After %.0f s: waiting ADAPTIVE_DELAY_RETRY_AFTER_MAX"
+                " (%.0f s) instead",
+                host,
+                retry_after,
+                window,
+            )
         if window > delay:
-            logger.info("%s answered %d: no request to it for %.1f s, then a delay of %.2f s",
-                        host, response.status, window, delay)  # fmt: skip
+            logger.info(
+                "%s answered %d: no request to it for %.1f s, then a delay of %.2f s",
+                host,
+                response.status,
+                window,
+                delay,
+            )
         else:
             logger.info("%s answered %d: its delay is now %.2f s", host, response.status, delay)
         self._set(host, delay, hold=window, not_before=window)
         return response
 
     def _set(
-        self, host: str, delay: float, *, force: bool = False, hold: float = 0.0,
+        self,
+        host: str,
+        delay: float,
+        *,
+        force: bool = False,
+        hold: float = 0.0,
         not_before: float = 0.0,
-    ) -> None:  # fmt: skip
+    ) -> None:
         shared = self.delays.get(host, self.policy.base)  # what the frontier applied last we knew
         self.delays[host] = delay
         if not (force or hold) and abs(delay - shared) <= max(0.1 * shared, 0.05):

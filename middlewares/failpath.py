@@ -105,11 +105,18 @@ logger = logging.getLogger(__name__)
 #: What counts as a path failure (HTTP answers never do).  Scrapy 2.19 wraps the
 #: download handler's errors in its own exceptions; Twisted's are for other handlers.
 FAILURES = (
-    CannotResolveHostError, DownloadConnectionRefusedError, DownloadFailedError,
+    CannotResolveHostError,
+    DownloadConnectionRefusedError,
+    DownloadFailedError,
     DownloadTimeoutError,
-    DNSLookupError, ConnectError, ConnectionLost, ConnectionDone, TimeoutError,
-    ResponseNeverReceived, ResponseFailed,
-)  # fmt: skip
+    DNSLookupError,
+    ConnectError,
+    ConnectionLost,
+    ConnectionDone,
+    TimeoutError,
+    ResponseNeverReceived,
+    ResponseFailed,
+)
 
 
 #: Seconds a re-probe holds the crawl's re-probe lock unless its worker renews it (every
@@ -139,8 +146,9 @@ class ProbeTurns:
 
     STARTED, BUSY, TAKEN = "started", "busy", "taken"
 
-    def __init__(self, server: Any, key: str, owner: str, interval: float,
-                 lease: float = PROBE_LEASE) -> None:  # fmt: skip
+    def __init__(
+        self, server: Any, key: str, owner: str, interval: float, lease: float = PROBE_LEASE
+    ) -> None:
         self.server = server
         self.key = key
         self.owner = owner
@@ -229,8 +237,10 @@ class FailPathMiddleware:
     # -- lifecycle ------------------------------------------------------------
 
     def _opened(self, spider: Spider) -> None:
-        for interval, func in ((min(self.params.probe_interval, 5.0), self._maybe_probe),
-                               (self.cache.ttl, self._flush_ok)):  # fmt: skip
+        for interval, func in (
+            (min(self.params.probe_interval, 5.0), self._maybe_probe),
+            (self.cache.ttl, self._flush_ok),
+        ):
             loop = task.LoopingCall(func)
             loop.start(interval, now=False)
             self._loops.append(loop)
@@ -295,8 +305,10 @@ class FailPathMiddleware:
         elif stale and site not in self._refreshing:
             self._refreshing.add(site)
             d = threads.deferToThread(self.store.failpath_row, site)
-            d.addCallbacks(lambda fresh: self._put(site, fresh, epoch),
-                           lambda f: self._store_error("read", site, f.value))  # fmt: skip
+            d.addCallbacks(
+                lambda fresh: self._put(site, fresh, epoch),
+                lambda f: self._store_error("read", site, f.value),
+            )
             d.addBoth(lambda _: self._refreshing.discard(site))
         return counts
 
@@ -337,8 +349,9 @@ class FailPathMiddleware:
         self._remember_link(site, request, dropped=True)
         if (site, level) not in self._logged:
             self._logged.add((site, level))
-            logger.info("Dropping URLs under %s %s (%d failures): first %s",
-                        site, level, count, request.url)  # fmt: skip
+            logger.info(
+                "Dropping URLs under %s %s (%d failures): first %s", site, level, count, request.url
+            )
         raise IgnoreRequest(f"failed path {site} {level} ({count} failures)")
 
     def process_response(self, request: Request, response: Response) -> Response:
@@ -352,8 +365,9 @@ class FailPathMiddleware:
         if counts:  # only a site with records can have a count to lower
             levels = path_levels(request.url)
             if counts.get(levels[-1], 0) > 0:
-                self._write(site, lambda: self.policy.record_success(
-                    levels, counts, self._adder(site)))  # fmt: skip
+                self._write(
+                    site, lambda: self.policy.record_success(levels, counts, self._adder(site))
+                )
         return response
 
     def process_exception(self, request: Request, exception: Exception) -> None:
@@ -398,13 +412,19 @@ class FailPathMiddleware:
         counts = counts or {}
         if counts.get(SITE, 0) > self.params.heighten or site in self._dying:
             return
-        logger.warning("Giving up %s: %s; its URLs are dropped until a re-probe finds it "
-                       "answering", site, exception)  # fmt: skip
+        logger.warning(
+            "Giving up %s: %s; its URLs are dropped until a re-probe finds it answering",
+            site,
+            exception,
+        )
         self.stats.inc_value("failpath/sites_given_up")
         self._dying.add(site)
         since = int(exception.since)
-        self._write(site, lambda: self.policy.record_unanswered(counts, self._adder(site), since),
-                    then=lambda: self._dying.discard(site))  # fmt: skip
+        self._write(
+            site,
+            lambda: self.policy.record_unanswered(counts, self._adder(site), since),
+            then=lambda: self._dying.discard(site),
+        )
 
     # -- writes, off the reactor ----------------------------------------------
 
@@ -431,8 +451,12 @@ class FailPathMiddleware:
             return
         if not self.policy.site_given_up(counts):
             return
-        logger.warning("Giving up %s: %d of %d fetches failed", site, counts.get(FAIL, 0),
-                       counts.get(FAIL, 0) + counts.get(OK, 0))  # fmt: skip
+        logger.warning(
+            "Giving up %s: %d of %d fetches failed",
+            site,
+            counts.get(FAIL, 0),
+            counts.get(FAIL, 0) + counts.get(OK, 0),
+        )
         self.stats.inc_value("failpath/sites_given_up")
         delta = self.params.heighten + 1 - counts.get(SITE, 0)
         self._write(site, lambda: {SITE: self.store.failpath_add(site, SITE, delta)})
@@ -456,8 +480,9 @@ class FailPathMiddleware:
             pipe.zremrangebyrank(key, 0, -self.remember - 1)
             pipe.execute()
         except RedisError as exc:
-            logger.warning("Could not remember %s for the failed-path re-probe: %s",
-                           request.url, exc)  # fmt: skip
+            logger.warning(
+                "Could not remember %s for the failed-path re-probe: %s", request.url, exc
+            )
 
     # -- the re-probe -----------------------------------------------------------
 
@@ -481,8 +506,10 @@ class FailPathMiddleware:
         if turn == ProbeTurns.BUSY:
             if not self._final_waiting:
                 self._final_waiting = True
-                logger.info("The crawl is out of work: waiting for the failed-path re-probe "
-                            "running on another worker, then re-probing once more")  # fmt: skip
+                logger.info(
+                    "The crawl is out of work: waiting for the failed-path re-probe "
+                    "running on another worker, then re-probing once more"
+                )
             from twisted.internet import reactor  # the running one (installed by now)
 
             reactor.callLater(1.0, frontier._wake_engine)  # look again soon, not in 5 s
@@ -495,8 +522,12 @@ class FailPathMiddleware:
 
     def _probe_turns(self, frontier: Any) -> ProbeTurns:
         if self._turns is None:
-            self._turns = ProbeTurns(frontier.server, frontier.keys.failpath_probe,
-                                     frontier.worker_id, self.params.probe_interval)  # fmt: skip
+            self._turns = ProbeTurns(
+                frontier.server,
+                frontier.keys.failpath_probe,
+                frontier.worker_id,
+                self.params.probe_interval,
+            )
         return self._turns
 
     def _maybe_probe(self) -> None:
@@ -507,8 +538,10 @@ class FailPathMiddleware:
             turns = self._probe_turns(frontier)
             if self._probing:  # ours runs: keep the lock (said once if it was lost)
                 if turns.lock.held and not turns.renew():
-                    logger.warning("The failed-path re-probe lock expired while the re-probe "
-                                   "ran: another may run beside it")  # fmt: skip
+                    logger.warning(
+                        "The failed-path re-probe lock expired while the re-probe "
+                        "ran: another may run beside it"
+                    )
             elif turns.take() == ProbeTurns.STARTED:
                 self._start_probe(frontier)
         except RedisError as exc:
@@ -525,8 +558,10 @@ class FailPathMiddleware:
         try:
             turns = self._probe_turns(frontier)
             if turns.lock.held and not turns.release():
-                logger.warning("The failed-path re-probe lock had expired when the re-probe "
-                               "ended (left to whoever holds it now)")  # fmt: skip
+                logger.warning(
+                    "The failed-path re-probe lock had expired when the re-probe "
+                    "ended (left to whoever holds it now)"
+                )
         except RedisError as exc:  # it expires on its own
             logger.warning("Could not release the failed-path re-probe lock: %s", exc)
         frontier._wake_engine()  # links may be back; an idle engine looks again now
@@ -545,9 +580,11 @@ class FailPathMiddleware:
             logger.info("Failed-path re-probe: %d sites with dead paths", len(rounds))
         # sites in parallel; the levels of a site one after the other (each depends on the last)
         await maybe_deferred_to_future(
-            DeferredList([deferred_from_coro(self._probe_site(frontier, r)) for r in rounds],
-                         consumeErrors=True)
-        )  # fmt: skip
+            DeferredList(
+                [deferred_from_coro(self._probe_site(frontier, r)) for r in rounds],
+                consumeErrors=True,
+            )
+        )
         # once every worker's cache has read the store again: links dropped under no
         # dead level go back (see _sweep)
         self._later(2 * self.cache.ttl + 1, self._sweep, frontier)
@@ -568,8 +605,14 @@ class FailPathMiddleware:
             )
             ok = sum(result for _, result in outcomes)
             recovered = probe_round.report(level, ok)
-            logger.info("Re-probe of %s %s: %d of %d answered%s", site, level, ok, len(urls),
-                        ": recovered" if recovered else "")  # fmt: skip
+            logger.info(
+                "Re-probe of %s %s: %d of %d answered%s",
+                site,
+                level,
+                ok,
+                len(urls),
+                ": recovered" if recovered else "",
+            )
             if not recovered:
                 continue
             self.stats.inc_value("failpath/recovered")
@@ -610,8 +653,9 @@ class FailPathMiddleware:
 
         def run() -> None:
             d = deferred_from_coro(func(*args))
-            d.addErrback(lambda f: logger.error("Failed-path send-back failed:\n%s",
-                                                f.getTraceback()))  # fmt: skip
+            d.addErrback(
+                lambda f: logger.error("Failed-path send-back failed:\n%s", f.getTraceback())
+            )
 
         self._late = [(c, f) for c, f in self._late if c.active()]
         self._late.append((reactor.callLater(delay, run), run))
@@ -643,8 +687,12 @@ class FailPathMiddleware:
         except RedisError as exc:
             logger.warning("Could not read the remembered links of %s: %s", site, exc)
             return
-        back = [link for link in links if (link.dropped or not dropped_only)
-                and self.policy.blocking_level(path_levels(link.url), counts) is None]  # fmt: skip
+        back = [
+            link
+            for link in links
+            if (link.dropped or not dropped_only)
+            and self.policy.blocking_level(path_levels(link.url), counts) is None
+        ]
         self._send_back(frontier, key, back)
 
     async def _sweep(self, frontier: Any) -> None:
@@ -657,8 +705,7 @@ class FailPathMiddleware:
         try:
             keys = [k.decode() for k in frontier.server.scan_iter(match=prefix + "*", count=500)]
         except RedisError as exc:
-            logger.warning("Could not list the remembered links of the failed-path filter: %s",
-                           exc)  # fmt: skip
+            logger.warning("Could not list the remembered links of the failed-path filter: %s", exc)
             return
         for key in keys:
             await self._send_back_unblocked(frontier, key[len(prefix) :], dropped_only=True)

@@ -65,8 +65,9 @@ class PolitenessMiddleware:
         if frontier is None:
             return
         try:
-            frontier.queue.mark_sent(scope_key(request.url, "host"), default_delay=self.delay,
-                                     slack=self.slack)  # fmt: skip
+            frontier.queue.mark_sent(
+                scope_key(request.url, "host"), default_delay=self.delay, slack=self.slack
+            )
         except RedisError as exc:
             logger.warning("Could not record a request to %s in Redis: %s", request.url, exc)
 
@@ -82,8 +83,12 @@ class PolitenessMiddleware:
         if frontier is None:
             return None
         meta = request.meta
-        if frontier.is_leased(request) or meta.get("failpath_probe") or meta.get("revisit_head") \
-                or meta.get("robots_txt"):  # fmt: skip
+        if (
+            frontier.is_leased(request)
+            or meta.get("failpath_probe")
+            or meta.get("revisit_head")
+            or meta.get("robots_txt")
+        ):
             return frontier
         return None
 

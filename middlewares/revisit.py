@@ -44,9 +44,17 @@ class RevisitPrecheckMiddleware:
         length, modified = meta.get("revisit_length"), meta.get("revisit_last_modified")
         if length is None or not modified:
             return None  # nothing to compare with
-        head = Request(request.url, method="HEAD", dont_filter=True,
-                       meta={"revisit_head": True, "dont_retry": True,
-                             "failpath": False, "dont_redirect": True})  # fmt: skip
+        head = Request(
+            request.url,
+            method="HEAD",
+            dont_filter=True,
+            meta={
+                "revisit_head": True,
+                "dont_retry": True,
+                "failpath": False,
+                "dont_redirect": True,
+            },
+        )
         self.stats.inc_value("revisit/head_precheck")
         try:
             answer = await self.crawler.engine.download_async(head)
@@ -57,8 +65,13 @@ class RevisitPrecheckMiddleware:
             return None
         if answer.status == 200 and same(answer, length, modified):
             self.stats.inc_value("revisit/head_skipped")
-            return Response(request.url, status=304, request=request, flags=["head-precheck"],
-                            headers={"Last-Modified": modified})  # fmt: skip
+            return Response(
+                request.url,
+                status=304,
+                request=request,
+                flags=["head-precheck"],
+                headers={"Last-Modified": modified},
+            )
         return None
 
 

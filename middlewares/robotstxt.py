@@ -110,7 +110,8 @@ class RobotsTxtMiddleware:
         self.failpath = _failpath_on(settings)
         self.unanswered_ttl = settings.getfloat("FAILPATH_CACHE_TTL", 5.0)
         self.lock_seconds = 2 * settings.getfloat("DOWNLOAD_TIMEOUT") + settings.getfloat(
-            "ADAPTIVE_DELAY_MAX", 60.0)  # fmt: skip
+            "ADAPTIVE_DELAY_MAX", 60.0
+        )
         # origin -> (entry, parser, local expiry), least recently used first
         self._known: OrderedDict[str, tuple[robots.RobotsEntry, Any, float]] = OrderedDict()
         self._fetching: dict[str, list[Deferred[None]]] = {}  # origin -> local waiters
@@ -142,8 +143,9 @@ class RobotsTxtMiddleware:
                     await self._fetch_once(origin, entry, request)
                     continue
                 self.stats.inc_value("robotstxt/unanswered")
-                raise SiteUnanswered(f"robots.txt of {origin} gets no answer "
-                                     f"({entry.reason})", entry.fetched_at)  # fmt: skip
+                raise SiteUnanswered(
+                    f"robots.txt of {origin} gets no answer ({entry.reason})", entry.fetched_at
+                )
             action, wait = robots.verdict(entry, time.time(), self.max_tries)
             if action == "check":
                 assert entry is not None
@@ -217,14 +219,17 @@ class RobotsTxtMiddleware:
         while len(self._known) > LOCAL_HOSTS:
             self._known.popitem(last=False)
         if parser is not None:  # the adaptive delay reads Crawl-delay from it
-            request = Request(origin + "/robots.txt", callback=NO_CALLBACK,
-                              meta={"robots_txt_fetched": fetched})  # fmt: skip
+            request = Request(
+                origin + "/robots.txt", callback=NO_CALLBACK, meta={"robots_txt_fetched": fetched}
+            )
             await self.crawler.signals.send_catch_log_async(
-                signal=signals.robots_parsed, robotparser=parser, request=request)  # fmt: skip
+                signal=signals.robots_parsed, robotparser=parser, request=request
+            )
         return parser
 
-    async def _fetch_once(self, origin: str, previous: robots.RobotsEntry | None,
-                          request: Request) -> None:  # fmt: skip
+    async def _fetch_once(
+        self, origin: str, previous: robots.RobotsEntry | None, request: Request
+    ) -> None:
         """Fetch the file unless this worker or another is already fetching it; return
         when there is (probably) a newer entry to look at."""
         waiters = self._fetching.get(origin)
@@ -237,8 +242,12 @@ class RobotsTxtMiddleware:
         frontier = self._frontier()
         lock = renew = None
         if frontier is not None:
-            lock = RedisLock(frontier.server, frontier.keys.robots_lock(origin),
-                             self.lock_seconds, owner=frontier.worker_id)  # fmt: skip
+            lock = RedisLock(
+                frontier.server,
+                frontier.keys.robots_lock(origin),
+                self.lock_seconds,
+                owner=frontier.worker_id,
+            )
             try:
                 got = lock.acquire()
             except RedisError as exc:  # fetch it without the lock (and share it if we can)
@@ -271,8 +280,9 @@ class RobotsTxtMiddleware:
 
     def _share(self, frontier: Any, origin: str, entry: robots.RobotsEntry) -> None:
         try:
-            frontier.server.set(frontier.keys.robots(origin), entry.dumps(),
-                                ex=_shared_seconds(entry))  # fmt: skip
+            frontier.server.set(
+                frontier.keys.robots(origin), entry.dumps(), ex=_shared_seconds(entry)
+            )
         except RedisError as exc:  # kept locally; another worker will fetch it too
             logger.warning("Could not share the robots.txt rules of %s in Redis: %s", origin, exc)
 
@@ -283,8 +293,11 @@ class RobotsTxtMiddleware:
             return
         try:
             if not lock.extend():
-                logger.warning("The robots.txt lock of %s expired during its fetch: another "
-                               "worker may fetch it too", origin)  # fmt: skip
+                logger.warning(
+                    "The robots.txt lock of %s expired during its fetch: another "
+                    "worker may fetch it too",
+                    origin,
+                )
         except RedisError as exc:
             logger.warning("Could not extend the robots.txt lock of %s: %s", origin, exc)
 
@@ -298,18 +311,27 @@ class RobotsTxtMiddleware:
         except RedisError as exc:  # it expires on its own
             logger.warning("Could not release the robots.txt lock of %s: %s", origin, exc)
 
-    async def _fetch(self, origin: str, previous: robots.RobotsEntry | None,
-                     request: Request) -> robots.RobotsEntry:  # fmt: skip
+    async def _fetch(
+        self, origin: str, previous: robots.RobotsEntry | None, request: Request
+    ) -> robots.RobotsEntry:
         """Fetch the file for ``request`` (a failed-path re-probe's fetch gets the
         re-probe's wait)."""
         url = origin + "/robots.txt"
         fetch = Request(
-            url, priority=1000, dont_filter=True, callback=NO_CALLBACK,
-            meta={"robots_txt": True, "dont_obey_robotstxt": True, "dont_retry": True,
-                  "redirect_ttl": robots.MAX_REDIRECTS, "download_maxsize": 0,
-                  "download_warnsize": 0,
-                  "failpath_probe": bool(request.meta.get("failpath_probe"))},
-        )  # fmt: skip
+            url,
+            priority=1000,
+            dont_filter=True,
+            callback=NO_CALLBACK,
+            meta={
+                "robots_txt": True,
+                "dont_obey_robotstxt": True,
+                "dont_retry": True,
+                "redirect_ttl": robots.MAX_REDIRECTS,
+                "download_maxsize": 0,
+                "download_warnsize": 0,
+                "failpath_probe": bool(request.meta.get("failpath_probe")),
+            },
+        )
         self.stats.inc_value("robotstxt/request_count")
         sent = time.monotonic()
         try:
@@ -319,8 +341,9 @@ class RobotsTxtMiddleware:
         now = time.time()
         self.stats.inc_value("robotstxt/response_count")
         self.stats.inc_value(f"robotstxt/response_status_count/{response.status}")
-        entry = robots.from_response(response.status, response.body, now, self.user_agent,
-                                     previous, self.wait)  # fmt: skip
+        entry = robots.from_response(
+            response.status, response.body, now, self.user_agent, previous, self.wait
+        )
         if entry.truncated:
             self.stats.inc_value("robotstxt/truncated")
             logger.info("robots.txt of %s is over 500 KiB: read its first 500 KiB", origin)
@@ -333,9 +356,13 @@ class RobotsTxtMiddleware:
         return entry
 
     def _failed(
-        self, url: str, origin: str, exc: Exception, previous: robots.RobotsEntry | None,
+        self,
+        url: str,
+        origin: str,
+        exc: Exception,
+        previous: robots.RobotsEntry | None,
         sent: float,
-    ) -> robots.RobotsEntry:  # fmt: skip
+    ) -> robots.RobotsEntry:
         now = time.time()
         reason = f"{type(exc).__name__}: {exc}"[:300]
         if isinstance(exc, IgnoreRequest) or type(exc).__name__ in UNAVAILABLE:
@@ -372,12 +399,22 @@ class RobotsTxtMiddleware:
             )
             return
         if entry.tries >= self.max_tries:
-            logger.warning("robots.txt of %s unreachable %d times (%s): the host's requests "
-                           "fail from now on", origin, entry.tries, entry.reason)  # fmt: skip
+            logger.warning(
+                "robots.txt of %s unreachable %d times (%s): the host's requests fail from now on",
+                origin,
+                entry.tries,
+                entry.reason,
+            )
         else:
-            logger.info("robots.txt of %s unreachable (%s): nothing of the host is fetched "
-                        "before it is tried again in %.0f s (try %d of %d)", origin,
-                        entry.reason, self.wait, entry.tries, self.max_tries)  # fmt: skip
+            logger.info(
+                "robots.txt of %s unreachable (%s): nothing of the host is fetched "
+                "before it is tried again in %.0f s (try %d of %d)",
+                origin,
+                entry.reason,
+                self.wait,
+                entry.tries,
+                self.max_tries,
+            )
 
     def _frontier(self) -> Any:
         from webcrawl.frontier.scheduler import frontier_of  # late: installs a reactor
@@ -437,12 +474,12 @@ class RobotsTxtLimitMiddleware:
             del self._received[request]
             raise StopDownload(fail=False)
 
-    def process_exception(self, request: Request, exception: Exception,
-                          spider: Any = None) -> None:  # fmt: skip
+    def process_exception(self, request: Request, exception: Exception, spider: Any = None) -> None:
         self._received.pop(request, None)
 
-    def process_response(self, request: Request, response: Response,
-                         spider: Any = None) -> Response:  # fmt: skip
+    def process_response(
+        self, request: Request, response: Response, spider: Any = None
+    ) -> Response:
         if not request.meta.get("robots_txt"):
             return response
         self._received.pop(request, None)

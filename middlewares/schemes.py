@@ -47,6 +47,9 @@ class SchemeGuardMiddleware:
         if scheme in FETCHED_SCHEMES:
             return response
         self.stats.inc_value("security/blocked_scheme")
-        logger.info("Refused a redirect from %s to %s (only http and https are fetched)",
-                    request.url, target[:200])  # fmt: skip
+        logger.info(
+            "Refused a redirect from %s to %s (only http and https are fetched)",
+            request.url,
+            target[:200],
+        )
         raise BlockedScheme(f"redirect to a {scheme or 'bad'}: URL refused: {target[:200]}")

@@ -143,8 +143,13 @@ class ChangePipeline:
 
     def _read_failed(self, exc: BaseException, keys: list[str]) -> None:
         self.stats.inc_value("change/read_errors", len(keys))
-        logger.warning("Could not read the stored versions of %d pages (%s); their requests go "
-                       "back to the frontier: %s", len(keys), exc, " ".join(keys[:20]))  # fmt: skip
+        logger.warning(
+            "Could not read the stored versions of %d pages (%s); their requests go "
+            "back to the frontier: %s",
+            len(keys),
+            exc,
+            " ".join(keys[:20]),
+        )
         self.outage.begin(f"reading {len(keys)} rows", exc)
 
     def _refetch(self, page: Page) -> None:

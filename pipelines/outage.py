@@ -64,9 +64,15 @@ class StoreOutage:
             return
         self._since = time.monotonic()
         self.stats.inc_value("store/outages")
-        logger.error("Store %s failed: %s could not be done (%s). Pausing this worker's fetches "
-                     "until it answers (checked every %.1f s); the pages concerned go back to "
-                     "the frontier", self.store_url, what, exc, self.wait)  # fmt: skip
+        logger.error(
+            "Store %s failed: %s could not be done (%s). Pausing this worker's fetches "
+            "until it answers (checked every %.1f s); the pages concerned go back to "
+            "the frontier",
+            self.store_url,
+            what,
+            exc,
+            self.wait,
+        )
         engine = self._engine()
         if engine is not None:
             engine.pause()
@@ -82,8 +88,12 @@ class StoreOutage:
             return
         self._checking = True
         d = deferToThreadPool(reactor, self._pool, self._store.check_writable)
-        d.addCallbacks(lambda _: self._end(), lambda f: logger.info(
-            "Store %s still failing: %s", self.store_url, f.getErrorMessage()))  # fmt: skip
+        d.addCallbacks(
+            lambda _: self._end(),
+            lambda f: logger.info(
+                "Store %s still failing: %s", self.store_url, f.getErrorMessage()
+            ),
+        )
         d.addBoth(self._checked)
 
     def _checked(self, _: Any) -> None:

@@ -39,8 +39,12 @@ def revisit_request(page: Page, spider: Any) -> Request:
         headers["If-None-Match"] = page.etag
     if page.last_modified:
         headers["If-Modified-Since"] = page.last_modified
-    meta = {"depth": page.depth, "revisit": True, "revisit_length": page.content_length,
-            "revisit_last_modified": page.last_modified}  # fmt: skip
+    meta = {
+        "depth": page.depth,
+        "revisit": True,
+        "revisit_length": page.content_length,
+        "revisit_last_modified": page.last_modified,
+    }
     make = getattr(spider, "request_for", None)
     base = make(page.url) if make else Request(page.url)
     # not dont_filter: the schedule bypasses the dupefilter already, and
@@ -79,8 +83,10 @@ class RevisitPipeline:
         frontier = frontier_of(self.crawler)
         if frontier is None:
             if not self._warned:
-                logger.warning("Revisits are planned in the rows but not scheduled: the scheduler"
-                               " is not webcrawl.frontier.scheduler.Scheduler")  # fmt: skip
+                logger.warning(
+                    "Revisits are planned in the rows but not scheduled: the scheduler"
+                    " is not webcrawl.frontier.scheduler.Scheduler"
+                )
                 self._warned = True
             return
         frontier.schedule_revisit(revisit_request(item, self.crawler.spider), item.next_visit)

@@ -104,8 +104,9 @@ class StorePipeline:
         batch, self._buffer = self._buffer, []
         waiters, self._waiters = self._waiters, []
         retries = 0 if self.outage.down else self.retry_times
-        d: Deferred[tuple[int, float]] = deferToThreadPool(reactor, self._pool, self._write,
-                                                           batch, retries)  # fmt: skip
+        d: Deferred[tuple[int, float]] = deferToThreadPool(
+            reactor, self._pool, self._write, batch, retries
+        )
         d.addCallbacks(self._written, self._failed, callbackArgs=(batch,), errbackArgs=(batch,))
         self._pending.add(d)
 
@@ -139,8 +140,12 @@ class StorePipeline:
                 delay = min(30.0, 0.5 * 2**attempt)
                 logger.warning(
                     "Store write of %d rows failed (%s); retry %d/%d in %.1fs",
-                    len(batch), exc, attempt + 1, retry_times, delay,
-                )  # fmt: skip
+                    len(batch),
+                    exc,
+                    attempt + 1,
+                    retry_times,
+                    delay,
+                )
                 time.sleep(delay)
         raise AssertionError("unreachable")
 
@@ -156,7 +161,11 @@ class StorePipeline:
         """The batch could not be written: its pages are fetched again, later."""
         self.stats.inc_value("store/requeued_rows", len(batch))
         urls = [ItemAdapter(item).get("url", "?") for item in batch]
-        logger.warning("Could not write %d rows (%s); their requests go back to the frontier: %s",
-                       len(batch), failure.getErrorMessage(), " ".join(urls[:20]))  # fmt: skip
+        logger.warning(
+            "Could not write %d rows (%s); their requests go back to the frontier: %s",
+            len(batch),
+            failure.getErrorMessage(),
+            " ".join(urls[:20]),
+        )
         self.outage.begin(f"writing {len(batch)} rows", failure.value)
         return Requeue(f"store write failed: {failure.getErrorMessage()}", self.outage.wait)

@@ -89,8 +89,9 @@ class WebSpider(Spider):
         spider.submit_poll = positive_float(crawler.settings, "WEBCRAWL_SUBMIT_POLL_INTERVAL")
         spider.keep_content = crawler.settings.getbool("WEBCRAWL_STORE_CONTENT")
         # as LinkExtractor(deny_extensions=...) takes them: ".png" is a suffix of the path
-        spider.deny_extensions = tuple({f".{e}" for e in crawler.settings.getlist(
-            "WEBCRAWL_DENY_EXTENSIONS")})  # fmt: skip
+        spider.deny_extensions = tuple(
+            {f".{e}" for e in crawler.settings.getlist("WEBCRAWL_DENY_EXTENSIONS")}
+        )
         # URLs handed to Scrapy's own scheduler (the frontier knows its own)
         spider._scheduled = set()
         spider._scheduled_limit = positive_int(crawler.settings, "FRONTIER_SEEN_CACHE_SIZE")

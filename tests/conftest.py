@@ -45,10 +45,19 @@ class RedisServer:
 
     def start(self, appendonly: bool = False, *options: str) -> None:
         args = [
-            redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
-            "--dir", str(self.dir), "--save", "", "--appendonly", "yes" if appendonly else "no",
+            redis_server_binary(),
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.dir),
+            "--save",
+            "",
+            "--appendonly",
+            "yes" if appendonly else "no",
             *options,
-        ]  # fmt: skip
+        ]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while True:
@@ -257,17 +266,23 @@ def slow_demo(tmp_path: Path) -> Iterator[Demo]:
 
 
 def crawl_cmd(
-    seeds: list[str] | str | None, data_dir: Path, *settings: str, items: Path | None = None,
+    seeds: list[str] | str | None,
+    data_dir: Path,
+    *settings: str,
+    items: Path | None = None,
     args: tuple[str, ...] = (),
-):  # fmt: skip
+):
     cmd = [sys.executable, "-m", "scrapy", "crawl", "web", *args]
     if seeds:
         cmd += ["-a", "seeds=" + (seeds if isinstance(seeds, str) else ",".join(seeds))]
     base = [
-        f"WEBCRAWL_DATA_DIR={data_dir}", "FRONTIER_HOST_DELAY=0",
-        "CONCURRENT_REQUESTS_PER_DOMAIN=4", "STATUS_HEARTBEAT_INTERVAL=0.5",
-        "STATUS_HEARTBEAT_TTL=3", "LOG_LEVEL=DEBUG",
-    ]  # fmt: skip
+        f"WEBCRAWL_DATA_DIR={data_dir}",
+        "FRONTIER_HOST_DELAY=0",
+        "CONCURRENT_REQUESTS_PER_DOMAIN=4",
+        "STATUS_HEARTBEAT_INTERVAL=0.5",
+        "STATUS_HEARTBEAT_TTL=3",
+        "LOG_LEVEL=DEBUG",
+    ]
     for item in [*base, *settings]:
         cmd += ["-s", item]
     if items is not None:
@@ -277,9 +292,18 @@ def crawl_cmd(
 
 def crawl_env(**extra: str) -> dict[str, str]:
     # the deployment settings the environment may set (settings/base.py): none, but these
-    env = {k: v for k, v in os.environ.items() if k not in (
-        "REDIS_URL", "SCRAPY_SETTINGS_MODULE", "WEBCRAWL_DATA_DIR", "WEBCRAWL_STORE_URL",
-        "WEBCRAWL_CRAWL")}  # fmt: skip
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "REDIS_URL",
+            "SCRAPY_SETTINGS_MODULE",
+            "WEBCRAWL_DATA_DIR",
+            "WEBCRAWL_STORE_URL",
+            "WEBCRAWL_CRAWL",
+        )
+    }
     # as an operator configures a crawl's workers on a shared Redis: one secret for all,
     # so that a worker trusts the seeds' bindings another recorded (webcrawl/safety/seal.py)
     env.setdefault("WEBCRAWL_SECRET", "the tests' crawls")
@@ -291,8 +315,12 @@ def run_crawl(seeds, data_dir: Path, *settings: str, items=None, env=None, timeo
     """Run `scrapy crawl web` in the project directory; return the completed process."""
     return subprocess.run(
         crawl_cmd(seeds, data_dir, *settings, items=items, args=args),
-        cwd=ROOT, env=env or crawl_env(), capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env or crawl_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def read_items(path: Path) -> list[dict]:

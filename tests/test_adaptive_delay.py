@@ -61,10 +61,16 @@ def test_follows_latency_and_never_goes_below_crawl_delay():
 
 @pytest.mark.parametrize(
     ("value", "seconds"),
-    [("120", 120.0), ("0", 0.0), ("", None), (None, None), ("soon", None),
-     (email.utils.formatdate(1000.0 + 30, usegmt=True), 30.0),
-     (email.utils.formatdate(1000.0 - 30, usegmt=True), 0.0)],
-)  # fmt: skip
+    [
+        ("120", 120.0),
+        ("0", 0.0),
+        ("", None),
+        (None, None),
+        ("soon", None),
+        (email.utils.formatdate(1000.0 + 30, usegmt=True), 30.0),
+        (email.utils.formatdate(1000.0 - 30, usegmt=True), 0.0),
+    ],
+)
 def test_retry_after(value, seconds):
     assert parse_retry_after(value, now=1000.0) == seconds
 
@@ -101,8 +107,9 @@ def test_429_with_retry_after_slows_the_host_for_every_request(tmp_path):
 
 
 def test_a_retry_after_beyond_adaptive_delay_max_is_obeyed(tmp_path):
-    info, times, log = run_demo(tmp_path, "FRONTIER_HOST_DELAY=0.02", "ADAPTIVE_DELAY_MAX=0.3",
-                                faults=["1:/s0/:429:1:2"])  # fmt: skip
+    info, times, log = run_demo(
+        tmp_path, "FRONTIER_HOST_DELAY=0.02", "ADAPTIVE_DELAY_MAX=0.3", faults=["1:/s0/:429:1:2"]
+    )
     host = times[info["hosts"][1]]
     t429 = min(t for t, status, _ in host if status == 429)
     in_flight = 0.2  # requests already on their way when the 429 was sent

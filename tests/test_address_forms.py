@@ -23,9 +23,16 @@ from webcrawl.safety.addresses import (
 )
 
 SPECIAL_V4 = [
-    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
-    "172.16.0.0/12", "192.168.0.0/16", "224.0.0.0/4", "240.0.0.0/4",
-]  # fmt: skip
+    "0.0.0.0/8",
+    "10.0.0.0/8",
+    "100.64.0.0/10",
+    "127.0.0.0/8",
+    "169.254.0.0/16",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "224.0.0.0/4",
+    "240.0.0.0/4",
+]
 
 
 @st.composite
@@ -69,8 +76,9 @@ def ipv4_form(draw: st.DrawFn, ip: ipaddress.IPv4Address) -> str:
 def host_form(draw: st.DrawFn) -> tuple[str, ipaddress.IPv4Address | ipaddress.IPv6Address]:
     """(a URL host, the address it denotes to the policy: an IPv6 form's own address)."""
     ip = draw(ipv4())
-    kind = draw(st.sampled_from(["v4", "mapped", "mapped-hex", "compatible", "translated",
-                                 "nat64", "zone"]))  # fmt: skip
+    kind = draw(
+        st.sampled_from(["v4", "mapped", "mapped-hex", "compatible", "translated", "nat64", "zone"])
+    )
     if kind == "v4":
         return draw(ipv4_form(ip)), ip
     if kind == "mapped-hex":
@@ -79,8 +87,12 @@ def host_form(draw: st.DrawFn) -> tuple[str, ipaddress.IPv4Address | ipaddress.I
     if kind == "zone":
         v6 = ipaddress.IPv6Address(f"fe80::{int(ip) & 0xFFFF:x}")
         return f"[{v6}%lo]", v6
-    prefix = {"mapped": "::ffff:", "compatible": "::", "translated": "::ffff:0:",
-              "nat64": "64:ff9b::"}[kind]  # fmt: skip
+    prefix = {
+        "mapped": "::ffff:",
+        "compatible": "::",
+        "translated": "::ffff:0:",
+        "nat64": "64:ff9b::",
+    }[kind]
     v6 = ipaddress.IPv6Address(f"{prefix}{ip}")
     return f"[{prefix}{ip}]", v6
 

@@ -23,7 +23,8 @@ class _Recorder(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.server.seen.append(self.path)  # type: ignore[attr-defined]
         status, headers, body = self.server.pages.get(  # type: ignore[attr-defined]
-            self.path, (404, {}, b"not here"))  # fmt: skip
+            self.path, (404, {}, b"not here")
+        )
         self.send_response(status)
         for name, value in {"Content-Type": "text/html", **headers}.items():
             self.send_header(name, value)
@@ -60,8 +61,11 @@ def _ipv6_loopback() -> bool:
 
 @pytest.fixture
 def servers() -> Iterator[dict[str, ThreadingHTTPServer]]:
-    made = {"site": _serve("127.0.0.2"), "loopback": _serve("127.0.0.1"),
-            "other_port": _serve("127.0.0.2")}  # fmt: skip
+    made = {
+        "site": _serve("127.0.0.2"),
+        "loopback": _serve("127.0.0.1"),
+        "other_port": _serve("127.0.0.2"),
+    }
     if _ipv6_loopback():
         made["ipv6"] = _serve("::1", socket.AF_INET6)
     yield made
@@ -73,34 +77,47 @@ def servers() -> Iterator[dict[str, ThreadingHTTPServer]]:
 def test_links_redirects_and_names_into_loopback_are_refused(servers, tmp_path):
     site, target = servers["site"].server_port, servers["loopback"].server_port
     other = servers["other_port"].server_port
-    refused = [f"http://127.0.0.1:{target}/literal",  # a loopback address, not the seed's
-               f"http://localhost:{target}/name",  # a DNS name that resolves to loopback
-               f"http://127.0.0.2:{other}/other-port",  # the seed's address, another port
-               f"http://127.0.0.2:{site}/redirect"]  # 302 to loopback  # fmt: skip
+    refused = [
+        f"http://127.0.0.1:{target}/literal",  # a loopback address, not the seed's
+        f"http://localhost:{target}/name",  # a DNS name that resolves to loopback
+        f"http://127.0.0.2:{other}/other-port",  # the seed's address, another port
+        f"http://127.0.0.2:{site}/redirect",
+    ]  # 302 to loopback
     if "ipv6" in servers:
         refused.append(f"http://[::1]:{servers['ipv6'].server_port}/ipv6")
-    schemes = {"/to-file": "file:///etc/passwd", "/to-data": "data:text/html,hi",
-               "/to-ftp": f"ftp://127.0.0.1:{target}/x"}  # fmt: skip
+    schemes = {
+        "/to-file": "file:///etc/passwd",
+        "/to-data": "data:text/html,hi",
+        "/to-ftp": f"ftp://127.0.0.1:{target}/x",
+    }
     other_schemes = [f"http://127.0.0.2:{site}{path}" for path in schemes]
-    links = "".join(f'<a href="{u}">x</a>'
-                    for u in [*refused, *other_schemes, f"http://127.0.0.2:{site}/ok"])  # fmt: skip
-    servers["site"].pages.update({
-        "/": (200, {}, f"<html><body>{links}</body></html>".encode()),
-        "/ok": (200, {}, b"<html><body>fine</body></html>"),
-        "/redirect": (302, {"Location": f"http://127.0.0.1:{target}/redirected"}, b""),
-        **{path: (301, {"Location": url}, b"") for path, url in schemes.items()},
-    })  # fmt: skip
+    links = "".join(
+        f'<a href="{u}">x</a>' for u in [*refused, *other_schemes, f"http://127.0.0.2:{site}/ok"]
+    )
+    servers["site"].pages.update(
+        {
+            "/": (200, {}, f"<html><body>{links}</body></html>".encode()),
+            "/ok": (200, {}, b"<html><body>fine</body></html>"),
+            "/redirect": (302, {"Location": f"http://127.0.0.1:{target}/redirected"}, b""),
+            **{path: (301, {"Location": url}, b"") for path, url in schemes.items()},
+        }
+    )
     data = tmp_path / "data"
     # (Scrapy's default resolver answers IPv4 only: the IPv6 case needs this one)
-    result = run_crawl([f"http://127.0.0.2:{site}/"], data, "WEBCRAWL_SCOPE=broad",
-                       "FAILPATH_ENABLED=False",
-                       "DNS_RESOLVER=scrapy.resolver.CachingHostnameResolver")  # fmt: skip
+    result = run_crawl(
+        [f"http://127.0.0.2:{site}/"],
+        data,
+        "WEBCRAWL_SCOPE=broad",
+        "FAILPATH_ENABLED=False",
+        "DNS_RESOLVER=scrapy.resolver.CachingHostnameResolver",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     for name, server in servers.items():
         if name != "site":  # not even robots.txt; not even a TCP connection
             assert (server.seen, server.connections) == ([], 0), name
-    assert sorted(servers["site"].seen) == sorted(["/", "/ok", "/redirect", "/robots.txt",
-                                                   *schemes])  # fmt: skip
+    assert sorted(servers["site"].seen) == sorted(
+        ["/", "/ok", "/redirect", "/robots.txt", *schemes]
+    )
     rows = {r["url"]: r for r in stored_rows(data)}
     for url in refused:
         assert rows[url]["kind"] == "failed", url
@@ -130,16 +147,20 @@ def test_allowed_networks_open_the_demo_webs_other_hosts(demo, tmp_path):
     assert any("BlockedAddress" in (r.get("error") or "") for r in rows)
     assert {f"{r['host']}" for r in demo.requests()} == {seed_host}
 
-    result = run_crawl(seed, tmp_path / "b", "WEBCRAWL_SCOPE=broad",
-                       "WEBCRAWL_ALLOWED_NETWORKS=127.0.0.0/8")  # fmt: skip
+    result = run_crawl(
+        seed, tmp_path / "b", "WEBCRAWL_SCOPE=broad", "WEBCRAWL_ALLOWED_NETWORKS=127.0.0.0/8"
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     urls = {r["url"] for r in stored_rows(tmp_path / "b")}
     assert urls == set(demo.web.reachable(seed, scope="broad"))
 
 
 def test_a_bad_allowed_network_fails_at_start(tmp_path):
-    result = run_crawl([f"http://127.0.0.2:{free_port()}/"], tmp_path / "d",
-                       "WEBCRAWL_ALLOWED_NETWORKS=10.0.0.0/33")  # fmt: skip
+    result = run_crawl(
+        [f"http://127.0.0.2:{free_port()}/"],
+        tmp_path / "d",
+        "WEBCRAWL_ALLOWED_NETWORKS=10.0.0.0/33",
+    )
     assert result.returncode != 0
     assert "WEBCRAWL_ALLOWED_NETWORKS: '10.0.0.0/33' is not a network" in result.stderr
 
@@ -178,18 +199,30 @@ reactor.run()
 
 @pytest.mark.parametrize(
     ("kind", "host"),
-    [("direct", "public.example"), ("proxy", "public-proxy.example"),
-     ("tunnel", "public-proxy.example"), ("unknown", None)],
-)  # fmt: skip
+    [
+        ("direct", "public.example"),
+        ("proxy", "public-proxy.example"),
+        ("tunnel", "public-proxy.example"),
+        ("unknown", None),
+    ],
+)
 def test_the_connected_address_is_checked_before_a_byte_is_sent(servers, kind, host):
     """Directly, and through a proxy (a request's meta, or a forged one, cannot name a
     proxy on a special-use address); a connection of a kind the pool does not know is
     refused unchecked."""
     server = servers["loopback"]
-    out = subprocess.run([sys.executable, "-c", CONNECT, str(server.server_port), kind],
-                         cwd=ROOT, capture_output=True, text=True, timeout=60)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", CONNECT, str(server.server_port), kind],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     port = server.server_port
-    expected = (f"BlockedAddress {host}:{port}: 127.0.0.1 is loopback" if host else
-                "BlockedAddress unknown connection (b'gopher',): not checked, refused")  # fmt: skip
+    expected = (
+        f"BlockedAddress {host}:{port}: 127.0.0.1 is loopback"
+        if host
+        else "BlockedAddress unknown connection (b'gopher',): not checked, refused"
+    )
     assert out.stdout.strip() == expected, out.stderr[-2000:]
     assert server.seen == []  # connected, closed, nothing sent

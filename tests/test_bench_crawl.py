@@ -29,16 +29,20 @@ def test_project_must_be_a_webcrawl_checkout(tmp_path):
 
 
 def test_profile_samples_go_to_the_innermost_stage():
-    raw = "\n".join([
-        "run (twisted/internet/base.py:1);WebSpider.parse (spiders/web.py:3);"
-        "page_links (webcrawl/links.py:9);canonical_url (webcrawl/urls/urlkey.py:28) 7",
-        "run (twisted/internet/base.py:1);WebSpider.parse (spiders/web.py:3);"
-        "page_links (webcrawl/links.py:9) 5",
-        "run (twisted/internet/base.py:1);Condition.wait (threading.py:327) 50",
-        "run (twisted/internet/base.py:1);Handle._run (asyncio/events.py:80) 2",
-    ])  # fmt: skip
+    raw = "\n".join(
+        [
+            "run (twisted/internet/base.py:1);WebSpider.parse (spiders/web.py:3);"
+            "page_links (webcrawl/links.py:9);canonical_url (webcrawl/urls/urlkey.py:28) 7",
+            "run (twisted/internet/base.py:1);WebSpider.parse (spiders/web.py:3);"
+            "page_links (webcrawl/links.py:9) 5",
+            "run (twisted/internet/base.py:1);Condition.wait (threading.py:327) 50",
+            "run (twisted/internet/base.py:1);Handle._run (asyncio/events.py:80) 2",
+        ]
+    )
     stages, unclaimed = read_samples(raw)
     assert stages == {"canonicalisation": 7, "link extraction": 5, OTHER: 2}
     assert unclaimed == {"Handle._run (asyncio/events.py:80)": 2}
-    assert stage_of(["x (scrapy/core/scheduler.py:1)", "fingerprint (scrapy/utils/request.py:9)"]) \
-        == "scheduler"  # fmt: skip
+    assert (
+        stage_of(["x (scrapy/core/scheduler.py:1)", "fingerprint (scrapy/utils/request.py:9)"])
+        == "scheduler"
+    )

@@ -11,10 +11,24 @@ SETUPS = ("one Redis", "cluster, 3 masters")
 
 @pytest.mark.slow
 def test_bench_frontier_prints_its_tables_and_loses_nothing():
-    cmd = [sys.executable, "-m", "webcrawl.cli", "bench", "frontier", "--hosts", "300",
-           "--duration", "2", "--workers", "2", "--links", "20"]  # fmt: skip
-    result = subprocess.run(cmd, cwd=ROOT, env=crawl_env(), capture_output=True, text=True,
-                            timeout=120)  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "webcrawl.cli",
+        "bench",
+        "frontier",
+        "--hosts",
+        "300",
+        "--duration",
+        "2",
+        "--workers",
+        "2",
+        "--links",
+        "20",
+    ]
+    result = subprocess.run(
+        cmd, cwd=ROOT, env=crawl_env(), capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert "300 hosts in 16 shards" in out, out
@@ -35,11 +49,26 @@ def test_bench_frontier_prints_its_tables_and_loses_nothing():
 
 @pytest.mark.slow
 def test_bench_frontier_new_links_sets_the_new_links_per_page():
-    cmd = [sys.executable, "-m", "webcrawl.cli", "bench", "frontier", "--hosts", "300",
-           "--duration", "2", "--workers", "2", "--target", "single",
-           "--new-links", "2"]  # fmt: skip
-    result = subprocess.run(cmd, cwd=ROOT, env=crawl_env(), capture_output=True, text=True,
-                            timeout=120)  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "webcrawl.cli",
+        "bench",
+        "frontier",
+        "--hosts",
+        "300",
+        "--duration",
+        "2",
+        "--workers",
+        "2",
+        "--target",
+        "single",
+        "--new-links",
+        "2",
+    ]
+    result = subprocess.run(
+        cmd, cwd=ROOT, env=crawl_env(), capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert "10 to its host's articles (2 of them new, the rest known)" in out, out

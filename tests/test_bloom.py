@@ -28,9 +28,12 @@ def test_sizing_matches_the_formulas():
 
 @pytest.mark.parametrize(
     ("capacity", "rate", "message"),
-    [(0, 0.01, "capacity must be positive"), (10, 0, "between 0 and 1"),
-     (10**12, 0.001, "more than one Redis string holds")],
-)  # fmt: skip
+    [
+        (0, 0.01, "capacity must be positive"),
+        (10, 0, "between 0 and 1"),
+        (10**12, 0.001, "more than one Redis string holds"),
+    ],
+)
 def test_bad_parameters(capacity, rate, message):
     with pytest.raises(ValueError, match=message):
         BloomParams(capacity, rate)
@@ -94,9 +97,15 @@ def test_expected_false_positives_agree_with_a_filled_filter(capacity, rate):
 
 
 def settings(**values):
-    return Settings({"DUPEFILTER_CLASS": "webcrawl.frontier.dupefilter.RedisDupeFilter",
-                     "FRONTIER_EXPECTED_URLS": 0, "BLOOM_CAPACITY": 1000,
-                     "BLOOM_ERROR_RATE": 0.001, **values})  # fmt: skip
+    return Settings(
+        {
+            "DUPEFILTER_CLASS": "webcrawl.frontier.dupefilter.RedisDupeFilter",
+            "FRONTIER_EXPECTED_URLS": 0,
+            "BLOOM_CAPACITY": 1000,
+            "BLOOM_ERROR_RATE": 0.001,
+            **values,
+        }
+    )
 
 
 def test_the_expected_url_count_chooses_and_sizes_the_dupefilter():
@@ -107,30 +116,47 @@ def test_the_expected_url_count_chooses_and_sizes_the_dupefilter():
     assert bloom_size(beyond) == (EXACT_LIMIT + 1, 0.001)
     assert bloom_size(settings()) == (1000, 0.001)  # not said: BLOOM_CAPACITY
     # asked for by name below the limit: a Bloom filter, sized by the expected count
-    named = settings(DUPEFILTER_CLASS="webcrawl.frontier.dupefilter.RedisBloomDupeFilter",
-                     FRONTIER_EXPECTED_URLS=5000)  # fmt: skip
+    named = settings(
+        DUPEFILTER_CLASS="webcrawl.frontier.dupefilter.RedisBloomDupeFilter",
+        FRONTIER_EXPECTED_URLS=5000,
+    )
     assert dupefilter_class(named) is RedisBloomDupeFilter and bloom_size(named)[0] == 5000
 
 
 @pytest.mark.parametrize(
     ("values", "message"),
-    [({"FRONTIER_EXPECTED_URLS": -1}, "FRONTIER_EXPECTED_URLS must be >= 0"),
-     ({"FRONTIER_EXPECTED_URLS": "many"}, "FRONTIER_EXPECTED_URLS must be an integer"),
-     ({"FRONTIER_EXPECTED_URLS": 10, "DUPEFILTER_CLASS": "scrapy.dupefilters.RFPDupeFilter"},
-      "FRONTIER_EXPECTED_URLS .10. chooses .* DUPEFILTER_CLASS is 'scrapy.dupefilters"),
-     ({"DUPEFILTER_CLASS": "scrapy.dupefilters.RFPDupeFilter"},
-      "DUPEFILTER_CLASS must be webcrawl.frontier.dupefilter.RedisDupeFilter")],
-)  # fmt: skip
+    [
+        ({"FRONTIER_EXPECTED_URLS": -1}, "FRONTIER_EXPECTED_URLS must be >= 0"),
+        ({"FRONTIER_EXPECTED_URLS": "many"}, "FRONTIER_EXPECTED_URLS must be an integer"),
+        (
+            {"FRONTIER_EXPECTED_URLS": 10, "DUPEFILTER_CLASS": "scrapy.dupefilters.RFPDupeFilter"},
+            "FRONTIER_EXPECTED_URLS .10. chooses .* DUPEFILTER_CLASS is 'scrapy.dupefilters",
+        ),
+        (
+            {"DUPEFILTER_CLASS": "scrapy.dupefilters.RFPDupeFilter"},
+            "DUPEFILTER_CLASS must be webcrawl.frontier.dupefilter.RedisDupeFilter",
+        ),
+    ],
+)
 def test_bad_dupefilter_settings_fail_with_their_name(values, message):
     with pytest.raises(ValueError, match=message):
         dupefilter_class(settings(**values))
 
 
 def status(data, *extra):
-    cmd = [sys.executable, "-m", "webcrawl.cli", "status", "--json",
-           "-s", f"WEBCRAWL_DATA_DIR={data}", *extra]  # fmt: skip
-    result = subprocess.run(cmd, cwd=ROOT, env=crawl_env(), capture_output=True, text=True,
-                            timeout=60)  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "webcrawl.cli",
+        "status",
+        "--json",
+        "-s",
+        f"WEBCRAWL_DATA_DIR={data}",
+        *extra,
+    ]
+    result = subprocess.run(
+        cmd, cwd=ROOT, env=crawl_env(), capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -140,8 +166,10 @@ def test_a_crawl_with_the_bloom_dupefilter(demo, tmp_path):
     filter's size as the crawl recorded it (not its own settings) and estimates the URLs
     lost to false positives; a worker with the exact set is refused, naming both."""
     data = tmp_path / "data"
-    bloom = ("DUPEFILTER_CLASS=webcrawl.frontier.dupefilter.RedisBloomDupeFilter",
-             "FRONTIER_EXPECTED_URLS=100000")  # fmt: skip
+    bloom = (
+        "DUPEFILTER_CLASS=webcrawl.frontier.dupefilter.RedisBloomDupeFilter",
+        "FRONTIER_EXPECTED_URLS=100000",
+    )
     result = run_crawl(demo.seeds, data, *bloom, items=tmp_path / "items.jsonl")
     assert result.returncode == 0, result.stderr[-2000:]
     urls = [i["url"] for i in read_items(tmp_path / "items.jsonl")]
@@ -156,5 +184,7 @@ def test_a_crawl_with_the_bloom_dupefilter(demo, tmp_path):
     assert 0 <= filt["false_positive_rate_now"] < 1e-6
     again = run_crawl(demo.seeds, data)  # the default: the exact set
     assert again.returncode != 0
-    assert ("was created with a Bloom filter for 100000 URLs at 0.001 false positives as its "
-            "dupefilter, this worker has an exact set") in again.stderr  # fmt: skip
+    assert (
+        "was created with a Bloom filter for 100000 URLs at 0.001 false positives as its "
+        "dupefilter, this worker has an exact set"
+    ) in again.stderr

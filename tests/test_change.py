@@ -55,12 +55,14 @@ def test_signature_text_scans_only_around_digits_with_the_same_result():
     from webcrawl.incremental.change import _VOLATILE
 
     rng = random.Random(5)
-    words = ("Updated 2026-11-22 08:01:23 UTC 5 minutes ago Nov 23, 2026 at 5:45 pm "
-             "Sunday, 22nd November 2026 release 4.2 22.11.2026 11/22/26 version 3 of 12 "
-             "the quick brown fox jumps over the lazy dog Django documentation "
-             "Wednesday September 9 at 10 a.m. GMT 2 hours ago 1999 12th Sept. 3 days "
-             "ago 1st Jan. Jan. 5th 10:30am 2026/11/22 v1.2.3 8-bit x86-64 1,000 "
-             "PostgreSQL 15 int64 page 4 of 9 MAY 31ST, 1 mayonnaise 7 Years").split()  # fmt: skip
+    words = (
+        "Updated 2026-11-22 08:01:23 UTC 5 minutes ago Nov 23, 2026 at 5:45 pm "
+        "Sunday, 22nd November 2026 release 4.2 22.11.2026 11/22/26 version 3 of 12 "
+        "the quick brown fox jumps over the lazy dog Django documentation "
+        "Wednesday September 9 at 10 a.m. GMT 2 hours ago 1999 12th Sept. 3 days "
+        "ago 1st Jan. Jan. 5th 10:30am 2026/11/22 v1.2.3 8-bit x86-64 1,000 "
+        "PostgreSQL 15 int64 page 4 of 9 MAY 31ST, 1 mayonnaise 7 Years"
+    ).split()
     texts = ["", "no digits at all", "7", "2026-11-22", "ends with a date 2026-11-22"]
     texts += [" ".join(rng.choice(words) for _ in range(rng.randint(1, 400))) for _ in range(500)]
     for text in texts:
@@ -68,8 +70,14 @@ def test_signature_text_scans_only_around_digits_with_the_same_result():
 
 
 def page(**kw):
-    base = dict(url="http://h/a", final_url="http://h/a", status=200, fetched_at=1000.0,
-                text="hello world " * 50, title="T")  # fmt: skip
+    base = dict(
+        url="http://h/a",
+        final_url="http://h/a",
+        status=200,
+        fetched_at=1000.0,
+        text="hello world " * 50,
+        title="T",
+    )
     return Page(**{**base, **kw})
 
 
@@ -95,8 +103,15 @@ def test_304_takes_the_stored_content_and_counts_unchanged():
     stored = page(etag='"v1"', content_length=1234, outlinks=["http://h/b"])
     compare(stored, None, 3, 10)
     row = {"key": "k", **stored.__dict__}
-    answer = page(status=304, kind="not_modified", text="", title="", fetched_at=5000.0,
-                  etag='"v1"', content_length=0)  # fmt: skip
+    answer = page(
+        status=304,
+        kind="not_modified",
+        text="",
+        title="",
+        fetched_at=5000.0,
+        etag='"v1"',
+        content_length=0,
+    )
     compare(answer, row, 3, 10)
     assert answer.kind == "html" and answer.status == 304
     assert answer.changed is False and answer.simhash == stored.simhash

@@ -13,8 +13,9 @@ def webcrawl(*args, data_dir=None, check=True, timeout=60):
     cmd = [sys.executable, "-m", "webcrawl.cli", *args]
     if data_dir is not None:
         cmd += ["-s", f"WEBCRAWL_DATA_DIR={data_dir}"]
-    result = subprocess.run(cmd, cwd=ROOT, env=crawl_env(), capture_output=True, text=True,
-                            timeout=timeout)  # fmt: skip
+    result = subprocess.run(
+        cmd, cwd=ROOT, env=crawl_env(), capture_output=True, text=True, timeout=timeout
+    )
     if check:
         assert result.returncode == 0, result.stderr
     return result
@@ -55,8 +56,11 @@ def test_submit_to_a_running_continuous_crawl(demo, tmp_path):
     log = open(tmp_path / "worker.log", "w")  # noqa: SIM115
     worker = subprocess.Popen(
         crawl_cmd([first], data, "WEBCRAWL_CONTINUOUS=True", "WEBCRAWL_SUBMIT_POLL_INTERVAL=0.2"),
-        cwd=ROOT, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=log,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=crawl_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:  # wait until the first host is done and the worker idles
@@ -93,10 +97,22 @@ def test_submit_to_a_running_continuous_crawl(demo, tmp_path):
 def test_demo_command(tmp_path):
     """The README's quick start: `webcrawl demo` crawls the demo web completely."""
     result = subprocess.run(
-        [sys.executable, "-m", "webcrawl.cli", "demo", "--pages", "30",
-         "--data-dir", str(tmp_path / "demo")],
-        cwd=tmp_path, env=crawl_env(), capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "webcrawl.cli",
+            "demo",
+            "--pages",
+            "30",
+            "--data-dir",
+            str(tmp_path / "demo"),
+        ],
+        cwd=tmp_path,
+        env=crawl_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "complete" in result.stdout and "INCOMPLETE" not in result.stdout
     assert (tmp_path / "demo" / "items.jsonl").stat().st_size > 0
@@ -119,8 +135,10 @@ def test_failpaths_lists_and_clears(tmp_path):
             store.failpath_add("com.dead:http", column, count)
         store.failpath_add("org.gone:https:8443", SITE, 5)
     listed = json.loads(webcrawl("failpaths", "--json", data_dir=data).stdout)
-    assert sorted(e["url"] for e in listed) == ["http://dead.com/a/b/",
-                                                "https://gone.org:8443/ (whole site)"]  # fmt: skip
+    assert sorted(e["url"] for e in listed) == [
+        "http://dead.com/a/b/",
+        "https://gone.org:8443/ (whole site)",
+    ]
     text = webcrawl("failpaths", "--all", data_dir=data).stdout
     assert "3 recorded path levels" in text and "http://dead.com/a " in text
     assert "http://dead.com/a/b/" in text and "3/12" in text
@@ -129,8 +147,8 @@ def test_failpaths_lists_and_clears(tmp_path):
     assert "dead paths 2" in webcrawl("status", data_dir=data).stdout
     out = webcrawl("failpaths", "--clear", "http://dead.com/anything", data_dir=data).stdout
     assert "1 sites" in out
-    assert [e["url"] for e in json.loads(webcrawl("failpaths", "--json",
-                                                  data_dir=data).stdout)] == [
-        "https://gone.org:8443/ (whole site)"]  # fmt: skip
+    assert [
+        e["url"] for e in json.loads(webcrawl("failpaths", "--json", data_dir=data).stdout)
+    ] == ["https://gone.org:8443/ (whole site)"]
     webcrawl("failpaths", "--clear", data_dir=data)
     assert json.loads(webcrawl("failpaths", "--json", "--all", data_dir=data).stdout) == []

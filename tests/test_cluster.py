@@ -24,8 +24,12 @@ def start_worker(procs, seeds, data_dir, redis_url, items, *settings, code=None)
         cmd[1:3] = ["-c", code]
     with open(log, "w") as err:  # a file, not a pipe: a full pipe would stall the worker
         proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=err,
-        )  # fmt: skip
+            cmd,
+            cwd=ROOT,
+            env=crawl_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
     proc.log = log
     procs.append(proc)
     return proc
@@ -71,11 +75,13 @@ def test_late_worker_joins_a_running_crawl(
     slow_demo, redis_server, redis_client, tmp_path, workers
 ):
     demo = slow_demo
-    a = start_worker(workers, demo.seeds, tmp_path / "data", redis_server.url, tmp_path / "a.jsonl",
-                     *PACED)  # fmt: skip
+    a = start_worker(
+        workers, demo.seeds, tmp_path / "data", redis_server.url, tmp_path / "a.jsonl", *PACED
+    )
     wait_for_fetches(demo, 40)
-    b = start_worker(workers, None, tmp_path / "data", redis_server.url, tmp_path / "b.jsonl",
-                     *PACED)  # fmt: skip
+    b = start_worker(
+        workers, None, tmp_path / "data", redis_server.url, tmp_path / "b.jsonl", *PACED
+    )
     finish(a)
     log_b = finish(b)
     got_b = read_items(tmp_path / "b.jsonl")
@@ -98,8 +104,9 @@ def test_stopping_a_worker_keeps_the_crawl(
     totals = frontier_totals(redis_client)
     assert totals["queued"] > 0
     assert totals["seen"] > 0
-    result = run_crawl(None, tmp_path / "data", f"REDIS_URL={redis_server.url}",
-                       items=tmp_path / "b.jsonl")  # fmt: skip
+    result = run_crawl(
+        None, tmp_path / "data", f"REDIS_URL={redis_server.url}", items=tmp_path / "b.jsonl"
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "requests queued" in result.stderr
     urls = [i["url"] for p in ("a", "b") for i in read_items(tmp_path / f"{p}.jsonl")]
@@ -116,8 +123,14 @@ def test_redis_restart_mid_crawl_loses_nothing(slow_demo, tmp_path, workers):
     server = RedisServer(f"redis://127.0.0.1:{port}/0", port, tmp_path)
     server.start(appendonly=True)
     try:
-        a = start_worker(workers, demo.seeds, tmp_path / "data", server.url, tmp_path / "a.jsonl",
-                         "FRONTIER_LEASE_TIMEOUT=3")  # fmt: skip
+        a = start_worker(
+            workers,
+            demo.seeds,
+            tmp_path / "data",
+            server.url,
+            tmp_path / "a.jsonl",
+            "FRONTIER_LEASE_TIMEOUT=3",
+        )
         wait_for_fetches(demo, 40)
         server.stop()  # saves its append-only file on the way out
         time.sleep(2)
@@ -143,11 +156,17 @@ def test_an_unseeded_worker_waits_for_the_seeds_of_a_worker_still_starting(
     not close before the one with the seeds has pushed them.  Grace 0 is the control.
     (``redis_client`` empties the shared Redis: the crawl must be new.)"""
     data = tmp_path / "data"
-    b = start_worker(workers, None, data, redis_server.url, tmp_path / "b.jsonl", *PACED,
-                     f"FRONTIER_START_GRACE={grace}")  # fmt: skip
+    b = start_worker(
+        workers,
+        None,
+        data,
+        redis_server.url,
+        tmp_path / "b.jsonl",
+        *PACED,
+        f"FRONTIER_START_GRACE={grace}",
+    )
     time.sleep(4)  # B is up (or, without the grace, gone) before A starts
-    a = start_worker(workers, slow_demo.seeds, data, redis_server.url, tmp_path / "a.jsonl",
-                     *PACED)  # fmt: skip
+    a = start_worker(workers, slow_demo.seeds, data, redis_server.url, tmp_path / "a.jsonl", *PACED)
     finish(a)
     finish(b)
     fetched_by_b = len(read_items(tmp_path / "b.jsonl"))
@@ -174,11 +193,19 @@ def test_a_worker_with_a_clock_ahead_requeues_nothing_and_keeps_politeness(
     """Lease deadlines, host turns and back-offs are Redis's time: the skewed worker
     does not take the others' live leases for expired (pages fetched twice)."""
     demo = slow_demo
-    a = start_worker(workers, demo.seeds, tmp_path / "data", redis_server.url,
-                     tmp_path / "a.jsonl", *PACED)  # fmt: skip
+    a = start_worker(
+        workers, demo.seeds, tmp_path / "data", redis_server.url, tmp_path / "a.jsonl", *PACED
+    )
     wait_for_fetches(demo, 10)
-    b = start_worker(workers, None, tmp_path / "data", redis_server.url, tmp_path / "b.jsonl",
-                     *PACED, code=SKEWED)  # fmt: skip
+    b = start_worker(
+        workers,
+        None,
+        tmp_path / "data",
+        redis_server.url,
+        tmp_path / "b.jsonl",
+        *PACED,
+        code=SKEWED,
+    )
     logs = [finish(a), finish(b)]
     assert all("lease_expired" not in log for log in logs), "live leases were requeued"
     fetches = demo.page_fetches()
@@ -234,9 +261,16 @@ def test_a_redis_that_hangs_mid_crawl_loses_nothing_and_charges_no_site(
     server = RedisServer(f"redis://127.0.0.1:{port}/0", port, tmp_path)
     server.start()
     try:
-        a = start_worker(workers, demo.seeds, tmp_path / "data", server.url, tmp_path / "a.jsonl",
-                         "FRONTIER_LEASE_TIMEOUT=6", "FAILPATH_MIN_DELAY=2",
-                         "FAILPATH_MAX_DELAY=4")  # fmt: skip
+        a = start_worker(
+            workers,
+            demo.seeds,
+            tmp_path / "data",
+            server.url,
+            tmp_path / "a.jsonl",
+            "FRONTIER_LEASE_TIMEOUT=6",
+            "FAILPATH_MIN_DELAY=2",
+            "FAILPATH_MAX_DELAY=4",
+        )
         wait_for_fetches(demo, 40)
         # shorter than the lease timeout (leases cannot be renewed meanwhile); pops that
         # Redis runs when it wakes up, for a worker that gave up on them, expire after it

@@ -8,8 +8,21 @@ from conftest import ROOT, crawl_cmd, crawl_env, read_items, run_crawl
 from webcrawl.bench.common import stat
 from webcrawl.store import open_store
 
-FIELDS = {"url", "final_url", "status", "fetched_at", "title", "text", "outlinks", "etag",
-          "last_modified", "content_length", "depth", "kind", "content_type"}  # fmt: skip
+FIELDS = {
+    "url",
+    "final_url",
+    "status",
+    "fetched_at",
+    "title",
+    "text",
+    "outlinks",
+    "etag",
+    "last_modified",
+    "content_length",
+    "depth",
+    "kind",
+    "content_type",
+}
 
 
 def stored_rows(data_dir):
@@ -43,8 +56,11 @@ def test_full_crawl_stores_every_reachable_page_once(demo, tmp_path):
     assert home["content_length"] > 0 and home["outlinks"]
     pdf = next(i for i in items if i["url"].endswith(".pdf"))
     assert (pdf["kind"], pdf["content_type"], pdf["text"], pdf["outlinks"]) == (
-        "other", "application/pdf", "", [],
-    )  # fmt: skip
+        "other",
+        "application/pdf",
+        "",
+        [],
+    )
     moved = next(i for i in items if "/old/" in i["url"])
     assert moved["final_url"].endswith(moved["url"].rsplit("/", 1)[1] + ".html")
     assert moved["redirects"] == [moved["url"]]
@@ -92,8 +108,12 @@ def test_depth_limit(demo, tmp_path):
 
 
 def test_scope_broad_follows_other_hosts(demo, tmp_path):
-    result = run_crawl(demo.seeds[:1], tmp_path / "data", "WEBCRAWL_SCOPE=broad",
-                       "WEBCRAWL_ALLOWED_NETWORKS=127.0.0.0/8")  # the other demo hosts  # fmt: skip
+    result = run_crawl(
+        demo.seeds[:1],
+        tmp_path / "data",
+        "WEBCRAWL_SCOPE=broad",
+        "WEBCRAWL_ALLOWED_NETWORKS=127.0.0.0/8",
+    )  # the other demo hosts
     assert result.returncode == 0
     urls = {r["url"] for r in stored_rows(tmp_path / "data")}
     assert urls == set(demo.web.reachable(demo.seeds[:1], scope="broad"))
@@ -119,10 +139,11 @@ def test_bad_setting_fails_at_start_with_its_name(tmp_path):
 def test_same_spider_on_plain_scrapy_scheduler(demo, tmp_path):
     """The spider does not depend on Redis: the benchmark's plain-Scrapy baseline."""
     result = run_crawl(
-        demo.seeds, tmp_path / "data",
+        demo.seeds,
+        tmp_path / "data",
         "SCHEDULER=scrapy.core.scheduler.Scheduler",
         "DUPEFILTER_CLASS=scrapy.dupefilters.RFPDupeFilter",
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert len(stored_rows(tmp_path / "data")) == len(demo.web.reachable())
     assert stat(result.stderr, "links/known") > 0.7 * stat(result.stderr, "links/found")
@@ -132,9 +153,10 @@ def test_with_another_fingerprinter_every_link_is_asked_of_it(demo, tmp_path):
     """Known URLs are skipped before a Request only with Scrapy's own fingerprinter (a GET
     is its URL); with another one the scheduler's dupefilter decides, as in Scrapy."""
     result = run_crawl(
-        demo.seeds, tmp_path / "data",
+        demo.seeds,
+        tmp_path / "data",
         "REQUEST_FINGERPRINTER_CLASS=tests.support.fingerprinter.CustomFingerprinter",
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert len(stored_rows(tmp_path / "data")) == len(demo.web.reachable())
     assert stat(result.stderr, "links/known", 0) == 0
@@ -168,6 +190,8 @@ def test_deployment_settings_come_from_the_environment_too(demo, tmp_path):
     # a -s that says otherwise wins, and says so
     result = run_crawl(demo.seeds, tmp_path / "other", "DEPTH_LIMIT=0", env=env)
     assert result.returncode == 0, result.stderr[-2000:]
-    said = (f"WEBCRAWL_DATA_DIR={data} in the environment is overridden by "
-            f"WEBCRAWL_DATA_DIR={tmp_path / 'other'} (cmdline settings)")  # fmt: skip
+    said = (
+        f"WEBCRAWL_DATA_DIR={data} in the environment is overridden by "
+        f"WEBCRAWL_DATA_DIR={tmp_path / 'other'} (cmdline settings)"
+    )
     assert said in result.stderr

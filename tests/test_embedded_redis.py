@@ -39,8 +39,9 @@ def test_another_process_joins(tmp_path):
         c.incr("n"); print(e.leave(c))
     """)
     for _ in range(3):
-        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                             check=True)  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, check=True
+        )
         assert out.stdout.strip() == "False"  # we are still connected
     assert client.get("n") == b"3"
     assert server.leave(client)

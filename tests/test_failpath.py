@@ -229,8 +229,13 @@ def test_the_share_rule_matches_the_counter_drift():
 
 
 def test_params_are_checked():
-    for bad in ({"min_delay": 0}, {"min_delay": 90}, {"heighten": 0}, {"probe_interval": 0},
-                {"success_scale": 0}):  # fmt: skip
+    for bad in (
+        {"min_delay": 0},
+        {"min_delay": 90},
+        {"heighten": 0},
+        {"probe_interval": 0},
+        {"success_scale": 0},
+    ):
         with pytest.raises(ValueError, match="FAILPATH_"):
             FailPathParams(**bad)
 

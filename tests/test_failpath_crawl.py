@@ -31,8 +31,12 @@ FAST = ("FAILPATH_MIN_DELAY=0.5", "FAILPATH_MAX_DELAY=1", "FRONTIER_RETRY_BACKOF
 def test_dead_directory_is_dropped_and_recovered_host_comes_back(tmp_path):
     faults = ["0:/s2/a:hang", "1:/:hang@6"]  # a dead directory; a host dead for 6 s
     # a link counts one failure, after its retry; a directory is dead after HEIGHTEN + 1
-    settings = ("FAILPATH_HEIGHTEN=2", "FRONTIER_RETRY_TIMES=1", "FAILPATH_PROBE_INTERVAL=2",
-                "FRONTIER_HOST_DELAY=0.2")  # fmt: skip
+    settings = (
+        "FAILPATH_HEIGHTEN=2",
+        "FRONTIER_RETRY_TIMES=1",
+        "FAILPATH_PROBE_INTERVAL=2",
+        "FRONTIER_HOST_DELAY=0.2",
+    )
     log = tmp_path / "requests.jsonl"
     with demo_server(4, 40, log, faults=faults) as info:
         web = DemoWeb(info["hosts"], info["pages_per_host"], info["seed"])
@@ -41,17 +45,31 @@ def test_dead_directory_is_dropped_and_recovered_host_comes_back(tmp_path):
         (tmp_path / "crawl.log").write_text(result.stderr)  # kept for a failure's diagnosis
         assert result.returncode == 0, result.stderr[-3000:]
         failpaths = subprocess.run(
-            [sys.executable, "-m", "webcrawl", "failpaths", "--json", "-s",
-             f"WEBCRAWL_DATA_DIR={data}", "-s", settings[0]],
-            cwd=ROOT, env=crawl_env(), capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "webcrawl",
+                "failpaths",
+                "--json",
+                "-s",
+                f"WEBCRAWL_DATA_DIR={data}",
+                "-s",
+                settings[0],
+            ],
+            cwd=ROOT,
+            env=crawl_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     stats = result.stderr
     dead_host, back_host = info["hosts"][0], info["hosts"][1]
     prefix = f"http://{dead_host}/s2/a"
     dead = [u for u in web.reachable(dead=(prefix,)) if u.startswith(prefix)]
     requests = [json.loads(line) for line in log.read_text().splitlines()]
-    tried = Counter(r["path"] for r in requests if r["host"] == dead_host
-                    and r["path"].startswith("/s2/a"))  # fmt: skip
+    tried = Counter(
+        r["path"] for r in requests if r["host"] == dead_host and r["path"].startswith("/s2/a")
+    )
     # without the filter every dead URL is tried 1 + FRONTIER_RETRY_TIMES times (re-probes,
     # a few sampled links every 2 s, come on top)
     probes = stat(stats, "failpath/probes")
@@ -64,10 +82,14 @@ def test_dead_directory_is_dropped_and_recovered_host_comes_back(tmp_path):
     # the host that came back was given up, then crawled completely through the re-probe
     with open_store(f"sqlite:///{data}/webtable.sqlite3") as store:
         rows = {r["url"]: r for r in store.scan_pages()}
-    back = [u for u in web.reachable() if u.startswith(f"http://{back_host}/")
-            and web.pages.get(u) and web.pages[u].kind == "html"]  # fmt: skip
+    back = [
+        u
+        for u in web.reachable()
+        if u.startswith(f"http://{back_host}/") and web.pages.get(u) and web.pages[u].kind == "html"
+    ]
     assert back and all(rows[u]["status"] == 200 for u in back), [
-        (u, rows.get(u, {}).get("status")) for u in back]  # fmt: skip
+        (u, rows.get(u, {}).get("status")) for u in back
+    ]
     assert "Giving up" in stats and "'failpath/recovered'" in stats
     # everything else is stored as in a crawl without faults
     reachable = web.reachable(dead=(prefix,))  # dead pages hide links
@@ -116,8 +138,9 @@ def test_filter_opt_outs_and_timeouts(middleware):
     assert process(mw, r).meta["download_timeout"] == 6
     # Scrapy marks its retries dont_filter: they are filtered all the same
     with pytest.raises(IgnoreRequest):
-        process(mw, Request("http://dead.example/a/x.html", dont_filter=True,
-                            meta={"retry_times": 1}))  # fmt: skip
+        process(
+            mw, Request("http://dead.example/a/x.html", dont_filter=True, meta={"retry_times": 1})
+        )
     # a whole site given up
     mw.cache.put(site, {SITE: 5})
     with pytest.raises(IgnoreRequest):
@@ -189,8 +212,9 @@ def test_robots_txt_gets_the_sites_wait_and_its_silence_makes_the_site_dead(
     assert row[SITE] == 5 and row[ROBOTS] == 1_800_000_000 and row[FAIL] == 1
     with pytest.raises(IgnoreRequest):  # dead now: dropped before robots.txt is asked
         process(mw, Request("http://silent.example/b.html"))
-    probe = Request("http://silent.example/robots.txt",
-                    meta={"robots_txt": True, "failpath_probe": True})  # fmt: skip
+    probe = Request(
+        "http://silent.example/robots.txt", meta={"robots_txt": True, "failpath_probe": True}
+    )
     assert process(mw, probe).meta["download_timeout"] == 4  # the re-probe's wait
     assert mw.stats.get_value("failpath/sites_given_up") == 1
 
@@ -205,8 +229,11 @@ def test_a_read_begun_before_a_recovery_does_not_put_its_dead_levels_back(middle
 
     mw = middleware
     reads: list[defer.Deferred] = []
-    monkeypatch.setattr(failpath.threads, "deferToThread",
-                        lambda *a, **kw: reads.append(defer.Deferred()) or reads[-1])  # fmt: skip
+    monkeypatch.setattr(
+        failpath.threads,
+        "deferToThread",
+        lambda *a, **kw: reads.append(defer.Deferred()) or reads[-1],
+    )
     site = site_of("http://back.example/")
     mw.cache.put(site, {SITE: 5})
     monkeypatch.setattr(mw.cache, "ttl", -1.0)  # stale: served, and read again
@@ -284,11 +311,19 @@ def test_a_re_probe_waits_for_the_one_running(redis_server, redis_client, tmp_pa
         worker_log = tmp_path / "worker.log"
         with open(worker_log, "w") as err:
             worker = subprocess.Popen(
-                crawl_cmd(info["seeds"], tmp_path / "data", f"REDIS_URL={redis_server.url}",
-                          *FAST, "FAILPATH_PROBE_INTERVAL=3600",
-                          "FRONTIER_RETRY_TIMES=1"),  # dead links fail for good sooner
-                cwd=ROOT, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=err,
-            )  # fmt: skip
+                crawl_cmd(
+                    info["seeds"],
+                    tmp_path / "data",
+                    f"REDIS_URL={redis_server.url}",
+                    *FAST,
+                    "FAILPATH_PROBE_INTERVAL=3600",
+                    "FRONTIER_RETRY_TIMES=1",
+                ),  # dead links fail for good sooner
+                cwd=ROOT,
+                env=crawl_env(),
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
         try:
             idle = re.compile(r"re-probing its dead paths once more|waiting for the failed-path")
             while not idle.search(worker_log.read_text()):
@@ -297,8 +332,11 @@ def test_a_re_probe_waits_for_the_one_running(redis_server, redis_client, tmp_pa
             time.sleep(1)  # a re-probe (of a path that resets at once) would have run by now
             assert "Re-probe of" not in worker_log.read_text()
             # the path is back 10 s after the fault first answered (the server's log)
-            first = min(r["t"] for r in map(json.loads, log.read_text().splitlines())
-                        if r["host"] == host and r["path"].startswith("/s2/a"))  # fmt: skip
+            first = min(
+                r["t"]
+                for r in map(json.loads, log.read_text().splitlines())
+                if r["host"] == host and r["path"].startswith("/s2/a")
+            )
             time.sleep(max(0.0, first + 10.5 - time.time()))
             assert other.release()
             worker.wait(60)
@@ -308,8 +346,11 @@ def test_a_re_probe_waits_for_the_one_running(redis_server, redis_client, tmp_pa
                 worker.wait()
     text = worker_log.read_text()
     assert worker.returncode == 0, text[-3000:]
-    dead = {f"http://{host}{r['path']}" for r in map(json.loads, log.read_text().splitlines())
-            if r["host"] == host and r["path"].startswith("/s2/a")}  # fmt: skip
+    dead = {
+        f"http://{host}{r['path']}"
+        for r in map(json.loads, log.read_text().splitlines())
+        if r["host"] == host and r["path"].startswith("/s2/a")
+    }
     assert re.findall(r"Re-probe of \S+ /s2/: \d+ of \d+ answered: recovered", text)
     assert stat(text, "failpath/sent_back") == len(dead)  # every remembered link, once
     assert redis_client.get(lock) is None  # released by its owner
@@ -360,8 +401,12 @@ def test_hosts_that_do_not_answer_cost_one_wait_and_a_revived_one_comes_back(tmp
     crawled.  Host 0's robots.txt misses its first answer only: tried again at once,
     the host is not taken for dead."""
     faults = ["3:*:hang", "1:/robots.txt:hang:2", "0:/robots.txt:hang:1"]
-    settings = ("FAILPATH_MIN_DELAY=2", "FAILPATH_MAX_DELAY=4", "FAILPATH_PROBE_INTERVAL=3",
-                "FRONTIER_HOST_DELAY=0.1")  # fmt: skip
+    settings = (
+        "FAILPATH_MIN_DELAY=2",
+        "FAILPATH_MAX_DELAY=4",
+        "FAILPATH_PROBE_INTERVAL=3",
+        "FRONTIER_HOST_DELAY=0.1",
+    )
     log = tmp_path / "requests.jsonl"
     with demo_server(4, 20, log, faults=faults, dead_hosts=[2]) as info:
         web = DemoWeb(info["hosts"], info["pages_per_host"], info["seed"])
@@ -372,10 +417,21 @@ def test_hosts_that_do_not_answer_cost_one_wait_and_a_revived_one_comes_back(tmp
         (tmp_path / "crawl.log").write_text(result.stderr)
         assert result.returncode == 0, result.stderr[-3000:]
         failpaths = subprocess.run(
-            [sys.executable, "-m", "webcrawl", "failpaths", "--json", "-s",
-             f"WEBCRAWL_DATA_DIR={data}"],
-            cwd=ROOT, env=crawl_env(), capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "webcrawl",
+                "failpaths",
+                "--json",
+                "-s",
+                f"WEBCRAWL_DATA_DIR={data}",
+            ],
+            cwd=ROOT,
+            env=crawl_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     stats = result.stderr
     assert seconds < 60, seconds
     revived, dead, hanging = info["hosts"][1], info["hosts"][2], info["hosts"][3]
@@ -421,8 +477,9 @@ def test_dropped_links_that_nothing_blocks_go_back_and_a_forbidden_sample_answer
     from middlewares.robotstxt import ForbiddenByRobotsTxt
 
     mw = middleware
-    monkeypatch.setattr(failpath.threads, "deferToThread",
-                        lambda func, *args: defer.succeed(func(*args)))  # fmt: skip
+    monkeypatch.setattr(
+        failpath.threads, "deferToThread", lambda func, *args: defer.succeed(func(*args))
+    )
     keys = CrawlKeys("web")
     frontier = SimpleNamespace(server=redis_client, keys=keys)
     crawled = []
@@ -431,8 +488,10 @@ def test_dropped_links_that_nothing_blocks_go_back_and_a_forbidden_sample_answer
     lost, dead = site_of("http://lost.example/"), site_of("http://dead.example/")
     mw.store.failpath_add(dead, SITE, 5)  # dead in the store: its links stay
     for site, host in ((lost, "lost.example"), (dead, "dead.example")):
-        links = [Remembered(1, f"http://{host}/a.html", True),
-                 Remembered(2, f"http://{host}/b.html", False)]  # fmt: skip
+        links = [
+            Remembered(1, f"http://{host}/a.html", True),
+            Remembered(2, f"http://{host}/b.html", False),
+        ]
         redis_client.zadd(keys.failpath_links_prefix + site, {x.member: 1 for x in links})
     asyncio.run(mw._sweep(frontier))
     assert crawled == ["http://lost.example/a.html"]

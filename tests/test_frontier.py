@@ -31,19 +31,25 @@ def spawn(seeds, data_dir, redis_url, log_path, *settings):
     with open(log_path, "w") as log:
         return subprocess.Popen(
             crawl_cmd(seeds, data_dir, f"REDIS_URL={redis_url}", *settings),
-            cwd=ROOT, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=log,
-        )  # fmt: skip
+            cwd=ROOT,
+            env=crawl_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
 
 
 def test_politeness_holds_across_workers(demo, redis_server, redis_client, tmp_path):
     delay = 0.25
     settings = (f"FRONTIER_HOST_DELAY={delay}", "DEPTH_LIMIT=2", "CONCURRENT_REQUESTS_PER_DOMAIN=8")
-    procs = [spawn(demo.seeds, tmp_path / "data", redis_server.url, tmp_path / f"{i}.log",
-                   *settings) for i in range(2)]  # fmt: skip
+    procs = [
+        spawn(demo.seeds, tmp_path / "data", redis_server.url, tmp_path / f"{i}.log", *settings)
+        for i in range(2)
+    ]
     for proc in procs:
         assert proc.wait(120) == 0
-    gaps = {h: min(b - a for a, b in pairwise(t)) for h, t in page_times(demo).items()
-            if len(t) > 1}  # fmt: skip
+    gaps = {
+        h: min(b - a for a, b in pairwise(t)) for h, t in page_times(demo).items() if len(t) > 1
+    }
     assert len(gaps) == 4
     assert min(gaps.values()) >= delay, gaps
     # and the pace is the configured one, not slower: mean gap within 50 % of it
@@ -56,8 +62,10 @@ STOCK = (  # the control: stock scrapy-redis, one global queue, Scrapy's per-pro
     "DUPEFILTER_CLASS=scrapy_redis.dupefilter.RFPDupeFilter",
     "SCHEDULER_QUEUE_CLASS=scrapy_redis.queue.FifoQueue",
     "SCHEDULER_SERIALIZER=webcrawl.frontier.serialize",
-    "DOWNLOAD_DELAY=0.02", "RANDOMIZE_DOWNLOAD_DELAY=False", "CONCURRENT_REQUESTS_PER_DOMAIN=1",
-)  # fmt: skip
+    "DOWNLOAD_DELAY=0.02",
+    "RANDOMIZE_DOWNLOAD_DELAY=False",
+    "CONCURRENT_REQUESTS_PER_DOMAIN=1",
+)
 
 
 @pytest.mark.parametrize("frontier", ["webcrawl", "stock"])
@@ -86,14 +94,21 @@ def test_killed_workers_lose_nothing(slow_demo, redis_server, redis_client, tmp_
     data = tmp_path / "data"
     # ~30 pages/s over the 4 hosts: the crawl lasts ~10 s, long enough for three victims
     paced = ("FRONTIER_HOST_DELAY=0.12", "FRONTIER_LEASE_TIMEOUT=2")
-    steady = spawn(demo.seeds, data, redis_server.url, tmp_path / "steady.log", *paced,
-                   "USER_AGENT=steady")  # fmt: skip
+    steady = spawn(
+        demo.seeds, data, redis_server.url, tmp_path / "steady.log", *paced, "USER_AGENT=steady"
+    )
     killed_agents = []
     try:
         for i in range(3):
             agent = f"victim-{i}"
-            victim = spawn(demo.seeds, data, redis_server.url, tmp_path / f"{agent}.log",
-                           *paced, f"USER_AGENT={agent}")  # fmt: skip
+            victim = spawn(
+                demo.seeds,
+                data,
+                redis_server.url,
+                tmp_path / f"{agent}.log",
+                *paced,
+                f"USER_AGENT={agent}",
+            )
             deadline = time.monotonic() + 30
             while not any(r["ua"] == agent for r in demo.requests()):
                 assert steady.poll() is None, f"the crawl ended before {agent} took part"
@@ -133,8 +148,11 @@ def test_failures_are_requeued_with_backoff_then_recorded(tmp_path):
         demo = Demo(info, DemoWeb(info["hosts"], info["pages_per_host"], info["seed"]), log)
         # the frontier's retries alone: failed-path filtering (tests/test_failpath_crawl.py)
         # would drop the dead subtree's later URLs instead of trying each 1 + 3 times
-        settings = ("FRONTIER_RETRY_BACKOFF=0.2", "STATUS_HEARTBEAT_INTERVAL=0.5",
-                    "FAILPATH_ENABLED=False")  # fmt: skip
+        settings = (
+            "FRONTIER_RETRY_BACKOFF=0.2",
+            "STATUS_HEARTBEAT_INTERVAL=0.5",
+            "FAILPATH_ENABLED=False",
+        )
         result = run_crawl(demo.seeds, tmp_path / "data", *settings, timeout=180)
     assert result.returncode == 0, result.stderr[-2000:]
     flaky, dead = info["hosts"][1], info["hosts"][2]

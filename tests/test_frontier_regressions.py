@@ -70,10 +70,19 @@ class FlakyStore:
 class Worker:
     """A worker's HostQueue. Its spill claims and refill grants are kept, not run."""
 
-    def __init__(self, client, store, name: str, fetched: Counter, *, budget: int = 0,
-                 wait_replicas: int = 0) -> None:  # fmt: skip
-        self.queue = HostQueue(client, S(), KEYS, store=store, hot_per_host=2, hot_budget=budget,
-                               wait_replicas=wait_replicas, wait_timeout=0.2)  # fmt: skip
+    def __init__(
+        self, client, store, name: str, fetched: Counter, *, budget: int = 0, wait_replicas: int = 0
+    ) -> None:
+        self.queue = HostQueue(
+            client,
+            S(),
+            KEYS,
+            store=store,
+            hot_per_host=2,
+            hot_budget=budget,
+            wait_replicas=wait_replicas,
+            wait_timeout=0.2,
+        )
         self.queue.id_prefix = f"{name}."  # the same in every run
         self.tiers = self.queue.tiers
         self.tiers.move = self._handed  # shadows Tiers.move: nothing runs until told to
@@ -85,12 +94,14 @@ class Worker:
         if spills:
             self.spills.append((spills[0].decode(), spills[1]))
         for host, token, room, stale in grants or ():
-            self.grants.append((host.decode(), token.decode(), int(room),
-                                [k.decode() for k in stale]))  # fmt: skip
+            self.grants.append(
+                (host.decode(), token.decode(), int(room), [k.decode() for k in stale])
+            )
 
     def push(self, urls: list[str], now: float) -> None:
-        pushes = [(u.encode(), u.split("/")[2], 0, 0.0, self.queue.encode(Request(u)))
-                  for u in urls]  # fmt: skip
+        pushes = [
+            (u.encode(), u.split("/")[2], 0, 0.0, self.queue.encode(Request(u))) for u in urls
+        ]
         self.queue.step(pushes=pushes, pop=False, now=now, lease_timeout=LEASE)
 
     def step(self, now: float, *, pop: int = 1, acks=(), lease_timeout: float = LEASE):
@@ -309,8 +320,7 @@ def test_a_partly_reclaimed_claim_is_dead_and_its_spilled_takes_nothing(
     assert_drained(redis_client, store)
 
 
-def test_a_refill_during_a_spill_of_its_host_leaves_that_spills_rows(redis_client, store,
-                                                                    fetched):  # fmt: skip
+def test_a_refill_during_a_spill_of_its_host_leaves_that_spills_rows(redis_client, store, fetched):
     """Finding 4 (review R1): A's refill of h runs while one of h's requests is on its
     way to the store: B wrote its row, but its SPILLED is lost. REFILL moves h/2 (its
     claim is complete) and leaves B's row of h/3 in the store (its claim is in
@@ -423,8 +433,12 @@ def test_a_revisit_mover_whose_lock_expired_leaves_the_next_movers_lock(
     (its first, or its second and last), and B takes the lock. A's extend and release
     leave B's lock alone. (RedisLock on its own is tested in tests/test_lock.py.)"""
     a = Worker(redis_client, store, "a", fetched)
-    a.queue.put_far_revisits([far_revisit(a, "http://h/0", due=1010.0),  # within the horizon
-                              far_revisit(a, "http://h/1", due=5000.0)])  # fmt: skip
+    a.queue.put_far_revisits(
+        [
+            far_revisit(a, "http://h/0", due=1010.0),  # within the horizon
+            far_revisit(a, "http://h/1", due=5000.0),
+        ]
+    )
     b_lock = RedisLock(redis_client, KEYS.revisit_mover, ttl=30, owner="b")
 
     def expire_and_take() -> None:

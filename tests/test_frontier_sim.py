@@ -85,8 +85,16 @@ class FrontierMachine(RuleBasedStateMachine):
         store = SQLiteStore(self.store.path)  # a process of its own: its own connection
         self.stores.append(store)
         name = f"w{len(self.workers) + len(self.dead)}"
-        worker = SimWorker(name, self.client, store, self.keys, self, hot_per_host=2, budget=6,
-                           replica=self.replica)  # fmt: skip
+        worker = SimWorker(
+            name,
+            self.client,
+            store,
+            self.keys,
+            self,
+            hot_per_host=2,
+            budget=6,
+            replica=self.replica,
+        )
         if index is None:
             self.workers.append(worker)
         else:
@@ -97,10 +105,15 @@ class FrontierMachine(RuleBasedStateMachine):
         if revisit:
             self.revisit_fetched[url] += 1
             return
-        live = [(w, lease2) for w, lease2 in self.holders.get(url, ())
-                if w in self.workers and lease2 in w.held and self._lease_live(lease2)]  # fmt: skip
-        assert not live, (f"{url} handed out to {worker.name} ({lease}) while {live[0][0].name} "
-                          f"holds it under a live lease {live[0][1]}")  # fmt: skip
+        live = [
+            (w, lease2)
+            for w, lease2 in self.holders.get(url, ())
+            if w in self.workers and lease2 in w.held and self._lease_live(lease2)
+        ]
+        assert not live, (
+            f"{url} handed out to {worker.name} ({lease}) while {live[0][0].name} "
+            f"holds it under a live lease {live[0][1]}"
+        )
         self.holders.setdefault(url, []).append((worker, lease))
 
     def _lease_live(self, lease: str) -> bool:
@@ -138,8 +151,7 @@ class FrontierMachine(RuleBasedStateMachine):
         return data.draw(st.sampled_from([w for w in self.workers if not w.gate.busy]))
 
     def _holder(self, data) -> SimWorker:
-        return data.draw(st.sampled_from([w for w in self.workers
-                                          if not w.gate.busy and w.held]))  # fmt: skip
+        return data.draw(st.sampled_from([w for w in self.workers if not w.gate.busy and w.held]))
 
     def any_idle(self) -> bool:
         return any(not w.gate.busy for w in self.workers)
@@ -154,8 +166,7 @@ class FrontierMachine(RuleBasedStateMachine):
         return any(w.moves and not w.mover.busy for w in self.workers)
 
     @precondition(any_idle)
-    @rule(data=st.data(), host=st.sampled_from(HOSTS), n=st.integers(1, 6),
-          dups=st.integers(0, 2))  # fmt: skip
+    @rule(data=st.data(), host=st.sampled_from(HOSTS), n=st.integers(1, 6), dups=st.integers(0, 2))
     def push(self, data, host, n, dups):
         worker = self._idle_worker(data)
         urls = self.fresh_urls(host, n) + [f"http://{host}/{j}" for j in range(dups)]
@@ -168,14 +179,21 @@ class FrontierMachine(RuleBasedStateMachine):
         self._start(worker, f"fetch {n}", lambda: worker.fetch(n))
 
     @precondition(any_holder)
-    @rule(data=st.data(), pick=st.integers(0, 10), links=st.integers(0, 3),
-          revisit=st.sampled_from([None, None, 5.0, 20.0, 120.0, 300.0]))  # fmt: skip
+    @rule(
+        data=st.data(),
+        pick=st.integers(0, 10),
+        links=st.integers(0, 3),
+        revisit=st.sampled_from([None, None, 5.0, 20.0, 120.0, 300.0]),
+    )
     def finish(self, data, pick, links, revisit):
         worker = self._holder(data)
         lease = sorted(worker.held)[pick % len(worker.held)]
         urls = self.fresh_urls(HOSTS[pick % len(HOSTS)], links)
-        self._start(worker, f"finish {lease} +{urls} revisit {revisit}",
-                    lambda: worker.finish(lease, urls, revisit))  # fmt: skip
+        self._start(
+            worker,
+            f"finish {lease} +{urls} revisit {revisit}",
+            lambda: worker.finish(lease, urls, revisit),
+        )
 
     @precondition(any_holder)
     @rule(data=st.data(), pick=st.integers(0, 10), wait=st.sampled_from([0.0, 5.0]))
@@ -201,8 +219,12 @@ class FrontierMachine(RuleBasedStateMachine):
     @precondition(any_waiting)
     @rule(data=st.data(), roll=st.integers(0, 29))
     def call(self, data, roll):
-        waiting = [(i, g) for i, w in enumerate(self.workers) for g in w.process.gates
-                   if g.waiting is not None]  # fmt: skip
+        waiting = [
+            (i, g)
+            for i, w in enumerate(self.workers)
+            for g in w.process.gates
+            if g.waiting is not None
+        ]
         i, gate = data.draw(st.sampled_from(waiting))
         worker = self.workers[i]
         verdict = {0: CRASH, 1: FAIL_BEFORE, 2: FAIL_AFTER}.get(roll, GO)
@@ -234,8 +256,9 @@ class FrontierMachine(RuleBasedStateMachine):
     def move(self, data):
         """A worker's mover thread runs the next spill, refill or store write it was
         handed (its calls wait at the gate like the others)."""
-        worker = data.draw(st.sampled_from([w for w in self.workers
-                                            if w.moves and not w.mover.busy]))  # fmt: skip
+        worker = data.draw(
+            st.sampled_from([w for w in self.workers if w.moves and not w.mover.busy])
+        )
         self.history.append(f"{worker.mover.name} starts a move")
         worker.mover.start(worker.move)
 
@@ -243,8 +266,9 @@ class FrontierMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def moves(self, data):
         """A worker's mover thread runs every move it was handed, every call going through."""
-        worker = data.draw(st.sampled_from([w for w in self.workers
-                                            if w.moves and not w.mover.busy]))  # fmt: skip
+        worker = data.draw(
+            st.sampled_from([w for w in self.workers if w.moves and not w.mover.busy])
+        )
         self.history.append(f"{worker.mover.name} runs its moves")
         while worker.moves and worker.process.crashed is False:
             worker.mover.start(worker.move)
@@ -290,8 +314,7 @@ class FrontierMachine(RuleBasedStateMachine):
         if "counters_match_what_the_keys_and_rows_hold" in SKIP:
             return
         p = self.places()
-        negative = {k: v for k, v in {**p.counters, **p.cold_count, **p.spilling}.items()
-                    if v < 0}  # fmt: skip
+        negative = {k: v for k, v in {**p.counters, **p.cold_count, **p.spilling}.items() if v < 0}
         assert not negative, f"negative counters {negative}"
         assert p.counters["queued"] == len(p.hot), (p.counters, len(p.hot))
         assert p.counters["cold_total"] == sum(p.cold_count.values())
@@ -345,7 +368,7 @@ class FrontierMachine(RuleBasedStateMachine):
                 or url in p.spilled_revisits
                 or (alive and any(r[0] == key for r in worker.outbox.revisits + worker.far.pending))
             ):
-                keep.append((url, lease, worker))  # fmt: skip
+                keep.append((url, lease, worker))
                 continue
             raise AssertionError(f"the revisit of {url} (lease {lease} acknowledged) is lost")
         self.obligations = keep
@@ -426,15 +449,21 @@ class FrontierMachine(RuleBasedStateMachine):
             self.now += LEASE + 1
         else:
             p = self.places()
-            raise AssertionError(f"the crawl does not drain: idle checks {states}, counters "
-                                 f"{p.counters}, cold {p.cold_count}, store "
-                                 f"{ {h: sorted(r) for h, r in p.cold.items() if r} }")  # fmt: skip
+            raise AssertionError(
+                f"the crawl does not drain: idle checks {states}, counters "
+                f"{p.counters}, cold {p.cold_count}, store "
+                f"{ {h: sorted(r) for h, r in p.cold.items() if r} }"
+            )
         p = self.places()
         missing = p.seen - self.finished_urls
         assert not missing, f"never fetched: {sorted(missing)}"
-        left = {"queued": sorted(p.queued_urls()), "cold": p.cold_count, "spilling": p.spilling,
-                "counters": {k: v for k, v in p.counters.items() if v and ":" not in k},
-                "refill leases": p.refill_leases}  # fmt: skip
+        left = {
+            "queued": sorted(p.queued_urls()),
+            "cold": p.cold_count,
+            "spilling": p.spilling,
+            "counters": {k: v for k, v in p.counters.items() if v and ":" not in k},
+            "refill leases": p.refill_leases,
+        }
         assert not any(left.values()), f"the crawl says it is done, but {left}"
         assert not any(p.cold.values()), f"left in the store: {dict(p.cold)}"
 
@@ -456,8 +485,9 @@ def sim_redis(request, tmp_path_factory, monkeypatch):
 
     # a step's calls to several nodes go one after the other, on the worker's thread (a
     # worker sends them at once, from a pool: one gate holds one call at a time)
-    monkeypatch.setattr(ShardRouter, "_run_groups",
-                        lambda self, groups: [self._run_group(g) for g in groups])  # fmt: skip
+    monkeypatch.setattr(
+        ShardRouter, "_run_groups", lambda self, groups: [self._run_group(g) for g in groups]
+    )
     cluster = LocalRedisCluster(tmp_path_factory.mktemp("sim-cluster"), replicas=0).start()
     client = redis.RedisCluster(host="127.0.0.1", port=cluster.masters()[0].port)
     try:
@@ -493,9 +523,14 @@ def test_the_frontier_protocol_holds_under_any_interleaving(machine, monkeypatch
 
     monkeypatch.setattr(queue, "SPILL_BATCH", 3)
     test = machine.TestCase
-    test.settings = settings(max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None,
-                             suppress_health_check=list(HealthCheck), database=None,
-                             print_blob=True)  # fmt: skip
+    test.settings = settings(
+        max_examples=EXAMPLES,
+        stateful_step_count=STEPS,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        database=None,
+        print_blob=True,
+    )
     test().runTest()
     print(dict(STATS))
 

@@ -32,8 +32,13 @@ def page_count(store_url: str) -> int:
 
 def raw_connection(store_url: str) -> happybase.Connection:
     o = parse_hbase_url(store_url)
-    return happybase.Connection(o["host"], o["port"], table_prefix=o["table_prefix"],
-                                transport=o["transport"], protocol=o["protocol"])  # fmt: skip
+    return happybase.Connection(
+        o["host"],
+        o["port"],
+        table_prefix=o["table_prefix"],
+        transport=o["transport"],
+        protocol=o["protocol"],
+    )
 
 
 def assert_every_page_stored_once(demo, url: str) -> None:
@@ -56,9 +61,16 @@ def test_two_workers_store_every_page_once_in_hbase(
     url = hbase.url("thrift")
     items = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
     for path in items:
-        start_worker(workers, slow_demo.seeds, tmp_path / "data", redis_server.url, path,
-                     f"WEBCRAWL_STORE_URL={url}", "WEBCRAWL_STORE_CONTENT=True",
-                     *PACED)  # fmt: skip
+        start_worker(
+            workers,
+            slow_demo.seeds,
+            tmp_path / "data",
+            redis_server.url,
+            path,
+            f"WEBCRAWL_STORE_URL={url}",
+            "WEBCRAWL_STORE_CONTENT=True",
+            *PACED,
+        )
     logs = [finish(w) for w in workers]
     expected = set(slow_demo.web.reachable())
     assert_every_page_stored_once(slow_demo, url)
@@ -97,8 +109,15 @@ def test_a_thrift_gateway_killed_mid_crawl_loses_no_row(
     hbase,
 ):
     url = hbase.url("crashing")  # a gateway of this test's own
-    worker = start_worker(workers, slow_demo.seeds, tmp_path / "data", redis_server.url,
-                          tmp_path / "a.jsonl", f"WEBCRAWL_STORE_URL={url}", *PACED)  # fmt: skip
+    worker = start_worker(
+        workers,
+        slow_demo.seeds,
+        tmp_path / "data",
+        redis_server.url,
+        tmp_path / "a.jsonl",
+        f"WEBCRAWL_STORE_URL={url}",
+        *PACED,
+    )
     wait_for_fetches(slow_demo, 60)
     hbase.local.stop_gateway("crashing", kill=True)  # kill -9 of the Thrift JVM
     time.sleep(1.0)
@@ -123,9 +142,16 @@ def test_hbase_killed_mid_crawl_replays_its_log_and_the_crawl_goes_on(
     local = LocalHBase(tmp_path / "hbase")  # its own HBase: this one dies
     try:
         url = local.start(port=None, timeout=300).store_url("crawl")
-        worker = start_worker(workers, slow_demo.seeds, tmp_path / "data", redis_server.url,
-                              tmp_path / "a.jsonl", f"WEBCRAWL_STORE_URL={url}",
-                              "WEBCRAWL_STORE_OUTAGE_WAIT=2", *PACED)  # fmt: skip
+        worker = start_worker(
+            workers,
+            slow_demo.seeds,
+            tmp_path / "data",
+            redis_server.url,
+            tmp_path / "a.jsonl",
+            f"WEBCRAWL_STORE_URL={url}",
+            "WEBCRAWL_STORE_OUTAGE_WAIT=2",
+            *PACED,
+        )
         wait_for_fetches(slow_demo, 80)
         stored_before = page_count(url)
         assert stored_before > 0
@@ -155,9 +181,16 @@ def test_connections_the_server_drops_when_idle_lose_nothing(
     one, increments are sent on a live socket only: no row lost, none counted twice."""
     gateway = hbase.gateway("impatient", read_timeout=0.3)  # batches: one a second
     url = gateway.store_url(f"idle{time.monotonic_ns()}")
-    worker = start_worker(workers, slow_demo.seeds, tmp_path / "data", redis_server.url,
-                          tmp_path / "a.jsonl", f"WEBCRAWL_STORE_URL={url}",
-                          "WEBCRAWL_STORE_FLUSH_INTERVAL=1.0", *PACED)  # fmt: skip
+    worker = start_worker(
+        workers,
+        slow_demo.seeds,
+        tmp_path / "data",
+        redis_server.url,
+        tmp_path / "a.jsonl",
+        f"WEBCRAWL_STORE_URL={url}",
+        "WEBCRAWL_STORE_FLUSH_INTERVAL=1.0",
+        *PACED,
+    )
     log = finish(worker, timeout=300)
     assert_every_page_stored_once(slow_demo, url)
     assert "TSocket read 0 bytes" in log or "Broken pipe" in log  # the server did drop them

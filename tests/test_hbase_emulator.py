@@ -943,8 +943,9 @@ def test_framed_compact(framed_server):
 
 def test_framed_client_on_a_buffered_server_hangs(server):
     # the frame size reads as the length of a method name: the server waits for the rest
-    wrong = happybase.Connection(*server.address, transport="framed", protocol="compact",
-                                 timeout=1000)  # fmt: skip
+    wrong = happybase.Connection(
+        *server.address, transport="framed", protocol="compact", timeout=1000
+    )
     with closing(wrong), pytest.raises(TimeoutError):
         wrong.tables()
     wrong = happybase.Connection(*server.address, protocol="compact", timeout=5000)

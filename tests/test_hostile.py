@@ -26,8 +26,13 @@ HOSTILE = {
     "/s2/sub2/a8.html": "binary",
     "/s0/sub1/a7.html": "trickle:0:1",  # a byte a second, never ending
 }
-FAST = ("FAILPATH_ENABLED=False", "DOWNLOAD_TIMEOUT=3", "FRONTIER_RETRY_TIMES=1",
-        "FRONTIER_RETRY_BACKOFF=0.2", "LOG_LEVEL=INFO")  # fmt: skip
+FAST = (
+    "FAILPATH_ENABLED=False",
+    "DOWNLOAD_TIMEOUT=3",
+    "FRONTIER_RETRY_TIMES=1",
+    "FRONTIER_RETRY_BACKOFF=0.2",
+    "LOG_LEVEL=INFO",
+)
 
 
 # `scrapy crawl` that prints its peak resident memory (ru_maxrss, KiB) as it exits
@@ -52,8 +57,9 @@ def test_each_hostile_page_gives_a_clean_record_and_nothing_else_is_lost(tmp_pat
         host = info["hosts"][0]
         cmd = crawl_cmd(info["seeds"], tmp_path / "data", *FAST)
         cmd[1:3] = ["-c", PEAK]
-        result = subprocess.run(cmd, cwd=ROOT, env=crawl_env(), capture_output=True, text=True,
-                                timeout=240)  # fmt: skip
+        result = subprocess.run(
+            cmd, cwd=ROOT, env=crawl_env(), capture_output=True, text=True, timeout=240
+        )
     err = result.stderr
     (tmp_path / "crawl.log").write_text(err)
     assert result.returncode == 0, err[-3000:]
@@ -64,15 +70,19 @@ def test_each_hostile_page_gives_a_clean_record_and_nothing_else_is_lost(tmp_pat
     with open_store(f"sqlite:///{tmp_path / 'data' / 'webtable.sqlite3'}") as store:
         rows = {r["url"]: r for r in store.scan_pages()}
     assert expected - set(rows) == set(), "pages lost"
-    why = {url: (rows[url].get("kind"), rows[url].get("status"), rows[url].get("error") or "")
-           for url in hostile}  # fmt: skip
+    why = {
+        url: (rows[url].get("kind"), rows[url].get("status"), rows[url].get("error") or "")
+        for url in hostile
+    }
     by_kind = {kind.split(":")[0]: why[url] for url, kind in hostile.items()}
     assert by_kind["bomb"][0] == "failed" and by_kind["bomb"][2].startswith("TooLarge:")
     assert "exceeded DOWNLOAD_MAXSIZE" in by_kind["bomb"][2]
     assert by_kind["loop"][0] == "failed" and "RedirectLoop: redirect loop" in by_kind["loop"][2]
     assert by_kind["liar"][0] == "failed" and "DataLoss" in by_kind["liar"][2]
-    assert by_kind["trickle"][0] == "failed" and "took longer than 3.0 seconds" in by_kind[
-        "trickle"][2]  # fmt: skip
+    assert (
+        by_kind["trickle"][0] == "failed"
+        and "took longer than 3.0 seconds" in by_kind["trickle"][2]
+    )
     for kind in ("headers", "charset", "binary"):  # answered: recorded as what they are
         assert by_kind[kind][1] == 200 and by_kind[kind][0] in ("html", "other"), by_kind
     assert rows[f"http://{host}/s2/a0.html"]["title"] == "Café crème"  # Latin-1 guessed
@@ -100,8 +110,9 @@ def test_an_ignored_response_of_scrapys_decompression_limit_is_recognised():
     middleware = HttpCompressionMiddleware.from_crawler(crawler)
     request = Request("http://h/")
     body = bomb_body(0.1)
-    response = Response("http://h/", body=body, headers={"Content-Encoding": "gzip"},
-                        request=request)  # fmt: skip
+    response = Response(
+        "http://h/", body=body, headers={"Content-Encoding": "gzip"}, request=request
+    )
     with pytest.raises(IgnoreRequest) as caught:
         middleware.process_response(request, response)
     assert refused_answer(caught.value)[0] == "too_large"
@@ -120,10 +131,16 @@ def test_a_trap_host_stops_at_its_budget_and_a_redirect_inside_is_refused(tmp_pa
     budget = 60
     with demo_server(2, 40, log, faults=faults) as info:
         web = DemoWeb(info["hosts"], info["pages_per_host"], info["seed"])
-        cmd = crawl_cmd(info["seeds"], data, "LOG_LEVEL=INFO", "FAILPATH_ENABLED=False",
-                        f"FRONTIER_MAX_PAGES_PER_HOST={budget}")  # fmt: skip
-        result = subprocess.run(cmd, cwd=ROOT, env=crawl_env(), capture_output=True, text=True,
-                                timeout=240)  # fmt: skip
+        cmd = crawl_cmd(
+            info["seeds"],
+            data,
+            "LOG_LEVEL=INFO",
+            "FAILPATH_ENABLED=False",
+            f"FRONTIER_MAX_PAGES_PER_HOST={budget}",
+        )
+        result = subprocess.run(
+            cmd, cwd=ROOT, env=crawl_env(), capture_output=True, text=True, timeout=240
+        )
     err = result.stderr
     assert result.returncode == 0, err[-3000:]  # the crawl ended by itself
     assert "Traceback" not in err

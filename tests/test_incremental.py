@@ -31,18 +31,25 @@ def test_continuous_crawl_revisits_changed_pages_and_leaves_unchanged_ones_alone
 ):
     log = tmp_path / "requests.jsonl"
     store_url = f"sqlite:///{tmp_path / 'webtable.sqlite3'}"
-    settings = ["WEBCRAWL_CONTINUOUS=True", "REVISIT_MIN_INTERVAL=1", "REVISIT_MAX_INTERVAL=40",
-                "REVISIT_INITIAL_INTERVAL=3", f"REDIS_URL={redis_server.url}",
-                # revisits due in more than 5 s wait in the store, and move to Redis with
-                # the heartbeats (every 0.5 s) as they come within 5 s
-                "FRONTIER_REVISIT_HORIZON=5",
-                f"WEBCRAWL_STORE_URL={store_url}", "LOG_LEVEL=INFO",
-                f"WEBCRAWL_CRAWL=incr-{time.monotonic_ns()}"]  # fmt: skip
+    settings = [
+        "WEBCRAWL_CONTINUOUS=True",
+        "REVISIT_MIN_INTERVAL=1",
+        "REVISIT_MAX_INTERVAL=40",
+        "REVISIT_INITIAL_INTERVAL=3",
+        f"REDIS_URL={redis_server.url}",
+        # revisits due in more than 5 s wait in the store, and move to Redis with
+        # the heartbeats (every 0.5 s) as they come within 5 s
+        "FRONTIER_REVISIT_HORIZON=5",
+        f"WEBCRAWL_STORE_URL={store_url}",
+        "LOG_LEVEL=INFO",
+        f"WEBCRAWL_CRAWL=incr-{time.monotonic_ns()}",
+    ]
     with demo_server(2, 40, log, change_speed=SPEED) as info:
         procs = []
         for i in range(2):
-            cmd = crawl_cmd(info["seeds"], tmp_path / f"w{i}", *settings,
-                            f"LOG_FILE={tmp_path / f'w{i}.log'}")  # fmt: skip
+            cmd = crawl_cmd(
+                info["seeds"], tmp_path / f"w{i}", *settings, f"LOG_FILE={tmp_path / f'w{i}.log'}"
+            )
             devnull = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
             procs.append(subprocess.Popen(cmd, cwd=ROOT, env=crawl_env(), **devnull))
         try:
@@ -91,16 +98,21 @@ def test_continuous_crawl_revisits_changed_pages_and_leaves_unchanged_ones_alone
     # rows carry the revisit plan
     row = rows[crawled[0]]
     assert row["revisit_interval"] and row["next_visit"] and row["revisit_method"]
-    stats = [(tmp_path / f"w{i}.log").read_text().split("Dumping Scrapy stats")[-1]
-             for i in range(2)]  # fmt: skip
-    assert any("'revisit/beyond_horizon'" in s and "'revisit/within_horizon'" in s
-               for s in stats)  # fmt: skip
+    stats = [
+        (tmp_path / f"w{i}.log").read_text().split("Dumping Scrapy stats")[-1] for i in range(2)
+    ]
+    assert any("'revisit/beyond_horizon'" in s and "'revisit/within_horizon'" in s for s in stats)
 
 
 def crawl_for(seconds, seeds, data_dir, *settings):
     """Run a (continuous) crawl for ``seconds``, then stop it as Ctrl-C does."""
-    proc = subprocess.Popen(crawl_cmd(seeds, data_dir, *settings), cwd=ROOT, env=crawl_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        crawl_cmd(seeds, data_dir, *settings),
+        cwd=ROOT,
+        env=crawl_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         time.sleep(seconds)
     finally:
@@ -110,10 +122,17 @@ def crawl_for(seconds, seeds, data_dir, *settings):
 
 def test_head_precheck_skips_the_get_of_unchanged_pages(tmp_path, redis_server):
     log = tmp_path / "requests.jsonl"
-    settings = ["WEBCRAWL_CONTINUOUS=True", "REVISIT_MIN_INTERVAL=1", "REVISIT_MAX_INTERVAL=2",
-                "REVISIT_INITIAL_INTERVAL=1", "REVISIT_HEAD_PRECHECK=True",
-                f"REDIS_URL={redis_server.url}", "LOG_LEVEL=INFO", "DEPTH_LIMIT=1",
-                f"WEBCRAWL_CRAWL=head-{time.monotonic_ns()}"]  # fmt: skip
+    settings = [
+        "WEBCRAWL_CONTINUOUS=True",
+        "REVISIT_MIN_INTERVAL=1",
+        "REVISIT_MAX_INTERVAL=2",
+        "REVISIT_INITIAL_INTERVAL=1",
+        "REVISIT_HEAD_PRECHECK=True",
+        f"REDIS_URL={redis_server.url}",
+        "LOG_LEVEL=INFO",
+        "DEPTH_LIMIT=1",
+        f"WEBCRAWL_CRAWL=head-{time.monotonic_ns()}",
+    ]
     with demo_server(2, 20, log) as info:
         crawl_for(10, info["seeds"], tmp_path / "w", *settings, f"LOG_FILE={tmp_path / 'w.log'}")
     by_url = defaultdict(list)
@@ -139,15 +158,28 @@ def test_a_304_for_a_page_the_store_lost_fetches_it_again_and_never_blanks_it(
     is fetched again without conditions."""
     log = tmp_path / "requests.jsonl"
     crawl = f"lost-{time.monotonic_ns()}"
-    common = [f"REDIS_URL={redis_server.url}", f"WEBCRAWL_CRAWL={crawl}", "DEPTH_LIMIT=1",
-              "LOG_LEVEL=INFO"]  # fmt: skip
+    common = [
+        f"REDIS_URL={redis_server.url}",
+        f"WEBCRAWL_CRAWL={crawl}",
+        "DEPTH_LIMIT=1",
+        "LOG_LEVEL=INFO",
+    ]
     with demo_server(2, 20, log) as info:
         web = DemoWeb(info["hosts"], info["pages_per_host"], info["seed"])
         first = subprocess.run(
-            crawl_cmd(info["seeds"], tmp_path / "w", *common, "REVISIT_MIN_INTERVAL=1",
-                      "REVISIT_INITIAL_INTERVAL=1"),
-            cwd=ROOT, env=crawl_env(), capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            crawl_cmd(
+                info["seeds"],
+                tmp_path / "w",
+                *common,
+                "REVISIT_MIN_INTERVAL=1",
+                "REVISIT_INITIAL_INTERVAL=1",
+            ),
+            cwd=ROOT,
+            env=crawl_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert first.returncode == 0, first.stderr[-2000:]
         store_file = tmp_path / "w" / "webtable.sqlite3"
         with open_store(f"sqlite:///{store_file}") as store:
@@ -159,10 +191,19 @@ def test_a_304_for_a_page_the_store_lost_fetches_it_again_and_never_blanks_it(
         time.sleep(1.5)  # every revisit is due
         fetched_before = len(log.read_text().splitlines())
         second = subprocess.run(
-            crawl_cmd(None, tmp_path / "w", *common, "REVISIT_MIN_INTERVAL=3600",
-                      "REVISIT_INITIAL_INTERVAL=3600"),
-            cwd=ROOT, env=crawl_env(), capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            crawl_cmd(
+                None,
+                tmp_path / "w",
+                *common,
+                "REVISIT_MIN_INTERVAL=3600",
+                "REVISIT_INITIAL_INTERVAL=3600",
+            ),
+            cwd=ROOT,
+            env=crawl_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert second.returncode == 0, second.stderr[-2000:]
     html = [u for u, row in before.items() if row["kind"] == "html" and row["status"] == 200]
     assert len(html) >= 6 and all(before[u]["text"] for u in html)
@@ -187,11 +228,19 @@ def test_a_head_precheck_takes_the_hosts_turn_and_the_get_the_next(tmp_path, red
     """With REVISIT_HEAD_PRECHECK the HEAD is a request to the host like any other: it
     waits for the host's turn, and the GET that follows it waits for the next one."""
     log = tmp_path / "requests.jsonl"
-    settings = ["WEBCRAWL_CONTINUOUS=True", "REVISIT_MIN_INTERVAL=1", "REVISIT_MAX_INTERVAL=2",
-                "REVISIT_INITIAL_INTERVAL=1", "REVISIT_HEAD_PRECHECK=True",
-                "FRONTIER_HOST_DELAY=0.3", "ADAPTIVE_DELAY_ENABLED=False",
-                f"REDIS_URL={redis_server.url}", "LOG_LEVEL=INFO", "DEPTH_LIMIT=1",
-                f"WEBCRAWL_CRAWL=headturn-{time.monotonic_ns()}"]  # fmt: skip
+    settings = [
+        "WEBCRAWL_CONTINUOUS=True",
+        "REVISIT_MIN_INTERVAL=1",
+        "REVISIT_MAX_INTERVAL=2",
+        "REVISIT_INITIAL_INTERVAL=1",
+        "REVISIT_HEAD_PRECHECK=True",
+        "FRONTIER_HOST_DELAY=0.3",
+        "ADAPTIVE_DELAY_ENABLED=False",
+        f"REDIS_URL={redis_server.url}",
+        "LOG_LEVEL=INFO",
+        "DEPTH_LIMIT=1",
+        f"WEBCRAWL_CRAWL=headturn-{time.monotonic_ns()}",
+    ]
     # Every page changes within the run: all of them periodic (an hour, a day or a week of
     # simulated time), and a simulated week is 8.4 s here. (With the Poisson pages of the
     # default model the 4 pages of this crawl sometimes did not change in 15 s at all.)

@@ -35,8 +35,13 @@ def reference(response: HtmlResponse) -> list[str]:
 
 
 def ours(response: HtmlResponse) -> list[str]:
-    return page_links(response.selector.root, response.url, get_base_url(response),
-                      response.encoding, deny_extensions=DENY)  # fmt: skip
+    return page_links(
+        response.selector.root,
+        response.url,
+        get_base_url(response),
+        response.encoding,
+        deny_extensions=DENY,
+    )
 
 
 def html_response(url: str, body: bytes, content_type: str = "text/html") -> HtmlResponse:
@@ -45,21 +50,97 @@ def html_response(url: str, body: bytes, content_type: str = "text/html") -> Htm
 
 # -- the fast path against the slow one (which is LinkExtractor's steps) ----------------
 
-_PIECES = ["a", "B", "0", "-", ".", "..", "/", "//", "./", "../", "#", "#x", "?", "?b=1&a=2",
-           "&", "=", ";", ";jsessionid=1", "(", ")", "%", "%2E", "%41", "%zz", ":", "@", "!",
-           "~", "_", "*", "'", "+", ",", "$", " ", "\t", "\n", "\\", "[", "]", "é", "ü/",
-           "\u0130", "\ud800", "http:", "https:", "HTTP:", "http://", "https://",
-           "javascript:", "mailto:", "ftp://", "file:///", "1a:", "a.pdf", ".PNG", ".tar.gz",
-           "x.html", "index.html", "xn--bcher-kva.example", "Example.COM", "h.example:80",
-           ":8080", ":443", ":99999", "[::1]", "[", "user@", "..//", "\x00"]  # fmt: skip
+_PIECES = [
+    "a",
+    "B",
+    "0",
+    "-",
+    ".",
+    "..",
+    "/",
+    "//",
+    "./",
+    "../",
+    "#",
+    "#x",
+    "?",
+    "?b=1&a=2",
+    "&",
+    "=",
+    ";",
+    ";jsessionid=1",
+    "(",
+    ")",
+    "%",
+    "%2E",
+    "%41",
+    "%zz",
+    ":",
+    "@",
+    "!",
+    "~",
+    "_",
+    "*",
+    "'",
+    "+",
+    ",",
+    "$",
+    " ",
+    "\t",
+    "\n",
+    "\\",
+    "[",
+    "]",
+    "é",
+    "ü/",
+    "\u0130",
+    "\ud800",
+    "http:",
+    "https:",
+    "HTTP:",
+    "http://",
+    "https://",
+    "javascript:",
+    "mailto:",
+    "ftp://",
+    "file:///",
+    "1a:",
+    "a.pdf",
+    ".PNG",
+    ".tar.gz",
+    "x.html",
+    "index.html",
+    "xn--bcher-kva.example",
+    "Example.COM",
+    "h.example:80",
+    ":8080",
+    ":443",
+    ":99999",
+    "[::1]",
+    "[",
+    "user@",
+    "..//",
+    "\x00",
+]
 _BASES = [
-    "http://example.com/", "http://example.com", "http://example.com/a/b/c.html",
-    "https://docs.example.org/3/library/os.html?q=1#top", "http://h.example:8080/a/",
-    "http://example.com/a//b/", "http://example.com/a/./b/../c", "http://EXAMPLE.com/A/",
-    "https://example.com:443/x", "http://192.168.0.1/a/b", "http://[::1]:8000/a/b",
-    "http://xn--bcher-kva.example/a", "http://example.com/%7Euser/", "http://e.com/a;p=1/b",
-    "https://example.com/a/b?x=1&y=2", "ftp://example.com/pub/", "http://example.com/é/",
-]  # fmt: skip
+    "http://example.com/",
+    "http://example.com",
+    "http://example.com/a/b/c.html",
+    "https://docs.example.org/3/library/os.html?q=1#top",
+    "http://h.example:8080/a/",
+    "http://example.com/a//b/",
+    "http://example.com/a/./b/../c",
+    "http://EXAMPLE.com/A/",
+    "https://example.com:443/x",
+    "http://192.168.0.1/a/b",
+    "http://[::1]:8000/a/b",
+    "http://xn--bcher-kva.example/a",
+    "http://example.com/%7Euser/",
+    "http://e.com/a;p=1/b",
+    "https://example.com/a/b?x=1&y=2",
+    "ftp://example.com/pub/",
+    "http://example.com/é/",
+]
 _HOSTS = [
     "example.com",
     "Example.COM",
@@ -76,12 +157,49 @@ _HOSTS = [
 ]
 _paths = st.lists(st.sampled_from(_PIECES), max_size=8).map("".join)
 # mostly characters of the fast path, where the two paths could part
-_SAFE_PIECES = ["a", "Z", "9", "/", "//", ".", "..", "./", "../", "/.", "/..", ".x", "x.",
-                "-", "~", "!", "$", "&", "'", "*", "+", ",", "=", ":", "@", "x.html",
-                ".PNG", ".pdf", ".tar.gz", "#", "#a/b?c", "?", "%", ";"]  # fmt: skip
+_SAFE_PIECES = [
+    "a",
+    "Z",
+    "9",
+    "/",
+    "//",
+    ".",
+    "..",
+    "./",
+    "../",
+    "/.",
+    "/..",
+    ".x",
+    "x.",
+    "-",
+    "~",
+    "!",
+    "$",
+    "&",
+    "'",
+    "*",
+    "+",
+    ",",
+    "=",
+    ":",
+    "@",
+    "x.html",
+    ".PNG",
+    ".pdf",
+    ".tar.gz",
+    "#",
+    "#a/b?c",
+    "?",
+    "%",
+    ";",
+]
 _safe_paths = st.lists(st.sampled_from(_SAFE_PIECES), max_size=10).map("".join)
-_absolute = st.builds("{}{}{}".format, st.sampled_from(["http://", "https://", "HTTP://", "//"]),
-                      st.sampled_from(_HOSTS), st.one_of(_paths, _safe_paths))  # fmt: skip
+_absolute = st.builds(
+    "{}{}{}".format,
+    st.sampled_from(["http://", "https://", "HTTP://", "//"]),
+    st.sampled_from(_HOSTS),
+    st.one_of(_paths, _safe_paths),
+)
 hrefs = st.one_of(_paths, _safe_paths, _absolute)
 
 
@@ -98,16 +216,21 @@ def test_fast_path_agrees_with_linkextractor_steps(base: str, href: str, deny: b
 
 
 @settings(max_examples=200, deadline=None)
-@given(page=st.sampled_from(_BASES), base=st.sampled_from(["", *_BASES]),
-       hrefs=st.lists(hrefs, max_size=12),
-       charset=st.sampled_from(["utf-8", "latin-1"]))  # fmt: skip
+@given(
+    page=st.sampled_from(_BASES),
+    base=st.sampled_from(["", *_BASES]),
+    hrefs=st.lists(hrefs, max_size=12),
+    charset=st.sampled_from(["utf-8", "latin-1"]),
+)
 def test_page_links_agree_with_linkextractor(
     page: str, base: str, hrefs: list[str], charset: str
 ) -> None:
     base_tag = f'<base href="{base}">' if base else ""
     anchors = "".join(f"<a href='{h.replace(chr(39), '&#39;')}'>x</a>" for h in hrefs)
-    body = (f"<html><head>{base_tag}</head><body>{anchors}<area href='{hrefs[0] if hrefs else ''}'>"
-            f"</body></html>").encode(charset, "xmlcharrefreplace")  # fmt: skip
+    body = (
+        f"<html><head>{base_tag}</head><body>{anchors}<area href='{hrefs[0] if hrefs else ''}'>"
+        f"</body></html>"
+    ).encode(charset, "xmlcharrefreplace")
     try:
         response = html_response(page, body, f"text/html; charset={charset}")
     except ValueError:
@@ -149,8 +272,10 @@ def test_edge_cases_page() -> None:
 
 
 def test_base_beyond_the_first_4096_characters_is_ignored_as_scrapy_does() -> None:
-    body = f"<html><head><!-- {'x' * 5000} --><base href='/deep/'></head><body>" \
-           "<a href='p.html'>p</a></body></html>"  # fmt: skip
+    body = (
+        f"<html><head><!-- {'x' * 5000} --><base href='/deep/'></head><body>"
+        "<a href='p.html'>p</a></body></html>"
+    )
     response = html_response("http://example.com/top/index.html", body.encode())
     assert ours(response) == reference(response) == ["http://example.com/top/p.html"]
 
@@ -176,8 +301,9 @@ def test_the_saved_pages_are_there() -> None:
 @pytest.mark.parametrize("path", _saved_pages(), ids=lambda p: p.name.removesuffix(".html.gz"))
 def test_saved_real_pages_agree_with_linkextractor(path: Path) -> None:
     meta = json.loads(path.with_name(path.name.removesuffix(".html.gz") + ".json").read_text())
-    response = html_response(meta["url"], gzip.decompress(path.read_bytes()),
-                             meta.get("content_type", "text/html"))  # fmt: skip
+    response = html_response(
+        meta["url"], gzip.decompress(path.read_bytes()), meta.get("content_type", "text/html")
+    )
     expected = reference(response)
     assert expected, "a saved page without links tests nothing"
     assert ours(response) == expected

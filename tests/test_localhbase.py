@@ -55,8 +55,11 @@ def test_start_status_stop_as_a_user(tmp_path):
         assert f"WEBCRAWL_STORE_URL={url}" in again  # already up: the same one
         assert [p for _, p, alive in LocalHBase(home).processes() if alive] == pids
         # the crawl's status reads the page count, on HBase as on SQLite
-        report = json.loads(webcrawl("status", "--json", "-s", f"WEBCRAWL_STORE_URL={url}",
-                                     data_dir=tmp_path / "data").stdout)  # fmt: skip
+        report = json.loads(
+            webcrawl(
+                "status", "--json", "-s", f"WEBCRAWL_STORE_URL={url}", data_dir=tmp_path / "data"
+            ).stdout
+        )
         assert report["stored"] == 1
     finally:
         stopped = webcrawl("hbase", "stop", "--home", str(home), timeout=300)
@@ -76,8 +79,16 @@ def test_start_status_stop_as_a_user(tmp_path):
 
 def test_a_port_in_use_is_refused_with_its_number(tmp_path, hbase):
     taken = hbase.gateway("thrift").port
-    result = webcrawl("hbase", "start", "--home", str(tmp_path / "h"), "--port", str(taken),
-                      check=False, timeout=300)  # fmt: skip
+    result = webcrawl(
+        "hbase",
+        "start",
+        "--home",
+        str(tmp_path / "h"),
+        "--port",
+        str(taken),
+        check=False,
+        timeout=300,
+    )
     assert result.returncode == 1
     assert f"port {taken}" in result.stdout and "in use" in result.stdout
     assert not any(alive for *_, alive in LocalHBase(tmp_path / "h").processes())
@@ -85,9 +96,13 @@ def test_a_port_in_use_is_refused_with_its_number(tmp_path, hbase):
 
 def test_bench_store_measures_the_real_hbase(hbase):
     url = hbase.url("thrift")
-    out = webcrawl("bench", "store", "--rows", "300", "--row-bytes", "500", "--hbase", url,
-                   timeout=300).stdout  # fmt: skip
-    lines = {line.split()[0] + " " + line.split()[1]: line for line in out.splitlines()
-             if line.startswith(("sqlite", "hbase"))}  # fmt: skip
+    out = webcrawl(
+        "bench", "store", "--rows", "300", "--row-bytes", "500", "--hbase", url, timeout=300
+    ).stdout
+    lines = {
+        line.split()[0] + " " + line.split()[1]: line
+        for line in out.splitlines()
+        if line.startswith(("sqlite", "hbase"))
+    }
     assert any(name.startswith("hbase 127.0.0.1:") for name in lines), out
     assert any(name.startswith("sqlite") for name in lines), out

@@ -233,8 +233,7 @@ class LockMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.key = f"{KEY}:{uuid.uuid4().hex}"
-        self.holders = [RedisLock(self.client, self.key, ttl=TTL, owner=f"h{i}")
-                        for i in range(3)]  # fmt: skip
+        self.holders = [RedisLock(self.client, self.key, ttl=TTL, owner=f"h{i}") for i in range(3)]
         self.now = 1000.0
         self.token: str | None = None  # the model: the key's token and deadline
         self.deadline = 0.0
@@ -292,8 +291,9 @@ class LockMachine(RuleBasedStateMachine):
 
     @invariant()
     def one_holder_and_redis_names_it(self) -> None:
-        believers = [h for h in self.holders
-                     if h.held and h.deadline is not None and h.deadline >= self.now]  # fmt: skip
+        believers = [
+            h for h in self.holders if h.held and h.deadline is not None and h.deadline >= self.now
+        ]
         assert len(believers) <= 1
         assert token_in(self.client, self.key) == self.token
         if believers:

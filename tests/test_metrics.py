@@ -10,9 +10,16 @@ from webcrawl.metrics import stats_metrics, status_class
 
 
 def test_stats_map_to_metrics_with_few_labels():
-    stats = {"downloader/response_status_count/200": 7, "downloader/response_status_count/301": 1,
-             "downloader/response_status_count/404": 2, "store/rows": 9, "store/batches": 3,
-             "store/write_seconds": 0.3, "change/changed": 2, "change/unchanged": 5}  # fmt: skip
+    stats = {
+        "downloader/response_status_count/200": 7,
+        "downloader/response_status_count/301": 1,
+        "downloader/response_status_count/404": 2,
+        "store/rows": 9,
+        "store/batches": 3,
+        "store/write_seconds": 0.3,
+        "change/changed": 2,
+        "change/unchanged": 5,
+    }
     families = {f.name: f for f in stats_metrics(stats)}
     pages = {s.labels["status_class"]: s.value for s in families["webcrawl_pages_fetched"].samples}
     assert pages == {"2xx": 7, "3xx": 1, "4xx": 2}
@@ -27,12 +34,20 @@ def test_stats_map_to_metrics_with_few_labels():
 
 
 def test_bad_metrics_settings_fail_at_start_with_their_name(tmp_path):
-    result = run_crawl(["http://127.0.0.2:1/"], tmp_path / "data", "WEBCRAWL_METRICS_PORT=9",
-                       "WEBCRAWL_METRICS_BIND=localhost")  # fmt: skip
+    result = run_crawl(
+        ["http://127.0.0.2:1/"],
+        tmp_path / "data",
+        "WEBCRAWL_METRICS_PORT=9",
+        "WEBCRAWL_METRICS_BIND=localhost",
+    )
     assert result.returncode != 0
     assert "WEBCRAWL_METRICS_BIND must be an IP address" in result.stderr
-    result = run_crawl(["http://127.0.0.2:1/"], tmp_path / "data", "WEBCRAWL_METRICS_PORT=9",
-                       "WEBCRAWL_METRICS_BIND=0.0.0.0")  # fmt: skip
+    result = run_crawl(
+        ["http://127.0.0.2:1/"],
+        tmp_path / "data",
+        "WEBCRAWL_METRICS_PORT=9",
+        "WEBCRAWL_METRICS_BIND=0.0.0.0",
+    )
     assert result.returncode != 0
     assert "WEBCRAWL_METRICS_BIND 0.0.0.0 is not a local address" in result.stderr
     assert "WEBCRAWL_METRICS_PUBLIC=True" in result.stderr

@@ -26,10 +26,18 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def monitor(data, *args):
-    cmd = [sys.executable, "-m", "webcrawl.cli", "monitor", "-s", f"WEBCRAWL_DATA_DIR={data}",
-           *args]  # fmt: skip
-    return subprocess.Popen(cmd, cwd=ROOT, env=crawl_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "webcrawl.cli",
+        "monitor",
+        "-s",
+        f"WEBCRAWL_DATA_DIR={data}",
+        *args,
+    ]
+    return subprocess.Popen(
+        cmd, cwd=ROOT, env=crawl_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def served_port(log_path, deadline):
@@ -50,8 +58,11 @@ def scrape_worker(port, deadline):
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
                 text = r.read().decode()
-            return {s.name + str(sorted(s.labels.items())): s.value
-                    for f in text_string_to_metric_families(text) for s in f.samples}  # fmt: skip
+            return {
+                s.name + str(sorted(s.labels.items())): s.value
+                for f in text_string_to_metric_families(text)
+                for s in f.samples
+            }
         except OSError:
             assert time.monotonic() < deadline, "the worker serves no metrics"
             time.sleep(0.3)
@@ -91,10 +102,18 @@ def test_the_page_shows_the_workers_and_the_count_grows(slow_demo, tmp_path):
         taken.listen()
         with (tmp_path / "crawl.log").open("w") as log:
             crawl = subprocess.Popen(
-                crawl_cmd(slow_demo.seeds, data, "FRONTIER_HOST_DELAY=0.3",
-                          "STATUS_HEARTBEAT_INTERVAL=0.5", f"WEBCRAWL_METRICS_PORT={metrics}"),
-                cwd=ROOT, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=log,
-            )  # fmt: skip
+                crawl_cmd(
+                    slow_demo.seeds,
+                    data,
+                    "FRONTIER_HOST_DELAY=0.3",
+                    "STATUS_HEARTBEAT_INTERVAL=0.5",
+                    f"WEBCRAWL_METRICS_PORT={metrics}",
+                ),
+                cwd=ROOT,
+                env=crawl_env(),
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
         try:
             mon = start_monitor(data, port, time.monotonic() + 60)
             # the next free port up (another process may hold metrics + 1); a busy machine
@@ -125,8 +144,9 @@ def test_the_page_shows_the_workers_and_the_count_grows(slow_demo, tmp_path):
             while stored_on(page) <= first and time.monotonic() < deadline:
                 time.sleep(0.2)
             assert stored_on(page) > first
-            page.wait_for_selector('#line[points]:not([points=""])', state="attached",
-                                   timeout=30_000)  # fmt: skip
+            page.wait_for_selector(
+                '#line[points]:not([points=""])', state="attached", timeout=30_000
+            )
             page.screenshot(path=str(tmp_path / "monitor.png"), full_page=True)
             worker.append(scrape_worker(served, time.monotonic() + 10))
             browser.close()

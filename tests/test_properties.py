@@ -16,8 +16,7 @@ from webcrawl.safety.traps import TrapRules
 from webcrawl.urls.seeds import parse_seed_lines
 from webcrawl.urls.urlkey import BadURLError, canonical_url, key_to_url, url_to_key
 
-SETTINGS = settings(max_examples=400, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 _label = st.text(string.ascii_letters + string.digits + "-", min_size=1, max_size=12)
 _hosts = st.one_of(
@@ -35,10 +34,14 @@ _urls = st.builds(
     _hosts,
     st.one_of(st.just(""), st.integers(0, 70000).map(lambda p: f":{p}")),
     st.lists(_part, max_size=6),
-    st.one_of(st.just(""), st.lists(st.tuples(_part, _part), max_size=4).map(
-        lambda kv: "?" + "&".join(f"{k}={v}" for k, v in kv))),
+    st.one_of(
+        st.just(""),
+        st.lists(st.tuples(_part, _part), max_size=4).map(
+            lambda kv: "?" + "&".join(f"{k}={v}" for k, v in kv)
+        ),
+    ),
     st.one_of(st.just(""), _part.map(lambda f: "#" + f)),
-)  # fmt: skip
+)
 
 
 @SETTINGS
@@ -60,8 +63,9 @@ def test_seed_parsing_reports_every_line_it_skips(lines):
     urls, bad = parse_seed_lines(lines, "seeds.txt")
     assert len(urls) == len(set(urls))
     assert all(canonical_url(u) == u for u in urls)
-    kept = [n for n, line in enumerate(lines, 1)
-            if line.strip() and not line.strip().startswith("#")]  # fmt: skip
+    kept = [
+        n for n, line in enumerate(lines, 1) if line.strip() and not line.strip().startswith("#")
+    ]
     skipped = {b.line for b in bad}
     assert skipped <= set(kept)
     for n in kept:  # every line is a seed, or reported
@@ -78,8 +82,7 @@ def test_seed_parsing_reports_every_line_it_skips(lines):
 )
 def test_text_and_links_of_arbitrary_bytes(body, encoding):
     headers = {"Content-Type": f"text/html; charset={encoding}" if encoding else "text/html"}
-    response = HtmlResponse("http://h/p", body=body, headers=headers,
-                            request=Request("http://h/p"))  # fmt: skip
+    response = HtmlResponse("http://h/p", body=body, headers=headers, request=Request("http://h/p"))
     extract.title(response.selector)
     extract.visible_text(response.selector)
     for link in LinkExtractor(unique=True).extract_links(response):

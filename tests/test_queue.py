@@ -27,8 +27,7 @@ def make(redis_client, shards=16):
 
 def total(redis_client, keys, command, name):
     """``command`` (SCARD, ZCARD...) of the key ``name`` summed over the shards."""
-    return sum(redis_client.execute_command(command, getattr(k, name))
-               for k in keys.all_shards())  # fmt: skip
+    return sum(redis_client.execute_command(command, getattr(k, name)) for k in keys.all_shards())
 
 
 def entry(queue, url, priority=0, fp=None, wait=0.0):
@@ -84,8 +83,7 @@ def test_duplicates_are_found_before_the_step_sends_their_requests(redis_client)
         new = [entry(queue, f"http://h{i}/{step}") for i in range(20)]
         assert queue.step(now=1, pushes=new, pop=False).added == 20
     checks = redis_client.info("commandstats")["cmdstat_smismember"]["calls"]
-    queue.step(now=1, pushes=[entry(queue, f"http://h{i}/x") for i in range(20)],
-               pop=False)  # fmt: skip
+    queue.step(now=1, pushes=[entry(queue, f"http://h{i}/x") for i in range(20)], pop=False)
     assert redis_client.info("commandstats")["cmdstat_smismember"]["calls"] == checks
 
 
@@ -112,9 +110,21 @@ def test_a_redis_without_smismember_still_filters_in_the_script(tmp_path):
     from webcrawl.frontier.embedded_redis import redis_server_binary
 
     port = free_port()
-    server = subprocess.Popen([redis_server_binary(), "--port", str(port), "--save", "",
-                               "--dir", str(tmp_path), "--rename-command", "SMISMEMBER", ""],
-                              stdout=subprocess.DEVNULL)  # fmt: skip
+    server = subprocess.Popen(
+        [
+            redis_server_binary(),
+            "--port",
+            str(port),
+            "--save",
+            "",
+            "--dir",
+            str(tmp_path),
+            "--rename-command",
+            "SMISMEMBER",
+            "",
+        ],
+        stdout=subprocess.DEVNULL,
+    )
     try:
         client = redis.Redis(port=port)
         for _ in range(100):
@@ -136,18 +146,29 @@ def test_a_redis_without_smismember_still_filters_in_the_script(tmp_path):
 
 def test_priority_then_fifo_within_a_host(redis_client):
     queue, _ = make(redis_client)
-    urls = [("http://a/low1", -1), ("http://a/high", 5), ("http://a/mid1", 0),
-            ("http://a/low2", -1), ("http://a/mid2", 0), ("http://a/huge", 10**9)]  # fmt: skip
+    urls = [
+        ("http://a/low1", -1),
+        ("http://a/high", 5),
+        ("http://a/mid1", 0),
+        ("http://a/low2", -1),
+        ("http://a/mid2", 0),
+        ("http://a/huge", 10**9),
+    ]
     for url, prio in urls:  # one at a time: order across batches is kept too
         queue.step(now=1, pushes=[entry(queue, url, prio)], pop=False)
-    assert drain(queue) == ["http://a/huge", "http://a/high", "http://a/mid1", "http://a/mid2",
-                            "http://a/low1", "http://a/low2"]  # fmt: skip
+    assert drain(queue) == [
+        "http://a/huge",
+        "http://a/high",
+        "http://a/mid1",
+        "http://a/mid2",
+        "http://a/low1",
+        "http://a/low2",
+    ]
 
 
 def test_a_host_is_handed_out_once_per_delay_across_workers(redis_client):
     queue, _ = make(redis_client)
-    queue.step(now=100, pop=False,
-               pushes=[entry(queue, f"http://a/{i}") for i in range(3)])  # fmt: skip
+    queue.step(now=100, pop=False, pushes=[entry(queue, f"http://a/{i}") for i in range(3)])
     first = queue.step(now=100, default_delay=2.0)
     assert first.request.url == "http://a/0"
     other = queue.step(now=101, default_delay=2.0)  # another worker, too early
@@ -193,8 +214,7 @@ def test_hosts_take_turns(redis_client):
 
 def test_leases_ack_and_expire(redis_client):
     queue, keys = make(redis_client)
-    queue.step(now=0, pop=False,
-               pushes=[entry(queue, "http://a/1"), entry(queue, "http://b/2")])  # fmt: skip
+    queue.step(now=0, pop=False, pushes=[entry(queue, "http://a/1"), entry(queue, "http://b/2")])
     one = queue.step(now=0, lease_timeout=10)
     two = queue.step(now=0, lease_timeout=10)
     assert {one.request.url, two.request.url} == {"http://a/1", "http://b/2"}
@@ -221,8 +241,7 @@ def test_delayed_requests_wait_for_their_time(redis_client):
 def test_idle_check_sees_busy_live_workers_and_leases(redis_client):
     queue, keys = make(redis_client)
     registry = WorkerRegistry(redis_client, keys)
-    queue.step(now=0, pop=False,
-               pushes=[entry(queue, "http://a/1"), entry(queue, "http://b/2")])  # fmt: skip
+    queue.step(now=0, pop=False, pushes=[entry(queue, "http://a/1"), entry(queue, "http://b/2")])
     registry.beat("w1", {}, ttl=10)
     registry.beat("w2", {}, ttl=10)
     l1 = queue.step(now=0).lease
@@ -299,10 +318,15 @@ def test_entries_are_small_and_decode_to_the_request_scrapy_would_rebuild(redis_
         entry = queue.encode(request)
         back = queue.decode(b"7|" + entry)
         assert back.to_dict(spider=spider) == request.to_dict(spider=spider), entry
-    typical = Request("https://docs.example.org/en/3.2/topics/http/urls/", meta={"depth": 3},
-                      headers={"Referer": "https://docs.example.org/en/3.2/topics/"})  # fmt: skip
-    assert queue.encode(typical) == (b'{"url":"https://docs.example.org/en/3.2/topics/http/urls/",'
-                                     b'"meta":{"depth":3},"_ref":"/en/3.2/topics/"}')  # fmt: skip
+    typical = Request(
+        "https://docs.example.org/en/3.2/topics/http/urls/",
+        meta={"depth": 3},
+        headers={"Referer": "https://docs.example.org/en/3.2/topics/"},
+    )
+    assert queue.encode(typical) == (
+        b'{"url":"https://docs.example.org/en/3.2/topics/http/urls/",'
+        b'"meta":{"depth":3},"_ref":"/en/3.2/topics/"}'
+    )
     # an entry with every field (as another request class's entry is written) reads
     full = serialize.dumps(typical.to_dict(spider=spider))
     assert queue.decode(b"1|" + full).to_dict() == typical.to_dict()
@@ -319,8 +343,7 @@ def test_one_step_pops_several_hosts_but_each_once_per_delay(redis_client):
     later = queue.step(now=10.5, pop=8, default_delay=1.0)
     assert later.popped == [] and later.next_ready == 0.5  # a waits for its delay
     # without a delay one call takes a host's requests in turn
-    queue.step(now=0, pop=False,
-               pushes=[entry(queue, "http://d/1"), entry(queue, "http://d/2")])  # fmt: skip
+    queue.step(now=0, pop=False, pushes=[entry(queue, "http://d/1"), entry(queue, "http://d/2")])
     urls = [r.url for r, _ in queue.step(now=20, pop=8).popped]
     assert urls == ["http://d/1", "http://a/2", "http://d/2"]  # by ready time, in turn
 
@@ -328,8 +351,7 @@ def test_one_step_pops_several_hosts_but_each_once_per_delay(redis_client):
 def test_released_leases_go_back_at_the_next_step(redis_client):
     """What a closing worker popped but never started is requeued at once (renew to 0)."""
     queue, _ = make(redis_client, shards=1)
-    queue.step(now=0, pop=False,
-               pushes=[entry(queue, "http://a/1"), entry(queue, "http://b/1")])  # fmt: skip
+    queue.step(now=0, pop=False, pushes=[entry(queue, "http://a/1"), entry(queue, "http://b/1")])
     popped = queue.step(now=1, pop=2, lease_timeout=60).popped
     queue.renew([lease for _, lease in popped], 0.0, now=1)
     again = queue.step(now=2, pop=2, lease_timeout=60)
@@ -381,12 +403,13 @@ def test_due_revisits_move_atomically_with_two_workers(redis_client, redis_serve
 
     queue, keys = make(redis_client)
     urls = [f"http://h{i % 7}/p{i}" for i in range(300)]
-    queue.step(pop=False,
-               revisits=[revisit(queue, u, -1.0) for u in urls])  # fmt: skip
+    queue.step(pop=False, revisits=[revisit(queue, u, -1.0) for u in urls])
     ctx = multiprocessing.get_context("spawn")
     out, barrier = ctx.Queue(), ctx.Barrier(2)
-    workers = [ctx.Process(target=_take_revisits, args=(redis_server.url, f"w{i}", out, barrier))
-               for i in range(2)]  # fmt: skip
+    workers = [
+        ctx.Process(target=_take_revisits, args=(redis_server.url, f"w{i}", out, barrier))
+        for i in range(2)
+    ]
     for w in workers:
         w.start()
     taken = [out.get(timeout=60) for _ in workers]

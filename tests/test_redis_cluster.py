@@ -47,10 +47,19 @@ def cluster_client():
 
 
 def webcrawl(*args: str, redis_url: str, data_dir) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "webcrawl.cli", *args, "-s", f"WEBCRAWL_DATA_DIR={data_dir}",
-           "-s", f"REDIS_URL={redis_url}"]  # fmt: skip
-    return subprocess.run(cmd, cwd=ROOT, env=crawl_env(), capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "webcrawl.cli",
+        *args,
+        "-s",
+        f"WEBCRAWL_DATA_DIR={data_dir}",
+        "-s",
+        f"REDIS_URL={redis_url}",
+    ]
+    return subprocess.run(
+        cmd, cwd=ROOT, env=crawl_env(), capture_output=True, text=True, timeout=120
+    )
 
 
 def keys_per_master(cluster: LocalRedisCluster) -> dict[int, int]:
@@ -66,8 +75,7 @@ def test_two_workers_crawl_through_a_redis_cluster_once_each_and_politely(
     demo = slow_demo
     items = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
     for path in items:
-        start_worker(workers, demo.seeds, tmp_path / "data", redis_cluster.url, path, *PACED,
-                     *WAIT)  # fmt: skip
+        start_worker(workers, demo.seeds, tmp_path / "data", redis_cluster.url, path, *PACED, *WAIT)
     logs = [finish(w) for w in workers]
     expected = set(demo.web.reachable())
     per_worker = [[i["url"] for i in read_items(p)] for p in items]
@@ -91,10 +99,12 @@ def test_a_worker_killed_with_kill_9_loses_nothing_on_a_cluster(
 ):
     demo = slow_demo
     settings = (*PACED, *WAIT, "FRONTIER_LEASE_TIMEOUT=3")
-    a = start_worker(workers, demo.seeds, tmp_path / "data", redis_cluster.url,
-                     tmp_path / "a.jsonl", *settings)  # fmt: skip
-    b = start_worker(workers, demo.seeds, tmp_path / "data", redis_cluster.url,
-                     tmp_path / "b.jsonl", *settings)  # fmt: skip
+    a = start_worker(
+        workers, demo.seeds, tmp_path / "data", redis_cluster.url, tmp_path / "a.jsonl", *settings
+    )
+    b = start_worker(
+        workers, demo.seeds, tmp_path / "data", redis_cluster.url, tmp_path / "b.jsonl", *settings
+    )
     wait_for_fetches(demo, 60)
     b.send_signal(signal.SIGKILL)
     b.wait(10)
@@ -117,13 +127,22 @@ def test_a_master_killed_mid_crawl_fails_over_and_no_url_is_lost(
     demo = slow_demo
     with LocalRedisCluster(tmp_path / "cluster") as cluster:
         for path in ("a", "b"):
-            start_worker(workers, demo.seeds, tmp_path / "data", cluster.url,
-                         tmp_path / f"{path}.jsonl", *PACED, *WAIT)  # fmt: skip
+            start_worker(
+                workers,
+                demo.seeds,
+                tmp_path / "data",
+                cluster.url,
+                tmp_path / f"{path}.jsonl",
+                *PACED,
+                *WAIT,
+            )
         # the master that serves the shards of most of the demo's hosts
         client = cluster_client(cluster)
         keys = CrawlKeys("web")
-        ports = Counter(client.get_node_from_key(keys.shard_for(scope_key(u, "host")).prefix).port
-                        for u in demo.seeds)  # fmt: skip
+        ports = Counter(
+            client.get_node_from_key(keys.shard_for(scope_key(u, "host")).prefix).port
+            for u in demo.seeds
+        )
         victim = ports.most_common(1)[0][0]
         wait_for_fetches(demo, 60)
         cluster.kill(victim)
@@ -136,8 +155,13 @@ def test_a_master_killed_mid_crawl_fails_over_and_no_url_is_lost(
     reachable = set(demo.web.reachable())
     lost = reachable - set(stored)
     twice = sorted(u for u, n in demo.page_fetches().items() if n > 1)
-    report = {"failover_s": round(failover, 2), "lost": len(lost), "fetched_twice": len(twice),
-              "pages": len(reachable), "hosts_on_the_dead_master": ports[victim]}  # fmt: skip
+    report = {
+        "failover_s": round(failover, 2),
+        "lost": len(lost),
+        "fetched_twice": len(twice),
+        "pages": len(reachable),
+        "hosts_on_the_dead_master": ports[victim],
+    }
     print("FAILOVER", json.dumps(report))
     (tmp_path / "failover.json").write_text(json.dumps(report))
     assert not lost, (report, sorted(lost)[:20], logs[0][-3000:])
@@ -158,11 +182,13 @@ def test_status_submit_reset_and_failpaths_work_on_a_cluster(demo, redis_cluster
     assert state["shards"] == 16 and len(state["queued_per_shard"]) == 16
     assert state["queued"] == 0 and state["leased"] == 0 and state["stored"] == reachable
     assert state["seen"] >= reachable and state["redis"].startswith("Redis Cluster at")
-    submit = webcrawl("submit", "http://example.invalid/a", redis_url=redis_cluster.url,
-                      data_dir=data)  # fmt: skip
+    submit = webcrawl(
+        "submit", "http://example.invalid/a", redis_url=redis_cluster.url, data_dir=data
+    )
     assert submit.returncode == 0, submit.stderr
-    state = json.loads(webcrawl("status", "--json", redis_url=redis_cluster.url,
-                                data_dir=data).stdout)  # fmt: skip
+    state = json.loads(
+        webcrawl("status", "--json", redis_url=redis_cluster.url, data_dir=data).stdout
+    )
     assert state["submitted"] == 1
     failpaths = webcrawl("failpaths", redis_url=redis_cluster.url, data_dir=data)
     assert failpaths.returncode == 0 and "dead paths" in failpaths.stdout
@@ -191,8 +217,7 @@ def test_every_url_is_popped_once_from_shards_on_every_master(redis_cluster, clu
         if len(got) == len(urls):
             break
     assert sorted(got) == sorted(urls)
-    nodes = {queue.router.node_of(s).connection_pool.connection_kwargs["port"]
-             for s in range(16)}  # fmt: skip
+    nodes = {queue.router.node_of(s).connection_pool.connection_kwargs["port"] for s in range(16)}
     assert nodes == {n.port for n in redis_cluster.masters()}
 
 
@@ -219,8 +244,7 @@ def test_a_shard_moved_by_resharding_is_followed_not_lost(redis_cluster, cluster
     before = queue.router.node_of(shard).connection_pool.connection_kwargs["port"]
     other = next(n.port for n in redis_cluster.masters() if n.port != before)
     _move_slot(redis_cluster, slot, before, other)
-    result = queue.step(pushes=[entry(queue, f"http://{host}/{i}") for i in range(5, 8)],
-                        pop=False)  # fmt: skip
+    result = queue.step(pushes=[entry(queue, f"http://{host}/{i}") for i in range(5, 8)], pop=False)
     assert result.added == 3 and not result.failed
     assert queue.router.node_of(shard).connection_pool.connection_kwargs["port"] == other
     got = []
@@ -271,8 +295,10 @@ def test_a_worker_whose_store_is_not_the_crawls_is_refused_naming_both(
     first = run_crawl(demo.seeds[:1], tmp_path / "m1", redis_url, depth)
     assert first.returncode == 0, first.stderr[-2000:]
     other = run_crawl(demo.seeds[1:], tmp_path / "m2", redis_url, depth)
-    said = (f"crawl 'web' keeps its frontier and pages in sqlite:///{tmp_path}/m1/"
-            "webtable.sqlite3 on host ")  # fmt: skip
+    said = (
+        f"crawl 'web' keeps its frontier and pages in sqlite:///{tmp_path}/m1/"
+        "webtable.sqlite3 on host "
+    )
     assert said in other.stderr, other.stderr[-2000:]
     assert f"this worker's store is sqlite:///{tmp_path}/m2/webtable.sqlite3 on " in other.stderr
     assert "`webcrawl reset --crawl web --yes`" in other.stderr

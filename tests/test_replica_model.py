@@ -15,8 +15,12 @@ from conftest import _server
 from support.gates import Replica
 
 
-def scenario(master: redis.Redis, wait: Callable[[], int], lag: Callable[[], None],
-             fail_over: Callable[[], redis.Redis]) -> tuple:  # fmt: skip
+def scenario(
+    master: redis.Redis,
+    wait: Callable[[], int],
+    lag: Callable[[], None],
+    fail_over: Callable[[], redis.Redis],
+) -> tuple:
     master.set("a", 1)
     master.hset("h", "x", 1)
     first = wait()
@@ -33,8 +37,9 @@ def test_a_failover_keeps_what_wait_confirmed_and_loses_the_rest_as_the_model_do
     redis_pair, tmp_path
 ):
     m = redis_pair.master.client()
-    real = scenario(m, lambda: m.execute_command("WAIT", 1, 500), redis_pair.link.hold,
-                    redis_pair.fail_over)  # fmt: skip
+    real = scenario(
+        m, lambda: m.execute_command("WAIT", 1, 500), redis_pair.link.hold, redis_pair.fail_over
+    )
 
     server = _server(tmp_path / "model")
     server.start()

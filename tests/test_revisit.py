@@ -70,8 +70,11 @@ def test_the_prior_keeps_extreme_histories_finite():
 def test_trusted_last_modified_gives_the_closed_form():
     # changes at 0.5 h past each odd hour: LM agrees with the observed changes
     def lm(at):
-        return max(h + 0.5 * HOUR for h in [-2 * HOUR] + [i * HOUR for i in range(1, 40, 2)]
-                   if h + 0.5 * HOUR <= at)  # fmt: skip
+        return max(
+            h + 0.5 * HOUR
+            for h in [-2 * HOUR] + [i * HOUR for i in range(1, 40, 2)]
+            if h + 0.5 * HOUR <= at
+        )
 
     flags = [(i % 2 == 0) for i in range(1, 21)]  # a change seen at every even hour
     visits = regular(flags, lm=lm)

@@ -19,8 +19,10 @@ UA = "webcrawl/0.1 (+https://github.com/webcrawl/webcrawl)"
 
 
 def test_a_2xx_is_parsed_and_only_our_group_is_kept():
-    text = ("User-agent: googlebot\nDisallow: /g/\n\nUser-agent: *\nDisallow: /private/\n"
-            "Crawl-delay: 2\nSitemap: https://example.com/s.xml\n")  # fmt: skip
+    text = (
+        "User-agent: googlebot\nDisallow: /g/\n\nUser-agent: *\nDisallow: /private/\n"
+        "Crawl-delay: 2\nSitemap: https://example.com/s.xml\n"
+    )
     entry = robots.from_response(200, text.encode(), 10.0, UA, None, 300)
     assert entry.state == robots.RULES
     assert entry.rules == "User-agent: *\ndisallow: /private/\ncrawl-delay: 2\n"
@@ -63,11 +65,14 @@ def test_nothing_known_means_fetch():
     assert robots.verdict(None, 0.0, 3) == ("fetch", 0.0)
 
 
-@pytest.mark.parametrize("body", [
-    b"<!doctype html><html><head><title>500</title></head><body>Oops</body></html>",
-    bytes(range(256)) * 40,
-    b"\xff\xfe\x00garbage\x00\x00Disallow /x",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"<!doctype html><html><head><title>500</title></head><body>Oops</body></html>",
+        bytes(range(256)) * 40,
+        b"\xff\xfe\x00garbage\x00\x00Disallow /x",
+    ],
+)
 def test_an_html_page_or_garbage_in_a_200_is_parsed_like_a_file(body):
     entry = robots.from_response(200, body, 0, UA, None, 300)
     assert entry.state == robots.RULES
@@ -150,8 +155,22 @@ def test_raw_deflate_stacked_encodings_and_bad_bodies():
 # -- the shared group answers as the whole file does ----------------------------------
 
 _AGENTS = ["*", "webcrawl", "WebCrawl", "web*", "googlebot", "webcrawl/0.1", "crawl", "", "*bot"]
-_PATHS = ["/", "/a", "/a/", "/a/b", "/b*", "/*.pdf$", "/a$", "/index.html", "/%7Ex", "/~x",
-          "/p?q=1", "/$", "/a/b/index.html", ""]  # fmt: skip
+_PATHS = [
+    "/",
+    "/a",
+    "/a/",
+    "/a/b",
+    "/b*",
+    "/*.pdf$",
+    "/a$",
+    "/index.html",
+    "/%7Ex",
+    "/~x",
+    "/p?q=1",
+    "/$",
+    "/a/b/index.html",
+    "",
+]
 _line = st.one_of(
     st.sampled_from(_AGENTS).map(lambda a: f"User-agent: {a}"),
     st.tuples(
@@ -173,9 +192,21 @@ _line = st.one_of(
     ),
     st.text(max_size=20),
 )
-_URLS = ["http://h/", "http://h/a", "http://h/a/b", "http://h/a/b/c", "http://h/bx",
-         "http://h/x.pdf", "http://h/x.pdf?y", "http://h/index.html", "http://h/~x",
-         "http://h/%7Ex", "http://h/p?q=1", "http://h/a/b/", "http://h/z"]  # fmt: skip
+_URLS = [
+    "http://h/",
+    "http://h/a",
+    "http://h/a/b",
+    "http://h/a/b/c",
+    "http://h/bx",
+    "http://h/x.pdf",
+    "http://h/x.pdf?y",
+    "http://h/index.html",
+    "http://h/~x",
+    "http://h/%7Ex",
+    "http://h/p?q=1",
+    "http://h/a/b/",
+    "http://h/z",
+]
 
 
 @settings(max_examples=400, deadline=None)

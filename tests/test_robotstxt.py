@@ -52,8 +52,9 @@ def _stat(log: str, name: str) -> int:
 
 
 def _sent(log_path) -> list[dict]:
-    return sorted((json.loads(line) for line in log_path.read_text().splitlines()),
-                  key=lambda r: r["t"])  # fmt: skip
+    return sorted(
+        (json.loads(line) for line in log_path.read_text().splitlines()), key=lambda r: r["t"]
+    )
 
 
 @pytest.mark.slow
@@ -70,13 +71,17 @@ def test_each_kind_of_robots_txt_is_read_as_rfc_9309_says(tmp_path):
     sent = _sent(log)
     hosts = info["hosts"]
     for index, kind in cases.items():
-        robots = [r["path"] for r in sent if r["host"] == hosts[index]
-                  and r["path"].split("?")[0] == "/robots.txt"]  # fmt: skip
+        robots = [
+            r["path"]
+            for r in sent
+            if r["host"] == hosts[index] and r["path"].split("?")[0] == "/robots.txt"
+        ]
         # the loop: /robots.txt -> /robots.txt?loop -> /robots.txt, ended at the repeat
         loop = ["/robots.txt", "/robots.txt?loop"]
         assert robots == (loop if kind == "loop" else ["/robots.txt"]), (index, robots)
-        private = [r for r in sent if r["host"] == hosts[index]
-                   and r["path"].startswith("/private/")]  # fmt: skip
+        private = [
+            r for r in sent if r["host"] == hosts[index] and r["path"].startswith("/private/")
+        ]
         if kind.startswith("huge"):  # its first line disallows /private/
             assert private == []
         else:  # unavailable or no rules: everything allowed
@@ -104,8 +109,9 @@ def test_a_robots_txt_answering_503_keeps_the_host_waiting_then_crawled(tmp_path
     sent = [r for r in _sent(log) if r["host"] == host]
     robots = [r["status"] for r in sent if r["path"] == "/robots.txt"]
     assert robots[0] == 503 and robots[-1] == 200 and len(robots) >= 2, robots
-    first_ok = next(i for i, r in enumerate(sent) if r["path"] == "/robots.txt"
-                    and r["status"] == 200)  # fmt: skip
+    first_ok = next(
+        i for i, r in enumerate(sent) if r["path"] == "/robots.txt" and r["status"] == 200
+    )
     assert all(r["path"] == "/robots.txt" for r in sent[:first_ok])  # nothing before it
     stored = {json.loads(line)["url"] for line in items.read_text().splitlines()}
     assert stored == set(web.reachable())  # then the host was crawled, nothing lost
@@ -149,11 +155,21 @@ def test_two_workers_fetch_each_robots_txt_once_in_the_hosts_turn(
     from test_cluster import finish, start_worker
 
     demo = slow_demo
-    settings = ("FRONTIER_HOST_DELAY=0.4", "ADAPTIVE_DELAY_ENABLED=False", "DEPTH_LIMIT=2",
-                "LOG_LEVEL=INFO")  # fmt: skip
+    settings = (
+        "FRONTIER_HOST_DELAY=0.4",
+        "ADAPTIVE_DELAY_ENABLED=False",
+        "DEPTH_LIMIT=2",
+        "LOG_LEVEL=INFO",
+    )
     for name in ("a", "b"):
-        start_worker(workers, demo.seeds, tmp_path / "data", redis_server.url,
-                     tmp_path / f"{name}.jsonl", *settings)  # fmt: skip
+        start_worker(
+            workers,
+            demo.seeds,
+            tmp_path / "data",
+            redis_server.url,
+            tmp_path / f"{name}.jsonl",
+            *settings,
+        )
     logs = [finish(w) for w in workers]
     sent = sorted(demo.requests(), key=lambda r: r["t"])
     for host in demo.info["hosts"][:4]:
@@ -185,10 +201,15 @@ ORIGIN = "http://lock.example:80"
 
 def _worker(redis_client, monkeypatch, fetch):
     """A robots.txt middleware of worker ``a`` on ``redis_client``, fetching with ``fetch``."""
-    crawler = get_crawler(settings_dict={"ROBOTSTXT_OBEY": True, "DOWNLOAD_TIMEOUT": 30,
-                                         "ADAPTIVE_DELAY_MAX": 60.0,
-                                         "ROBOTSTXT_UNREACHABLE_WAIT": 300.0,
-                                         "ROBOTSTXT_UNREACHABLE_TRIES": 3})  # fmt: skip
+    crawler = get_crawler(
+        settings_dict={
+            "ROBOTSTXT_OBEY": True,
+            "DOWNLOAD_TIMEOUT": 30,
+            "ADAPTIVE_DELAY_MAX": 60.0,
+            "ROBOTSTXT_UNREACHABLE_WAIT": 300.0,
+            "ROBOTSTXT_UNREACHABLE_TRIES": 3,
+        }
+    )
     mw = RobotsTxtMiddleware(crawler)
     frontier = SimpleNamespace(server=redis_client, keys=CrawlKeys("web"), worker_id="worker-a")
     monkeypatch.setattr(mw, "_frontier", lambda: frontier)
@@ -261,8 +282,10 @@ def test_no_answer_is_told_from_an_answer_and_from_our_own_outage(redis_client, 
     url = ORIGIN + "/robots.txt"
     monkeypatch.setattr(RoundTrips, "last_error", 0.0)
     sent = time.monotonic()
-    for error in (DownloadTimeoutError("took longer than 15 s"),
-                  DownloadConnectionRefusedError("refused")):  # fmt: skip
+    for error in (
+        DownloadTimeoutError("took longer than 15 s"),
+        DownloadConnectionRefusedError("refused"),
+    ):
         assert mw._failed(url, ORIGIN, error, None, sent).unanswered
     assert not mw._failed(url, ORIGIN, ValueError("not a download error"), None, sent).unanswered
     monkeypatch.setattr(RoundTrips, "last_error", time.monotonic())  # Redis timed out since
@@ -288,8 +311,10 @@ def test_sites_are_dropped_for_no_answer_only_where_the_failed_path_filter_recor
     assert not _failpath_on(removed)
     # a disabled middleware is not imported (it may not be installed), as Scrapy does
     other = Settings(project.copy_to_dict())
-    other.set("DOWNLOADER_MIDDLEWARES", {"not_installed.Middleware": None,
-                                         **project.getdict("DOWNLOADER_MIDDLEWARES")})  # fmt: skip
+    other.set(
+        "DOWNLOADER_MIDDLEWARES",
+        {"not_installed.Middleware": None, **project.getdict("DOWNLOADER_MIDDLEWARES")},
+    )
     assert _failpath_on(other)
 
 
@@ -301,11 +326,17 @@ def test_a_silent_sites_requests_are_dropped_but_an_opted_out_one_waits(redis_cl
     from middlewares.failpath import SiteUnanswered
     from middlewares.robotstxt import RobotsTxtWait
 
-    crawler = get_crawler(settings_dict={
-        "ROBOTSTXT_OBEY": True, "DOWNLOAD_TIMEOUT": 30, "ADAPTIVE_DELAY_MAX": 60.0,
-        "ROBOTSTXT_UNREACHABLE_WAIT": 300.0, "ROBOTSTXT_UNREACHABLE_TRIES": 3,
-        "FAILPATH_ENABLED": True,
-        "DOWNLOADER_MIDDLEWARES": {"middlewares.failpath.FailPathMiddleware": 95}})  # fmt: skip
+    crawler = get_crawler(
+        settings_dict={
+            "ROBOTSTXT_OBEY": True,
+            "DOWNLOAD_TIMEOUT": 30,
+            "ADAPTIVE_DELAY_MAX": 60.0,
+            "ROBOTSTXT_UNREACHABLE_WAIT": 300.0,
+            "ROBOTSTXT_UNREACHABLE_TRIES": 3,
+            "FAILPATH_ENABLED": True,
+            "DOWNLOADER_MIDDLEWARES": {"middlewares.failpath.FailPathMiddleware": 95},
+        }
+    )
     mw = RobotsTxtMiddleware(crawler)
     requeued = []
 
@@ -313,8 +344,9 @@ def test_a_silent_sites_requests_are_dropped_but_an_opted_out_one_waits(redis_cl
         requeued.append(request.url)
         return True
 
-    frontier = SimpleNamespace(server=redis_client, keys=CrawlKeys("web"), worker_id="a",
-                               requeue=requeue)  # fmt: skip
+    frontier = SimpleNamespace(
+        server=redis_client, keys=CrawlKeys("web"), worker_id="a", requeue=requeue
+    )
     monkeypatch.setattr(mw, "_frontier", lambda: frontier)
     silent = rules.unreachable("DNSLookupError: x", time.time(), None, 300.0, unanswered=True)
     redis_client.set(CrawlKeys("web").robots(ORIGIN), silent.dumps())
@@ -331,8 +363,9 @@ def test_a_refusal_says_whether_the_rules_were_fetched_for_the_request(redis_cli
     from middlewares.robotstxt import ForbiddenByRobotsTxt
 
     async def fetch(origin, previous, request):
-        return rules.from_response(200, b"User-agent: *\nDisallow: /private/\n", time.time(),
-                                   "webcrawl", None, 300.0)  # fmt: skip
+        return rules.from_response(
+            200, b"User-agent: *\nDisallow: /private/\n", time.time(), "webcrawl", None, 300.0
+        )
 
     mw = _worker(redis_client, monkeypatch, fetch)
     outcomes = []

@@ -34,11 +34,19 @@ def test_unknown_mode():
 
 
 _URLS = [
-    "http://Example.COM:80/a", "https://example.com:443/", "http://127.0.0.2:8000/x",
-    "http://[::1]:8080/", "http://[::0:1]/", "https://docs.example.co.uk/x?y=1",
-    "http://www.example.co.uk:8080/", "http://xn--bcher-kva.example/", "http://bücher.example/",
-    "https://user:pw@example.com/", "http://192.168.0.1/", "http://a.b.c.d.example.org/",
-]  # fmt: skip
+    "http://Example.COM:80/a",
+    "https://example.com:443/",
+    "http://127.0.0.2:8000/x",
+    "http://[::1]:8080/",
+    "http://[::0:1]/",
+    "https://docs.example.co.uk/x?y=1",
+    "http://www.example.co.uk:8080/",
+    "http://xn--bcher-kva.example/",
+    "http://bücher.example/",
+    "https://user:pw@example.com/",
+    "http://192.168.0.1/",
+    "http://a.b.c.d.example.org/",
+]
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -24,8 +24,13 @@ def scrapyd(tmp_path):
         f"eggs_dir = {home}/eggs\nlogs_dir = {home}/logs\ndbs_dir = {home}/dbs\n"
         "items_dir =\nmax_proc = 4\npoll_interval = 0.5\n"
     )
-    proc = subprocess.Popen([sys.executable, "-m", "scrapyd"], cwd=home, env=crawl_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scrapyd"],
+        cwd=home,
+        env=crawl_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}/"
     deadline = time.monotonic() + 30
     while True:
@@ -50,15 +55,38 @@ def test_deploy_two_workers_to_scrapyd(scrapyd, slow_demo, redis_server, redis_c
     url, home = scrapyd
     data = tmp_path / "data"
     result = subprocess.run(
-        [sys.executable, "-m", "webcrawl.cli", "deploy", "--url", url, "--workers", "2",
-         "--crawl", "sdtest",
-         "--seeds", ",".join(slow_demo.seeds), "-s", f"REDIS_URL={redis_server.url}",
-         # paced (~20 pages/s, ~12 s): scrapyd starts its jobs a poll apart and each
-         # takes seconds to start, so a faster crawl could end before the second joins
-         "-s", f"WEBCRAWL_DATA_DIR={data}", "-s", "FRONTIER_HOST_DELAY=0.2",
-         "-s", "STATUS_HEARTBEAT_INTERVAL=0.5", "-s", "STATUS_HEARTBEAT_TTL=3"],
-        cwd=ROOT, env=crawl_env(), capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "webcrawl.cli",
+            "deploy",
+            "--url",
+            url,
+            "--workers",
+            "2",
+            "--crawl",
+            "sdtest",
+            "--seeds",
+            ",".join(slow_demo.seeds),
+            "-s",
+            f"REDIS_URL={redis_server.url}",
+            # paced (~20 pages/s, ~12 s): scrapyd starts its jobs a poll apart and each
+            # takes seconds to start, so a faster crawl could end before the second joins
+            "-s",
+            f"WEBCRAWL_DATA_DIR={data}",
+            "-s",
+            "FRONTIER_HOST_DELAY=0.2",
+            "-s",
+            "STATUS_HEARTBEAT_INTERVAL=0.5",
+            "-s",
+            "STATUS_HEARTBEAT_TTL=3",
+        ],
+        cwd=ROOT,
+        env=crawl_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("started web job") == 2
     assert not (ROOT / "setup.py").exists()  # the checkout is left as it was
@@ -79,8 +107,11 @@ def test_deploy_two_workers_to_scrapyd(scrapyd, slow_demo, redis_server, redis_c
     assert max(slow_demo.page_fetches().values()) == 1
     # both jobs joined the crawl named by --crawl, and nothing else
     assert frontier_totals(redis_client, "sdtest")["seen"] >= len(urls)
-    assert not [k for pattern in ("webcrawl:{web:*", "webcrawl:{web}*", "webcrawl:web:*")
-                for k in redis_client.scan_iter(match=pattern)]  # fmt: skip
+    assert not [
+        k
+        for pattern in ("webcrawl:{web:*", "webcrawl:{web}*", "webcrawl:web:*")
+        for k in redis_client.scan_iter(match=pattern)
+    ]
 
 
 def test_the_egg_holds_every_package_of_the_project(tmp_path):

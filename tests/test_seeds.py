@@ -19,8 +19,10 @@ def test_file_with_bad_lines(tmp_path):
     urls, bad = read_seeds(str(f))
     assert urls == ["https://example.com/", "http://example.com/", "http://example.net/a"]
     assert [(b.line, b.text) for b in bad] == [
-        (4, "example.org"), (5, "ftp://files.example.com/"), (8, "not a url at all"),
-    ]  # fmt: skip
+        (4, "example.org"),
+        (5, "ftp://files.example.com/"),
+        (8, "not a url at all"),
+    ]
     assert "did you mean https://example.org" in bad[0].reason
     assert "unsupported scheme 'ftp'" in bad[1].reason
     assert str(bad[0]).startswith(f"{f}:4: ")

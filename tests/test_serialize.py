@@ -38,8 +38,16 @@ def test_request_round_trip():
         flags=["x"],
     )
     back = round_trip(request, spider)
-    for attr in ("url", "method", "body", "cookies", "priority", "dont_filter", "flags",
-                 "cb_kwargs"):  # fmt: skip
+    for attr in (
+        "url",
+        "method",
+        "body",
+        "cookies",
+        "priority",
+        "dont_filter",
+        "flags",
+        "cb_kwargs",
+    ):
         assert getattr(back, attr) == getattr(request, attr), attr
     assert back.callback == spider.other
     assert back.headers.getlist("X-A") == [b"1", b"2"]

@@ -9,8 +9,19 @@ import scrapy.settings.default_settings as scrapy_defaults
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ["webcrawl", "spiders", "middlewares", "pipelines"]
 NAME = re.compile(r"^[A-Z][A-Z0-9]*(_[A-Z0-9]+)+$")
-READERS = {"get", "getbool", "getint", "getfloat", "getlist", "getdict", "getwithbase",
-           "positive_int", "positive_float", "non_negative_float", "choice"}  # fmt: skip
+READERS = {
+    "get",
+    "getbool",
+    "getint",
+    "getfloat",
+    "getlist",
+    "getdict",
+    "getwithbase",
+    "positive_int",
+    "positive_float",
+    "non_negative_float",
+    "choice",
+}
 
 
 def settings_read() -> dict[str, str]:
@@ -55,8 +66,14 @@ def documented() -> dict[str, bool]:
 
 def test_the_scan_finds_what_components_read():
     read = settings_read()
-    for name in ("WEBCRAWL_DATA_DIR", "FRONTIER_BATCH_SIZE", "WEBCRAWL_SCOPE",
-                 "WEBCRAWL_STORE_BATCH_SIZE", "STATUS_HEARTBEAT_TTL", "REDIS_URL"):  # fmt: skip
+    for name in (
+        "WEBCRAWL_DATA_DIR",
+        "FRONTIER_BATCH_SIZE",
+        "WEBCRAWL_SCOPE",
+        "WEBCRAWL_STORE_BATCH_SIZE",
+        "STATUS_HEARTBEAT_TTL",
+        "REDIS_URL",
+    ):
         assert name in read, name
 
 
@@ -71,8 +88,19 @@ def test_every_setting_read_is_documented():
 
 
 def test_our_settings_have_comments_and_prefixes():
-    prefixes = ("WEBCRAWL_", "FRONTIER_", "FAILPATH_", "ADAPTIVE_DELAY_", "SIMHASH_",
-                "REVISIT_", "STATUS_", "REDIS_", "SCHEDULER_", "BLOOM_", "ROBOTSTXT_")  # fmt: skip
+    prefixes = (
+        "WEBCRAWL_",
+        "FRONTIER_",
+        "FAILPATH_",
+        "ADAPTIVE_DELAY_",
+        "SIMHASH_",
+        "REVISIT_",
+        "STATUS_",
+        "REDIS_",
+        "SCHEDULER_",
+        "BLOOM_",
+        "ROBOTSTXT_",
+    )
     for name, commented in documented().items():
         if hasattr(scrapy_defaults, name):
             continue  # a Scrapy setting we override

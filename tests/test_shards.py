@@ -48,10 +48,13 @@ def test_every_key_of_a_shard_shares_its_hash_tag_and_the_crawl_owns_them():
 @pytest.mark.parametrize("shards", [16, 64, 256, 1024])
 def test_shards_spread_evenly_over_the_slots_so_over_a_clusters_masters(shards):
     """redis-cli gives 3 masters slots 0-5460, 5461-10922 and 10923-16383."""
-    slots = [hash_slot(k.prefix.split("{")[1].split("}")[0])
-             for k in CrawlKeys("web", shards).all_shards()]  # fmt: skip
-    per_master = [sum(a <= s < b for s in slots) for a, b in ((0, 5461), (5461, 10923),
-                                                              (10923, 16384))]  # fmt: skip
+    slots = [
+        hash_slot(k.prefix.split("{")[1].split("}")[0])
+        for k in CrawlKeys("web", shards).all_shards()
+    ]
+    per_master = [
+        sum(a <= s < b for s in slots) for a, b in ((0, 5461), (5461, 10923), (10923, 16384))
+    ]
     even = shards / 3
     assert max(abs(n - even) / even for n in per_master) < (0.15 if shards <= 256 else 0.1)
     assert len({shard_of(f"h{i}", shards) for i in range(50 * shards)}) == shards
@@ -68,7 +71,9 @@ def test_names_that_cannot_name_keys_are_refused(name):
 def test_cluster_urls():
     assert cluster_nodes("redis+cluster://h1:7000") == ("redis://h1:7000", [("h1", 7000)])
     assert cluster_nodes("rediss+cluster://u:p@h1:7000,h2:7001/0?ssl_cert_reqs=none") == (
-        "rediss://u:p@h1:7000/0?ssl_cert_reqs=none", [("h1", 7000), ("h2", 7001)])  # fmt: skip
+        "rediss://u:p@h1:7000/0?ssl_cert_reqs=none",
+        [("h1", 7000), ("h2", 7001)],
+    )
     with pytest.raises(ValueError, match="expected host:port"):
         cluster_nodes("redis+cluster://h1")
 
@@ -78,8 +83,9 @@ def test_the_shard_count_is_recorded_and_another_refused(redis_client):
     join_crawl(redis_client, "c", 8)
     assert existing_crawl(redis_client, "c", 16) == (CrawlKeys("c", 8), True)
     assert join_crawl(redis_client, "c", 8).shards == 8
-    with pytest.raises(CrawlLayoutError, match="FRONTIER_SHARDS = 8, this worker has "
-                                               "FRONTIER_SHARDS = 16"):  # fmt: skip
+    with pytest.raises(
+        CrawlLayoutError, match="FRONTIER_SHARDS = 8, this worker has FRONTIER_SHARDS = 16"
+    ):
         join_crawl(redis_client, "c", 16)
 
 
@@ -93,9 +99,12 @@ def test_the_dupefilter_is_recorded_and_another_refused(redis_client):
     join_crawl(redis_client, "c", 16, BLOOM)
     assert join_crawl(redis_client, "c", 16, BLOOM).shards == 16
     assert join_crawl(redis_client, "c", 16).shards == 16  # commands do not ask
-    with pytest.raises(CrawlLayoutError, match=r"created with a Bloom filter for 1000000 URLs "
-                       r"at 0\.001 false positives as its dupefilter, this worker has an exact "
-                       "set"):  # fmt: skip
+    with pytest.raises(
+        CrawlLayoutError,
+        match=r"created with a Bloom filter for 1000000 URLs "
+        r"at 0\.001 false positives as its dupefilter, this worker has an exact "
+        "set",
+    ):
         join_crawl(redis_client, "c", 16, SET)
     with pytest.raises(CrawlLayoutError, match="this worker has a Bloom filter for 2000000"):
         join_crawl(redis_client, "c", 16, {**BLOOM, "bloom_capacity": "2000000"})
@@ -122,8 +131,10 @@ def test_the_store_is_recorded_and_a_worker_with_another_refused(redis_client):
         "worker of a crawl must share one store: on several machines, HBase) or start over "
         "with `webcrawl reset --crawl web --yes`"
     )
-    with pytest.raises(CrawlLayoutError, match="the same URL on the same host: that store "
-                       "was made anew since the crawl began"):  # fmt: skip
+    with pytest.raises(
+        CrawlLayoutError,
+        match="the same URL on the same host: that store was made anew since the crawl began",
+    ):
         join_crawl(redis_client, "web", 16, SET, {**a, "id": "3c"})
     assert recorded_store(redis_client, CrawlKeys("web", 16)) == a
     join_crawl(redis_client, "other", 16, SET, b)  # another crawl, another store
@@ -144,7 +155,8 @@ def test_workers_with_their_own_data_dirs_are_two_stores_and_one_data_dir_is_one
         store.close()
     assert f"pages in sqlite:///{tmp_path}/m1/webtable.sqlite3 on host " in str(refused.value)
     assert f"this worker's store is sqlite:///{tmp_path}/m2/webtable.sqlite3 on " in str(
-        refused.value)  # fmt: skip
+        refused.value
+    )
 
 
 def entry(queue, url):
@@ -169,7 +181,7 @@ def test_pops_go_round_every_shard_in_turn(redis_client):
     queue.step(pushes=[entry(queue, u) for u in urls], pop=False, now=0)
     shards = []
     for _ in range(16):
-        (_, lease), = queue.step(pop=1, now=1).popped  # fmt: skip
+        ((_, lease),) = queue.step(pop=1, now=1).popped
         shards.append(int(lease.split(":")[0]))
     assert sorted(shards) == list(range(16))
 
@@ -181,8 +193,11 @@ def test_work_another_worker_puts_in_an_empty_shard_is_found_within_a_second(red
     assert mine.step(pop=1, now=0).request.url == "http://a.example/1"
     empty = mine.step(pop=1, now=0.1)
     assert empty.request is None
-    other = next(h for h in (f"x{i}.example" for i in range(100))
-                 if mine.keys.shard_of(h) != mine.keys.shard_of("a.example"))  # fmt: skip
+    other = next(
+        h
+        for h in (f"x{i}.example" for i in range(100))
+        if mine.keys.shard_of(h) != mine.keys.shard_of("a.example")
+    )
     theirs.step(pushes=[entry(theirs, f"http://{other}/1")], pop=False, now=0.2)
     assert mine.step(pop=1, now=0.5).request is None  # still believes every shard idle...
     assert mine.step(pop=1, now=1.2).request.url == f"http://{other}/1"  # ...not for long
@@ -193,10 +208,14 @@ def test_a_step_with_one_shard_down_applies_the_others_and_says_which_failed(red
     of the wrong type) does not undo the others, and it is reported by shard."""
     queue = HostQueue(redis_client, S(), CrawlKeys("t"))
     a = "a.example"
-    b = next(h for h in (f"b{i}.example" for i in range(100))
-             if queue.keys.shard_of(h) != queue.keys.shard_of(a))  # fmt: skip
+    b = next(
+        h
+        for h in (f"b{i}.example" for i in range(100))
+        if queue.keys.shard_of(h) != queue.keys.shard_of(a)
+    )
     redis_client.set(queue.keys.shard_for(b).seen, "not a set")  # SADD fails there
-    result = queue.step(pushes=[entry(queue, f"http://{a}/1"), entry(queue, f"http://{b}/1")],
-                        pop=False)  # fmt: skip
+    result = queue.step(
+        pushes=[entry(queue, f"http://{a}/1"), entry(queue, f"http://{b}/1")], pop=False
+    )
     assert result.added == 1 and list(result.failed) == [queue.keys.shard_of(b)]
     assert "WRONGTYPE" in str(result.failed[queue.keys.shard_of(b)])

@@ -31,8 +31,25 @@ ASTRAL = (
 def texts():
     rng = random.Random(7)
     words = (ENGLISH + " " + CHINESE + " " + MIXED).split() + list(CHINESE)
-    yield from ["", "a", "ab", "abc", "abcd", "abcde", "   ", "!!!", "A B C D", ENGLISH, CHINESE,
-                MIXED, ASTRAL, ENGLISH + ASTRAL, "𠀀", ENGLISH.upper(), "x" * 255]  # fmt: skip
+    yield from [
+        "",
+        "a",
+        "ab",
+        "abc",
+        "abcd",
+        "abcde",
+        "   ",
+        "!!!",
+        "A B C D",
+        ENGLISH,
+        CHINESE,
+        MIXED,
+        ASTRAL,
+        ENGLISH + ASTRAL,
+        "𠀀",
+        ENGLISH.upper(),
+        "x" * 255,
+    ]
     for n in (3, 10, 50, 300, 2000):
         for _ in range(8):
             yield " ".join(rng.choice(words) for _ in range(n))

@@ -54,8 +54,13 @@ def drop_tables(url: str) -> None:
     from webcrawl.store.hbase import parse_hbase_url
 
     o = parse_hbase_url(url)
-    conn = happybase.Connection(o["host"], o["port"], table_prefix=o["table_prefix"],
-                                transport=o["transport"], protocol=o["protocol"])  # fmt: skip
+    conn = happybase.Connection(
+        o["host"],
+        o["port"],
+        table_prefix=o["table_prefix"],
+        transport=o["transport"],
+        protocol=o["protocol"],
+    )
     try:
         for name in conn.tables():
             conn.delete_table(name, disable=True)
@@ -90,14 +95,30 @@ def row(url: str, **fields: Any) -> dict[str, Any]:
 
 def full_row(url: str) -> dict[str, Any]:
     """A row with every field a Page has, of every type, plus one no backend knows."""
-    return row(url, final_url=url + "?r", depth=3, kind="html", content_type="text/html",
-               title="Tête", text="visible text " * 10, outlinks=[url + "a", url + "b"],
-               etag='"v1"', last_modified="Mon, 23 Nov 2026 06:00:00 GMT",
-               content_length=5_000_000_000, redirects=[url + "old"], error="",
-               simhash="ffee00112233abcd", previous_simhash="0000000000000001", distance=7,
-               changed=True, visits=[[1.5, 1, None], [2.25, 0, 1763877600.0]],
-               revisit_interval=3600.5, next_visit=1763881200.25, revisit_method="poisson",
-               custom={"nested": [1, "two"]})  # fmt: skip
+    return row(
+        url,
+        final_url=url + "?r",
+        depth=3,
+        kind="html",
+        content_type="text/html",
+        title="Tête",
+        text="visible text " * 10,
+        outlinks=[url + "a", url + "b"],
+        etag='"v1"',
+        last_modified="Mon, 23 Nov 2026 06:00:00 GMT",
+        content_length=5_000_000_000,
+        redirects=[url + "old"],
+        error="",
+        simhash="ffee00112233abcd",
+        previous_simhash="0000000000000001",
+        distance=7,
+        changed=True,
+        visits=[[1.5, 1, None], [2.25, 0, 1763877600.0]],
+        revisit_interval=3600.5,
+        next_visit=1763881200.25,
+        revisit_method="poisson",
+        custom={"nested": [1, "two"]},
+    )
 
 
 def without_none(r: dict[str, Any]) -> dict[str, Any]:
@@ -142,15 +163,26 @@ def test_get_pages_reads_many_at_once(backend):
 
 def test_scans_by_site_prefix_in_key_order_with_limit(backend):
     with backend.open() as store:
-        urls = ["http://a.example/x", "http://a.example/y", "http://www.a.example/",
-                "https://a.example/z", "http://b.example/", "http://a.example:8080/"]  # fmt: skip
+        urls = [
+            "http://a.example/x",
+            "http://a.example/y",
+            "http://www.a.example/",
+            "https://a.example/z",
+            "http://b.example/",
+            "http://a.example:8080/",
+        ]
         urls += [f"http://c.example/{i:04d}" for i in range(2500)]  # over one scan page
         store.put_pages([row(u) for u in urls])
         assert [r["url"] for r in store.scan_pages("example.a:http/")] == [
-            "http://a.example/x", "http://a.example/y"]  # fmt: skip
+            "http://a.example/x",
+            "http://a.example/y",
+        ]
         assert [r["url"] for r in store.scan_pages("example.a:")] == [
-            "http://a.example/x", "http://a.example/y", "http://a.example:8080/",
-            "https://a.example/z"]  # fmt: skip
+            "http://a.example/x",
+            "http://a.example/y",
+            "http://a.example:8080/",
+            "https://a.example/z",
+        ]
         site_c = [r["url"] for r in store.scan_pages("example.c:")]
         assert site_c == [f"http://c.example/{i:04d}" for i in range(2500)]
         assert len(list(store.scan_pages(limit=1001))) == 1001
@@ -171,7 +203,8 @@ def test_rows_and_counts_survive_a_restart(backend):
     backend.restart()
     with backend.open() as store:
         assert without_none(store.get_page(url_to_key("http://a.example/kept"))) == without_none(
-            full_row("http://a.example/kept"))  # fmt: skip
+            full_row("http://a.example/kept")
+        )
         assert store.failpath_row("com.a:http") == {"/x/": 3}
 
 
@@ -185,8 +218,10 @@ def test_failpaths_rows_add_and_delete(backend):
         store.failpath_add("org.c:https", "/", 1)
         assert store.failpath_row("com.a:http") == {"/x/": 4, "*": 5}
         assert [s for s, _ in store.failpath_rows()] == ["com.a:http", "com.b:http", "org.c:https"]
-        assert dict(store.failpath_rows("com.")) == {"com.a:http": {"*": 5, "/x/": 4},
-                                                     "com.b:http": {"/": 1}}  # fmt: skip
+        assert dict(store.failpath_rows("com.")) == {
+            "com.a:http": {"*": 5, "/x/": 4},
+            "com.b:http": {"/": 1},
+        }
         store.failpath_delete("com.a:http", ["/x/", "/nothing/"])
         assert store.failpath_row("com.a:http") == {"*": 5}
         store.failpath_delete("com.b:http")
@@ -258,8 +293,9 @@ def test_successes_and_failures_racing_lose_no_failure(backend):
     together(_race, [(backend.url, role, rounds) for role in ("success", "failures", "failures")])
     with backend.open() as store:
         counts = store.failpath_row("com.race:http")
-    lost = {f"/r{i}/": counts.get(f"/r{i}/", 0) for i in range(rounds)
-            if counts.get(f"/r{i}/", 0) != 4}  # fmt: skip
+    lost = {
+        f"/r{i}/": counts.get(f"/r{i}/", 0) for i in range(rounds) if counts.get(f"/r{i}/", 0) != 4
+    }
     assert not lost and len(counts) == rounds, lost
 
 
@@ -285,10 +321,20 @@ def _successes_all(url: str, columns: int, barrier: Any) -> None:
 def test_the_cold_frontier_scans_a_host_in_queue_order_and_deletes(backend):
     """Entries under a host's prefix come back as its queue would pop them (priority,
     then arrival), never another host's; a rewrite replaces; deletes are idempotent."""
-    entries = [(cold_key("c", 3, host, prio, seq, claim="1"), b"%d|{\"url\":\"x\"}\xff" % seq)
-               for seq, (host, prio) in enumerate(
-                   [("a.example", 0), ("a.example", 5), ("ab.example", 9), ("a.example", -2),
-                    ("a.example", 5), ("a.example:8080", 1), ("a.example", 0)])]  # fmt: skip
+    entries = [
+        (cold_key("c", 3, host, prio, seq, claim="1"), b'%d|{"url":"x"}\xff' % seq)
+        for seq, (host, prio) in enumerate(
+            [
+                ("a.example", 0),
+                ("a.example", 5),
+                ("ab.example", 9),
+                ("a.example", -2),
+                ("a.example", 5),
+                ("a.example:8080", 1),
+                ("a.example", 0),
+            ]
+        )
+    ]
     with backend.open() as store:
         store.frontier_put(entries)
         host = [(k, e) for k, e in entries if k.startswith(host_prefix("c", 3, "a.example"))]
@@ -330,8 +376,9 @@ def test_failure_counts_are_atomic_across_threads_and_processes(backend):
     with multiprocessing.get_context("spawn").Pool(3) as pool:
         procs = pool.starmap_async(_add_many, [(backend.url, 60)] * 3)
         with ThreadPoolExecutor(4) as threads:
-            local = [v for vs in threads.map(lambda _: _add_many(backend.url, 60), range(4))
-                     for v in vs]  # fmt: skip
+            local = [
+                v for vs in threads.map(lambda _: _add_many(backend.url, 60), range(4)) for v in vs
+            ]
         values = local + [v for vs in procs.get(120) for v in vs]
     assert sorted(values) == list(range(1, 421))
 

@@ -44,8 +44,13 @@ LONG = struct.Struct(">q")
 
 
 def page(url=URL, **fields):
-    return {"key": url_to_key(url), "url": url, "status": 200, "fetched_at": 1763877600.125,
-            **fields}  # fmt: skip
+    return {
+        "key": url_to_key(url),
+        "url": url,
+        "status": 200,
+        "fetched_at": 1763877600.125,
+        **fields,
+    }
 
 
 def with_options(url: str, **extra: object) -> str:
@@ -57,8 +62,13 @@ def with_options(url: str, **extra: object) -> str:
 def happybase_connection(url: str) -> Iterator[happybase.Connection]:
     """Plain happybase on the tables of ``url`` (bypassing the store)."""
     o = parse_hbase_url(url)
-    conn = happybase.Connection(o["host"], o["port"], table_prefix=o["table_prefix"],
-                                transport=o["transport"], protocol=o["protocol"])  # fmt: skip
+    conn = happybase.Connection(
+        o["host"],
+        o["port"],
+        table_prefix=o["table_prefix"],
+        transport=o["transport"],
+        protocol=o["protocol"],
+    )
     try:
         yield conn
     finally:
@@ -128,18 +138,30 @@ def test_cells_are_nutch_style_big_endian_under_the_reversed_url(real):
     url = real.url()
     body = bytes(range(256)) * 4
     with open_store(url) as store:
-        store.put_pages([page(title="About", simhash="00000000000000ff", content_length=123,
-                              outlinks=["http://x/"], changed=False,
-                              content=base64.b64encode(body).decode("ascii"))])  # fmt: skip
+        store.put_pages(
+            [
+                page(
+                    title="About",
+                    simhash="00000000000000ff",
+                    content_length=123,
+                    outlinks=["http://x/"],
+                    changed=False,
+                    content=base64.b64encode(body).decode("ascii"),
+                )
+            ]
+        )
         store.failpath_add("com.example.www:http", "/bbb/", 2)
     with happybase_connection(url) as conn:
         assert sorted(conn.tables()) == [b"counters", b"failpaths", b"frontier", b"webpage"]
         assert {f: d["max_versions"] for f, d in conn.table("frontier").families().items()} == {
-            b"e": 1}  # fmt: skip
+            b"e": 1
+        }
         assert {f: d["max_versions"] for f, d in conn.table("webpage").families().items()} == {
-            b"f": 1, b"p": 1, b"h": 1}  # fmt: skip
-        assert [key for key, _ in conn.table("webpage").scan()] == [
-            b"com.example.www:http/about/"]  # fmt: skip
+            b"f": 1,
+            b"p": 1,
+            b"h": 1,
+        }
+        assert [key for key, _ in conn.table("webpage").scan()] == [b"com.example.www:http/about/"]
         cells = conn.table("webpage").row(b"com.example.www:http/about/")
         assert cells[b"f:url"] == URL.encode()
         assert cells[b"f:st"] == struct.pack(">i", 200)
@@ -151,8 +173,7 @@ def test_cells_are_nutch_style_big_endian_under_the_reversed_url(real):
         assert cells[b"f:cnt"] == body  # the raw body, as Nutch stores it
         assert cells[b"f:x"] == b'{"outlinks":["http://x/"]}'
         assert cells[b"f:n"] == LONG.pack(1)  # the row is counted
-        assert conn.table("failpaths").row(b"com.example.www:http") == {
-            b"c:/bbb/": LONG.pack(2)}  # fmt: skip
+        assert conn.table("failpaths").row(b"com.example.www:http") == {b"c:/bbb/": LONG.pack(2)}
         assert counted(conn) == 1
 
 
@@ -160,15 +181,19 @@ def test_cells_are_nutch_style_big_endian_under_the_reversed_url(real):
 
 
 def mismatched(gateway, transport: str, protocol: str) -> str:
-    return (f"hbase://127.0.0.1:{gateway.port}?table_prefix=t{uuid.uuid4().hex[:10]}"
-            f"&transport={transport}&protocol={protocol}")  # fmt: skip
+    return (
+        f"hbase://127.0.0.1:{gateway.port}?table_prefix=t{uuid.uuid4().hex[:10]}"
+        f"&transport={transport}&protocol={protocol}"
+    )
 
 
 @pytest.mark.parametrize(
     ("gateway", "client", "spoken"),
-    [("framed", "buffered+binary", "framed+compact"),
-     ("thrift", "framed+compact", "buffered+binary")],
-)  # fmt: skip
+    [
+        ("framed", "buffered+binary", "framed+compact"),
+        ("thrift", "framed+compact", "buffered+binary"),
+    ],
+)
 def test_connect_names_the_transport_the_server_speaks(hbase, gateway, client, spoken):
     url = mismatched(hbase.gateway(gateway), *client.split("+"))
     began = time.monotonic()
@@ -207,8 +232,10 @@ class _HTTPGarbage(socketserver.BaseRequestHandler):
         self.request.settimeout(2)
         with suppress(OSError):  # read the request, if any
             self.request.recv(4096)
-        self.request.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 11\r\n"
-                             b"Connection: close\r\n\r\nBad Request")  # fmt: skip
+        self.request.sendall(
+            b"HTTP/1.1 400 Bad Request\r\nContent-Length: 11\r\n"
+            b"Connection: close\r\n\r\nBad Request"
+        )
 
 
 def test_connect_tells_a_listener_that_is_not_thrift():
@@ -269,12 +296,14 @@ def test_connect_gives_up_after_the_wait():
 
 @pytest.mark.parametrize(
     ("url", "complaint"),
-    [("hbase://127.0.0.1:99999?table_prefix=crawl", "not a port number"),
-     ("hbase://127.0.0.1:9090?table_prefix=my%20crawl", "table_prefix 'my crawl'"),
-     ("hbase://127.0.0.1:9090?table_prefix=my crawl", "table_prefix 'my crawl'"),
-     ("hbase://127.0.0.1:9090?table_prefix=-crawl", "table_prefix '-crawl'"),
-     ("hbase://127.0.0.1:9090?table_prefix=.crawl", "table_prefix '.crawl'")],
-)  # fmt: skip
+    [
+        ("hbase://127.0.0.1:99999?table_prefix=crawl", "not a port number"),
+        ("hbase://127.0.0.1:9090?table_prefix=my%20crawl", "table_prefix 'my crawl'"),
+        ("hbase://127.0.0.1:9090?table_prefix=my crawl", "table_prefix 'my crawl'"),
+        ("hbase://127.0.0.1:9090?table_prefix=-crawl", "table_prefix '-crawl'"),
+        ("hbase://127.0.0.1:9090?table_prefix=.crawl", "table_prefix '.crawl'"),
+    ],
+)
 def test_bad_urls_are_refused_before_any_connection(url, complaint):
     for parse in (parse_hbase_url, open_store):
         with pytest.raises(ValueError, match="WEBCRAWL_STORE_URL") as failed:
@@ -307,9 +336,11 @@ def test_concurrent_writers_of_the_same_new_rows_count_each_once(real):
     url = real.url()
 
     def batches(writer):  # 5 rows both write, at the same time, and 5 of its own
-        return [[page(f"http://both/{j:03}", title=writer) for j in range(i, i + 5)]
-                + [page(f"http://{writer}/{j:03}") for j in range(i, i + 5)]
-                for i in range(0, 120, 5)]  # fmt: skip
+        return [
+            [page(f"http://both/{j:03}", title=writer) for j in range(i, i + 5)]
+            + [page(f"http://{writer}/{j:03}") for j in range(i, i + 5)]
+            for i in range(0, 120, 5)
+        ]
 
     with open_store(url) as a, open_store(url) as b:
         a.connect(), b.connect()
@@ -326,8 +357,10 @@ def test_concurrent_writers_of_the_same_new_rows_count_each_once(real):
         assert a.count_pages() == b.count_pages() == 360
     with happybase_connection(url) as conn:
         assert counted(conn) == 360
-        markers = {key: LONG.unpack(cells[b"f:n"])[0]
-                   for key, cells in conn.table("webpage").scan(columns=[b"f:n"])}  # fmt: skip
+        markers = {
+            key: LONG.unpack(cells[b"f:n"])[0]
+            for key, cells in conn.table("webpage").scan(columns=[b"f:n"])
+        }
     assert len(markers) == 360 and set(markers.values()) <= {1, 2}
     # both marked these rows (both saw them unmarked), and counted them once
     raced = {key for key, n in markers.items() if n == 2}
@@ -394,7 +427,8 @@ def test_writes_are_split_under_the_framed_transports_frame_limit(real):
     with open_store(url) as store:
         assert store.count_pages() == 3
         assert store.get_pages([url_to_key(f"http://h/{i}") for i in range(6)]).keys() == {
-            url_to_key(f"http://h/{i}") for i in range(3)}  # fmt: skip
+            url_to_key(f"http://h/{i}") for i in range(3)
+        }
 
 
 def test_a_counter_put_to_zero_counts_from_zero(real):
@@ -463,8 +497,11 @@ def test_a_frontier_row_written_again_after_its_delete_stays_deleted(where, requ
     gateway applies late, after the row was moved up and deleted, brought the row back
     (at the server's time, newer than the delete marker) and it was queued twice.
     Frontier rows are written at a fixed old time: the marker hides the late copy."""
-    url = (request.getfixturevalue("real").url() if where == "real"
-           else emulator_url(request.getfixturevalue("server")))  # fmt: skip
+    url = (
+        request.getfixturevalue("real").url()
+        if where == "real"
+        else emulator_url(request.getfixturevalue("server"))
+    )
     with open_store(url) as store:
         store.frontier_put([("web/0000/a.example/1", b"one"), ("web/0000/a.example/2", b"two")])
         store.frontier_put([("web/0000/a.example/1", b"one")])  # a retry: harmless
@@ -587,8 +624,14 @@ def test_content_is_stored_raw_in_nutchs_column():
 
 
 def test_fields_of_unexpected_types_keep_their_values():
-    row = page(status="200", simhash="not hex at all!!", distance=2**40, depth=True,
-               previous_simhash="00000000000000FF", text="lone \ud800 surrogate")  # fmt: skip
+    row = page(
+        status="200",
+        simhash="not hex at all!!",
+        distance=2**40,
+        depth=True,
+        previous_simhash="00000000000000FF",
+        text="lone \ud800 surrogate",
+    )
     cells = encode_row(row)
     assert b"f:st" not in cells and b"p:psig" not in cells
     assert decode_row(row["key"].encode(), cells) == row

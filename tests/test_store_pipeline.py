@@ -119,14 +119,20 @@ def test_a_store_locked_past_every_retry_mid_crawl_loses_no_page(slow_demo, tmp_
 
     demo = slow_demo
     db = tmp_path / "data" / "webtable.sqlite3"
-    locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(db), "30", "6"],
-                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    locker = subprocess.Popen(
+        [sys.executable, "-c", LOCKER, str(db), "30", "6"], stdout=subprocess.PIPE, text=True
+    )
     try:
         result = run_crawl(
-            demo.seeds, tmp_path / "data", f"WEBCRAWL_STORE_URL=sqlite:///{db}?timeout=0.5",
-            "WEBCRAWL_STORE_RETRY_TIMES=1", "WEBCRAWL_STORE_OUTAGE_WAIT=1",
-            "FRONTIER_HOST_DELAY=0.05", env=crawl_env(), timeout=180,
-        )  # fmt: skip
+            demo.seeds,
+            tmp_path / "data",
+            f"WEBCRAWL_STORE_URL=sqlite:///{db}?timeout=0.5",
+            "WEBCRAWL_STORE_RETRY_TIMES=1",
+            "WEBCRAWL_STORE_OUTAGE_WAIT=1",
+            "FRONTIER_HOST_DELAY=0.05",
+            env=crawl_env(),
+            timeout=180,
+        )
         lines = locker.communicate(timeout=30)[0].split()
     finally:
         locker.kill()
@@ -141,6 +147,8 @@ def test_a_store_locked_past_every_retry_mid_crawl_loses_no_page(slow_demo, tmp_
     assert sorted(reachable - stored) == []
     fetches = demo.page_fetches()
     refetched = sum(n - 1 for n in fetches.values())
-    print(f"rows expected {len(reachable)}, stored {len(stored & reachable)}, "
-          f"requests fetched again {refetched}")  # fmt: skip
+    print(
+        f"rows expected {len(reachable)}, stored {len(stored & reachable)}, "
+        f"requests fetched again {refetched}"
+    )
     assert refetched > 0  # the control: some rows really could not be written

@@ -78,9 +78,14 @@ def test_store_url_takes_a_busy_timeout(tmp_path, monkeypatch):
     assert str(absolute.path).startswith("/")  # sqlite:////abs: an absolute path
     assert SQLiteStore.from_url(absolute.url).busy_timeout == 0.5  # its URL reopens it
     assert SQLiteStore(tmp_path / "x.db", busy_timeout=2).busy_timeout == 2
-    for bad in ("sqlite:///w.db?timeout=soon", "sqlite:///w.db?timeout=-1",
-                "sqlite:///w.db?timeout=nan", "sqlite:///w.db?busy=1", "sqlite:///?timeout=1",
-                "sqlite://w.db"):  # fmt: skip
+    for bad in (
+        "sqlite:///w.db?timeout=soon",
+        "sqlite:///w.db?timeout=-1",
+        "sqlite:///w.db?timeout=nan",
+        "sqlite:///w.db?busy=1",
+        "sqlite:///?timeout=1",
+        "sqlite://w.db",
+    ):
         with pytest.raises(ValueError, match="WEBCRAWL_STORE_URL"):
             SQLiteStore.from_url(bad)
 
@@ -114,8 +119,10 @@ def test_a_broken_failpaths_table_is_a_store_error(tmp_path):
     with open_store(f"sqlite:///{path}") as store:
         store.put_pages([row("http://h.example/")])  # the webtable works
         assert store.count_pages() == 1
-        for call in (lambda: store.failpath_row("com.a:http"),
-                     lambda: list(store.failpath_rows()),
-                     lambda: store.failpath_add("com.a:http", "/", 1)):  # fmt: skip
+        for call in (
+            lambda: store.failpath_row("com.a:http"),
+            lambda: list(store.failpath_rows()),
+            lambda: store.failpath_add("com.a:http", "/", 1),
+        ):
             with pytest.raises(StoreError, match="failpath"):
                 call()

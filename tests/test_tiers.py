@@ -21,8 +21,9 @@ class S(Spider):
 
 def make(redis_client, store, shards=4, per_host=3, budget=0):
     keys = CrawlKeys("t", shards)
-    return HostQueue(redis_client, S(), keys, store=store, hot_per_host=per_host,
-                     hot_budget=budget), keys  # fmt: skip
+    return HostQueue(
+        redis_client, S(), keys, store=store, hot_per_host=per_host, hot_budget=budget
+    ), keys
 
 
 @pytest.fixture
@@ -66,7 +67,7 @@ def hot(redis_client, keys):
 
 def test_a_host_keeps_its_limit_in_redis_and_the_rest_comes_back_from_the_store_in_order(
     redis_client, store
-):  # fmt: skip
+):
     queue, keys = make(redis_client, store)
     pushes = [entry(queue, f"http://a/{i}", priority=-(i // 4)) for i in range(10)]
     result = queue.step(now=0, pushes=pushes, pop=False)
@@ -77,8 +78,9 @@ def test_a_host_keeps_its_limit_in_redis_and_the_rest_comes_back_from_the_store_
     assert len(queue) == 0 and store.frontier_scan("t/", 100) == []
     assert queue.tier_stats.spilled == queue.tier_stats.refilled == 7
     k = keys.shard_for("a")
-    assert not redis_client.exists(k.cold, k.spill, k.spilling, k.refill, k.refilling,
-                                   k.refill_wait, k.moved_prefix + "a")  # fmt: skip
+    assert not redis_client.exists(
+        k.cold, k.spill, k.spilling, k.refill, k.refilling, k.refill_wait, k.moved_prefix + "a"
+    )
     assert int(redis_client.get(k.reserved)) == int(redis_client.get(k.cold_total)) == 0
 
 
@@ -202,7 +204,7 @@ VICTIM = textwrap.dedent("""
 @pytest.mark.parametrize("point", ["spilled", "granted", "moved", "deleted"])
 def test_kill_9_in_the_middle_of_a_move_loses_and_repeats_nothing(
     redis_server, redis_client, store, tmp_path, point
-):  # fmt: skip
+):
     """A worker dies (SIGKILL) at each point of a spill or a refill; another goes on
     after the dead worker's leases expire: every request is popped exactly once, each
     host's in order."""
@@ -210,8 +212,11 @@ def test_kill_9_in_the_middle_of_a_move_loses_and_repeats_nothing(
     urls = [f"http://h{h}.example/{i}" for i in range(700) for h in range(3)]
     queue.step(now=0, pushes=[entry(queue, u) for u in urls], pop=False)  # 1 391 to spill
     log = tmp_path / "victim.log"
-    victim = subprocess.run([sys.executable, "-c", VICTIM, redis_server.url, str(store.path),
-                             point, str(log)], timeout=120, capture_output=True)  # fmt: skip
+    victim = subprocess.run(
+        [sys.executable, "-c", VICTIM, redis_server.url, str(store.path), point, str(log)],
+        timeout=120,
+        capture_output=True,
+    )
     assert victim.returncode == -signal.SIGKILL, victim.stderr.decode()[-2000:]
     before = log.read_text().split() if log.exists() else []
     after = drain(queue, now=2000)  # the victim's leases (30 s) have expired by then
@@ -256,8 +261,9 @@ def test_status_counts_the_requests_in_the_store(redis_server, redis_client, tmp
     )
     assert failed.returncode == 1 and "nothing deleted in Redis" in failed.stderr
     assert redis_client.exists(keys.meta)
-    status = json.loads(webcrawl("status", "--json", "--crawl", "t", "-s", redis_url,
-                                 data_dir=data).stdout)  # fmt: skip
+    status = json.loads(
+        webcrawl("status", "--json", "--crawl", "t", "-s", redis_url, data_dir=data).stdout
+    )
     assert status["queued"] == 901 and status["queued_in_store"] == 3 * 298
     assert status["queued_per_host"]["h0"] == 300 and status["hosts_queued"] == 4
     human = webcrawl("status", "--crawl", "t", "-s", redis_url, data_dir=data).stdout
@@ -273,8 +279,10 @@ def test_revisits_beyond_the_horizon_wait_in_the_store(redis_client, store):
     time) and reaches Redis's schedule when it comes within the horizon, once."""
     queue, keys = make(redis_client, store)
     day, now = 86400.0, 1.7e9
-    far = [(f"k{i}", "a", -1, now + day * (2 + i), queue.encode(Request(f"http://a/{i}")))
-           for i in range(3)]  # fmt: skip
+    far = [
+        (f"k{i}", "a", -1, now + day * (2 + i), queue.encode(Request(f"http://a/{i}")))
+        for i in range(3)
+    ]
     queue.put_far_revisits(far)
     assert sum(redis_client.zcard(k.revisits) for k in keys.all_shards()) == 0
     assert queue.move_revisits_up(day, now=now) == 0  # none within a day yet
@@ -294,10 +302,12 @@ def test_revisits_beyond_the_horizon_wait_in_the_store(redis_client, store):
 
 @pytest.mark.parametrize(
     ("given", "message"),
-    [({"FRONTIER_HOT_PER_HOST": 0, "FRONTIER_HOT_BUDGET": 5}, "FRONTIER_HOT_BUDGET needs"),
-     ({"FRONTIER_HOT_PER_HOST": -1}, "FRONTIER_HOT_PER_HOST"),
-     ({"FRONTIER_REVISIT_HORIZON": "soon"}, "FRONTIER_REVISIT_HORIZON")],
-)  # fmt: skip
+    [
+        ({"FRONTIER_HOT_PER_HOST": 0, "FRONTIER_HOT_BUDGET": 5}, "FRONTIER_HOT_BUDGET needs"),
+        ({"FRONTIER_HOT_PER_HOST": -1}, "FRONTIER_HOT_PER_HOST"),
+        ({"FRONTIER_REVISIT_HORIZON": "soon"}, "FRONTIER_REVISIT_HORIZON"),
+    ],
+)
 def test_bad_tier_settings_fail_at_start_with_their_name(given, message):
     from scrapy.settings import Settings
 
@@ -311,9 +321,7 @@ def test_bad_tier_settings_fail_at_start_with_their_name(given, message):
         tier_settings(settings)
 
 
-def test_a_crawl_with_requests_in_the_store_refuses_workers_without_the_tier(
-    redis_client, store
-):  # fmt: skip
+def test_a_crawl_with_requests_in_the_store_refuses_workers_without_the_tier(redis_client, store):
     from webcrawl.frontier.scheduler import check_no_cold_tier
 
     queue, keys = make(redis_client, store, per_host=1)

@@ -47,8 +47,11 @@ def depth_order_breaks(demo, fetched: list[str]) -> list[tuple[str, int, int]]:
 
 
 def server_order(demo) -> list[str]:
-    return [f"http://{r['host']}{r['path']}" for r in sorted(demo.requests(), key=lambda r: r["t"])
-            if r["path"] != "/robots.txt"]  # fmt: skip
+    return [
+        f"http://{r['host']}{r['path']}"
+        for r in sorted(demo.requests(), key=lambda r: r["t"])
+        if r["path"] != "/robots.txt"
+    ]
 
 
 @pytest.fixture(params=["sqlite", pytest.param("hbase", marks=pytest.mark.slow)])
@@ -64,15 +67,30 @@ def store_url(request, tmp_path):
 
 def test_a_worker_killed_in_a_refill_loses_and_repeats_nothing(
     slow_demo, redis_server, tmp_path, workers, store_url
-):  # fmt: skip
+):
     demo, url = slow_demo, store_url
-    steady = start_worker(workers, demo.seeds, tmp_path / "data", redis_server.url,
-                          tmp_path / "steady.jsonl", *TINY, f"WEBCRAWL_STORE_URL={url}",
-                          "USER_AGENT=steady")  # fmt: skip
+    steady = start_worker(
+        workers,
+        demo.seeds,
+        tmp_path / "data",
+        redis_server.url,
+        tmp_path / "steady.jsonl",
+        *TINY,
+        f"WEBCRAWL_STORE_URL={url}",
+        "USER_AGENT=steady",
+    )
     wait_for_fetches(demo, 10)
-    victim = start_worker(workers, None, tmp_path / "data", redis_server.url,
-                          tmp_path / "victim.jsonl", *TINY, f"WEBCRAWL_STORE_URL={url}",
-                          "USER_AGENT=victim", code=DIES_IN_A_REFILL)  # fmt: skip
+    victim = start_worker(
+        workers,
+        None,
+        tmp_path / "data",
+        redis_server.url,
+        tmp_path / "victim.jsonl",
+        *TINY,
+        f"WEBCRAWL_STORE_URL={url}",
+        "USER_AGENT=victim",
+        code=DIES_IN_A_REFILL,
+    )
     assert victim.wait(120) == -signal.SIGKILL, victim.log.read_text()[-3000:]
     log = finish(steady)
     assert "rows that a refill whose worker died had moved up" in log  # and were deleted
@@ -87,8 +105,9 @@ def test_a_worker_killed_in_a_refill_loses_and_repeats_nothing(
             fetched[f"http://{r['host']}{r['path']}"].append(r["ua"])
     twice = {u: agents for u, agents in fetched.items() if len(agents) > 1}
     # fetched once each, but for what the killed worker had in flight (its leases expire)
-    assert all(agents.count("steady") == 1 and "victim" in agents
-               for agents in twice.values()), twice  # fmt: skip
+    assert all(agents.count("steady") == 1 and "victim" in agents for agents in twice.values()), (
+        twice
+    )
     assert len(twice) <= 8, twice
     assert depth_order_breaks(demo, [u for u in server_order(demo) if u in expected]) == []
     assert (
@@ -100,17 +119,27 @@ def test_a_worker_killed_in_a_refill_loses_and_repeats_nothing(
 
 def test_two_workers_crawl_breadth_first_per_host_through_the_store(
     slow_demo, redis_server, tmp_path, workers, store_url
-):  # fmt: skip
+):
     demo, url = slow_demo, store_url
     for name in ("a", "b"):
-        start_worker(workers, demo.seeds, tmp_path / "data", redis_server.url,
-                     tmp_path / f"{name}.jsonl", *TINY, f"WEBCRAWL_STORE_URL={url}")  # fmt: skip
+        start_worker(
+            workers,
+            demo.seeds,
+            tmp_path / "data",
+            redis_server.url,
+            tmp_path / f"{name}.jsonl",
+            *TINY,
+            f"WEBCRAWL_STORE_URL={url}",
+        )
     logs = [finish(w) for w in workers]
     assert max(demo.page_fetches().values()) == 1  # each page fetched once
     with open_store(url) as store:
         assert sorted(row["url"] for row in store.scan_pages()) == sorted(demo.web.reachable())
     order = [u for u in server_order(demo) if u in demo.web.reachable()]
     assert depth_order_breaks(demo, order) == []
-    refilled = sum(int(log.split("'frontier/refilled': ")[1].split(",")[0]) for log in logs
-                   if "'frontier/refilled'" in log)  # fmt: skip
+    refilled = sum(
+        int(log.split("'frontier/refilled': ")[1].split(",")[0])
+        for log in logs
+        if "'frontier/refilled'" in log
+    )
     assert refilled > len(order) * 0.8  # nearly every URL went through the store

@@ -64,12 +64,13 @@ def test_a_hosts_new_urls_stop_at_its_page_budget(redis_client):
     from webcrawl.frontier.queue import HostQueue
 
     keys = CrawlKeys("budget", 4)
-    workers = [HostQueue(redis_client, Spider("s"), keys, max_pages_per_host=5)
-               for _ in range(2)]  # fmt: skip
+    workers = [HostQueue(redis_client, Spider("s"), keys, max_pages_per_host=5) for _ in range(2)]
 
     def push(queue, urls, fingerprint=True):
-        entries = [(u.encode() if fingerprint else b"", u.split("/")[2], 0, 0.0,
-                    queue.encode(Request(u))) for u in urls]  # fmt: skip
+        entries = [
+            (u.encode() if fingerprint else b"", u.split("/")[2], 0, 0.0, queue.encode(Request(u)))
+            for u in urls
+        ]
         return queue.step(now=0, pushes=entries, pop=False)
 
     first = push(workers[0], [f"http://trap/{i}" for i in range(3)] + ["http://ok/1"])

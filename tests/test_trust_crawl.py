@@ -145,8 +145,14 @@ def test_forged_queue_entries_in_redis_and_in_the_store_are_refused(redis_server
     for kind, count in (("scheme", 2), ("meta", 4), ("class", 2)):
         assert f"'security/refused_entry/{kind}': {count}," in stats, stats
     rows = {r["url"]: r for r in stored_rows(data)}
-    for path in ("/proxied", "/bound", "/classy", "/store-proxied", "/store-bound",
-                 "/store-classy"):  # fmt: skip
+    for path in (
+        "/proxied",
+        "/bound",
+        "/classy",
+        "/store-proxied",
+        "/store-bound",
+        "/store-classy",
+    ):
         row = rows[f"{base}{path}"]
         assert row["kind"] == "failed" and "RefusedQueueEntry" in row["error"], row
     assert "chooses where a worker connects" in rows[f"{base}/proxied"]["error"]
@@ -159,11 +165,13 @@ def test_the_environments_proxy_is_the_operators_and_is_used(tmp_path):
     """A proxy on loopback that ``http_proxy`` names (the operator's, e.g. a local
     squid) is allowed, although a queue entry could never name it."""
     proxy = _serve("127.0.0.1")
-    proxy.pages.update({
-        "http://site.test/robots.txt": (404, {}, b""),
-        "http://site.test/": (200, {}, _html("http://site.test/two")),
-        "http://site.test/two": (200, {}, _html()),
-    })  # fmt: skip
+    proxy.pages.update(
+        {
+            "http://site.test/robots.txt": (404, {}, b""),
+            "http://site.test/": (200, {}, _html("http://site.test/two")),
+            "http://site.test/two": (200, {}, _html()),
+        }
+    )
     env = crawl_env(http_proxy=f"http://127.0.0.1:{proxy.server_port}", no_proxy="")
     data = tmp_path / "data"
     try:
@@ -199,9 +207,14 @@ def test_the_crawls_first_binding_of_a_seed_is_the_one_every_worker_uses(redis_s
     env = crawl_env(WEBCRAWL_TEST_DNS=str(dns), PYTHONPATH=path, WEBCRAWL_SECRET=SECRET)
     data = tmp_path / "data"
     try:
-        result = run_crawl([f"http://seed.test:{port}/"], data, f"REDIS_URL={redis_server.url}",
-                           "FAILPATH_ENABLED=False", "TWISTED_DNS_RESOLVER=mapresolver.MapResolver",
-                           env=env)  # fmt: skip
+        result = run_crawl(
+            [f"http://seed.test:{port}/"],
+            data,
+            f"REDIS_URL={redis_server.url}",
+            "FAILPATH_ENABLED=False",
+            "TWISTED_DNS_RESOLVER=mapresolver.MapResolver",
+            env=env,
+        )
     finally:
         evil.shutdown()
         evil.server_close()
@@ -232,13 +245,18 @@ def test_whoever_writes_redis_cannot_widen_the_address_policy(redis_server, tmp_
         first = run_crawl([f"http://127.0.0.2:{site.server_port}/"], data, *settings, env=env)
         assert first.returncode == 0, first.stderr[-3000:]
         field = f"127.0.0.10|{target.server_port}"
-        client.hset(keys.seed_bindings, field, json.dumps({"addresses": ["127.0.0.10"],
-                                                            "seal": "f" * 64}))  # fmt: skip
+        client.hset(
+            keys.seed_bindings, field, json.dumps({"addresses": ["127.0.0.10"], "seal": "f" * 64})
+        )
         client.rpush(keys.start, forged, f"{forged}x")
         submit = subprocess.run(
             [sys.executable, "-m", "webcrawl.cli", "submit", sealed, "-s", settings[0]],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert submit.returncode == 0, submit.stderr
         second = run_crawl(None, data, *settings, env=env)
     finally:

@@ -49,8 +49,12 @@ def test_round_trip(url):
 
 
 def test_site_rows_sort_together():
-    urls = ["http://www.example.com/b", "http://example.org/", "http://www.example.com/a",
-            "http://docs.example.com/"]  # fmt: skip
+    urls = [
+        "http://www.example.com/b",
+        "http://example.org/",
+        "http://www.example.com/a",
+        "http://docs.example.com/",
+    ]
     keys = sorted(url_to_key(u) for u in urls)
     assert keys[:3] == [
         "com.example.docs:http/",
@@ -61,9 +65,18 @@ def test_site_rows_sort_together():
 
 
 @pytest.mark.parametrize(
-    "bad", ["", "example.com", "/relative", "ftp://example.com/", "mailto:a@b.c",
-            "http://", "http://exa mple.com:99999/", "javascript:alert(1)"],
-)  # fmt: skip
+    "bad",
+    [
+        "",
+        "example.com",
+        "/relative",
+        "ftp://example.com/",
+        "mailto:a@b.c",
+        "http://",
+        "http://exa mple.com:99999/",
+        "javascript:alert(1)",
+    ],
+)
 def test_bad_urls(bad):
     with pytest.raises(BadURLError):
         canonical_url(bad)

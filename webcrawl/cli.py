@@ -105,15 +105,26 @@ def _shard_counts(client: Any, keys: CrawlKeys, now: float) -> list[dict[str, An
     replies, width = pipe.execute(), 11
     shards = []
     for shard in range(keys.shards):
-        queued, delayed, leased, seen, bloom_bits, revisits, due, first, hosts, cold, cold_hosts = \
-            replies[shard * width:(shard + 1) * width]  # fmt: skip
+        queued, delayed, leased, seen, bloom_bits, revisits, due, first, hosts, cold, cold_hosts = (
+            replies[shard * width : (shard + 1) * width]
+        )
         hot, cold = int(queued or 0) + delayed, int(cold or 0)
         names = dict.fromkeys(h.decode() for h in [*hosts, *cold_hosts])
-        shards.append({"shard": shard, "queued": hot + cold, "hot": hot, "cold": cold,
-                       "leased": leased, "seen": seen, "bloom_bits": bloom_bits,
-                       "revisits": revisits, "revisit_due": due,
-                       "next_revisit": first[0][1] if first else None,
-                       "hosts": list(names)})  # fmt: skip
+        shards.append(
+            {
+                "shard": shard,
+                "queued": hot + cold,
+                "hot": hot,
+                "cold": cold,
+                "leased": leased,
+                "seen": seen,
+                "bloom_bits": bloom_bits,
+                "revisits": revisits,
+                "revisit_due": due,
+                "next_revisit": first[0][1] if first else None,
+                "hosts": list(names),
+            }
+        )
     return shards
 
 
@@ -147,10 +158,12 @@ def _seen(client: Any, keys: CrawlKeys, shards: list[dict[str, Any]]) -> tuple[i
     params = shard_bloom_params(capacity, error_rate, keys.shards)
     counts = [params.estimated_count(s["bloom_bits"]) for s in shards]
     return seen + sum(counts), {
-        "kind": "bloom", "capacity": capacity, "error_rate": error_rate,
+        "kind": "bloom",
+        "capacity": capacity,
+        "error_rate": error_rate,
         "false_positives": round(sum(params.expected_false_positives(n) for n in counts)),
         "false_positive_rate_now": max(params.false_positive_rate(n) for n in counts),
-    }  # fmt: skip
+    }
 
 
 def _describe_seen(dupefilter: dict[str, Any]) -> str:
@@ -158,10 +171,12 @@ def _describe_seen(dupefilter: dict[str, Any]) -> str:
         return "exact set"
     d = dupefilter
     full = d["false_positive_rate_now"] > d["error_rate"]
-    return (f"Bloom filter for {d['capacity']} URLs at {d['error_rate'] * 100:.2g} % false "
-            f"positives; about {d['false_positives']} new URLs taken for seen so far (never "
-            f"crawled), {d['false_positive_rate_now'] * 100:.2g} % of new URLs now"
-            + ("; past its capacity: the rate climbs as it fills" if full else ""))  # fmt: skip
+    return (
+        f"Bloom filter for {d['capacity']} URLs at {d['error_rate'] * 100:.2g} % false "
+        f"positives; about {d['false_positives']} new URLs taken for seen so far (never "
+        f"crawled), {d['false_positive_rate_now'] * 100:.2g} % of new URLs now"
+        + ("; past its capacity: the rate climbs as it fills" if full else "")
+    )
 
 
 def _hosts_over_budget(client: Any, keys: CrawlKeys) -> list[tuple[int, str]]:
@@ -239,8 +254,11 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     with _Session(settings) as session:
         status = collect_status(session, settings, _crawl_name(args, settings), args.top)
     now, queued, cold = status["now"], status["queued"], status["queued_in_store"]
-    revisits, due, first = (status["revisits_scheduled"], status["revisit_due"],
-                            status["next_revisit"])  # fmt: skip
+    revisits, due, first = (
+        status["revisits_scheduled"],
+        status["revisit_due"],
+        status["next_revisit"],
+    )
     sizes = [(n, host) for host, n in status["queued_per_host"].items()]
     over_budget = [(n, host) for host, n in status["hosts_over_budget"].items()]
     dead, workers, dupefilter = status["dead_paths"], status["workers"], status["dupefilter"]
@@ -253,16 +271,19 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     print(f"store      {store_url}")
     crawl_store = status["crawl_store"]
     if crawl_store is not None and crawl_store["id"] != status["store_id"]:
-        print(f"           not the crawl's store, which is {describe_store(crawl_store)}: "
-              "stored pages and dead paths below are this command's store's")  # fmt: skip
+        print(
+            f"           not the crawl's store, which is {describe_store(crawl_store)}: "
+            "stored pages and dead paths below are this command's store's"
+        )
     for name in ("queued", "leased", "seen", "submitted", "stored", "failed"):
         tiers = f" ({queued - cold} in Redis, {cold} in the store)" if name == "queued" else ""
         print(f"{name:<10} {status[name]}{tiers}")
     print(f"dupefilter {_describe_seen(dupefilter)}")
     per_shard = status["queued_per_shard"]
     busiest = max(range(len(per_shard)), key=per_shard.__getitem__)
-    print(f"shards     {status['shards']}; the most queued: shard {busiest} with "
-          f"{per_shard[busiest]}")  # fmt: skip
+    print(
+        f"shards     {status['shards']}; the most queued: shard {busiest} with {per_shard[busiest]}"
+    )
     if revisits:
         wait = max(0.0, first - now)
         print(f"revisits   {revisits} scheduled, {due} due now; next in {wait:.0f} s")
@@ -273,8 +294,10 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         for n, host in sizes:  # the largest args.top: collect_status cut them
             print(f"  {host:<40} {n:>8}")
     if over_budget:
-        print(f"budget     {len(over_budget)} hosts took FRONTIER_MAX_PAGES_PER_HOST new URLs "
-              "(more were dropped):")  # fmt: skip
+        print(
+            f"budget     {len(over_budget)} hosts took FRONTIER_MAX_PAGES_PER_HOST new URLs "
+            "(more were dropped):"
+        )
         for n, host in over_budget[: args.top]:
             print(f"  {host:<40} {n:>8}")
     print(f"dead paths {len(dead)}" + ("; the most failed:" if dead else ""))
@@ -298,23 +321,32 @@ def cmd_monitor(args: argparse.Namespace, settings: Settings) -> int:
     crawl = _crawl_name(args, settings)
     with _Session(settings) as session:
         if not existing_crawl(session.client, crawl, settings.getint("FRONTIER_SHARDS"))[1]:
-            raise SystemExit(f"webcrawl monitor: there is no crawl {crawl!r} in "
-                             f"{session.redis.description} (name it with --crawl; "
-                             "-s WEBCRAWL_DATA_DIR= for an embedded one)")  # fmt: skip
+            raise SystemExit(
+                f"webcrawl monitor: there is no crawl {crawl!r} in "
+                f"{session.redis.description} (name it with --crawl; "
+                "-s WEBCRAWL_DATA_DIR= for an embedded one)"
+            )
         store_url = store_url_from_settings(settings)
 
         def rows(limit: int) -> list[Any]:
             with open_store(store_url) as store:
                 return [row.get("visits") or [] for row in store.scan_pages(limit=limit)]
 
-        sampler = Sampler(lambda: collect_status(session, settings, crawl, args.top), rows,
-                          revisit_params(settings), args.interval)  # fmt: skip
+        sampler = Sampler(
+            lambda: collect_status(session, settings, crawl, args.top),
+            rows,
+            revisit_params(settings),
+            args.interval,
+        )
         server = serve(sampler, args.bind, args.port, args.allowed_host or [])
         sampler.sample()
         thread = threading.Thread(target=sampler.run, name="webcrawl-monitor", daemon=True)
         thread.start()
-        print(f"webcrawl monitor: crawl {crawl!r} on {http_url(args.bind, server.server_port)} "
-              f"(metrics: /metrics); Ctrl-C stops it", flush=True)  # fmt: skip
+        print(
+            f"webcrawl monitor: crawl {crawl!r} on {http_url(args.bind, server.server_port)} "
+            f"(metrics: /metrics); Ctrl-C stops it",
+            flush=True,
+        )
         # a service manager's stop (SIGTERM) ends it as Ctrl-C does: the embedded Redis
         # it started is shut down on the way out, not left running
         signal.signal(signal.SIGTERM, signal.default_int_handler)
@@ -359,9 +391,18 @@ def _failpath_entries(store: Any, settings: Settings) -> list[dict[str, Any]]:
             if level == SITE and counts.get(ROBOTS):
                 since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(counts[ROBOTS]))
                 reason = f"robots.txt unanswered since {since}"
-            entries.append({"site": site, "level": level, "url": url, "failures": count,
-                            "dead": count > heighten, "ok": counts.get(OK, 0),
-                            "failed": counts.get(FAIL, 0), "reason": reason})  # fmt: skip
+            entries.append(
+                {
+                    "site": site,
+                    "level": level,
+                    "url": url,
+                    "failures": count,
+                    "dead": count > heighten,
+                    "ok": counts.get(OK, 0),
+                    "failed": counts.get(FAIL, 0),
+                    "reason": reason,
+                }
+            )
     return entries
 
 
@@ -502,25 +543,36 @@ def cmd_reset(args: argparse.Namespace, settings: Settings) -> int:
         try:
             with open_store(store_url) as store:
                 if crawl_store is not None and crawl_store["id"] != store.identity():
-                    print(f"webcrawl reset: crawl {crawl!r} keeps its queued requests in "
-                          f"{describe_store(crawl_store)}, not in this command's store "
-                          f"{store_url}: nothing deleted (set WEBCRAWL_STORE_URL to the "
-                          "crawl's store)", file=sys.stderr)  # fmt: skip
+                    print(
+                        f"webcrawl reset: crawl {crawl!r} keeps its queued requests in "
+                        f"{describe_store(crawl_store)}, not in this command's store "
+                        f"{store_url}: nothing deleted (set WEBCRAWL_STORE_URL to the "
+                        "crawl's store)",
+                        file=sys.stderr,
+                    )
                     return 1
                 cold = clear_cold(store, keys.crawl)
         except StoreError as exc:
-            print(f"webcrawl reset: could not delete crawl {crawl!r}'s queued requests in "
-                  f"{store_url}: {exc}; nothing deleted in Redis (try again when the store "
-                  "is back)", file=sys.stderr)  # fmt: skip
+            print(
+                f"webcrawl reset: could not delete crawl {crawl!r}'s queued requests in "
+                f"{store_url}: {exc}; nothing deleted in Redis (try again when the store "
+                "is back)",
+                file=sys.stderr,
+            )
             return 1
-        names = {name for pattern in keys.all_patterns()  # every node of a cluster
-                 for name in session.client.scan_iter(match=pattern, count=1000)
-                 if keys.owns(name)}  # fmt: skip
+        names = {
+            name
+            for pattern in keys.all_patterns()  # every node of a cluster
+            for name in session.client.scan_iter(match=pattern, count=1000)
+            if keys.owns(name)
+        }
         names = sorted(names)
         for i in range(0, len(names), 1000):
             session.client.delete(*names[i : i + 1000])
-    print(f"reset crawl {crawl!r}: deleted {cold} queued requests in {store_url}, and "
-          f"{len(names)} keys")  # fmt: skip
+    print(
+        f"reset crawl {crawl!r}: deleted {cold} queued requests in {store_url}, and "
+        f"{len(names)} keys"
+    )
     return 0
 
 
@@ -564,9 +616,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="webcrawl", description=__doc__.split("\n")[0])
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
-        "-s", "--set", action="append", default=[], metavar="NAME=VALUE",
+        "-s",
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
         help="override a setting (as with scrapy crawl -s)",
-    )  # fmt: skip
+    )
     common.add_argument("--crawl", help="crawl name (default: WEBCRAWL_CRAWL, else 'web')")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -575,18 +631,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=10, help="hosts listed by queue size")
     p.set_defaults(func=cmd_status)
 
-    p = sub.add_parser("monitor", parents=[common],
-                       help="serve a live status page of the crawl, and its crawl-wide "
-                            "metrics")  # fmt: skip
+    p = sub.add_parser(
+        "monitor",
+        parents=[common],
+        help="serve a live status page of the crawl, and its crawl-wide metrics",
+    )
     p.add_argument("--port", type=int, default=8410, help="port of the page (default 8410)")
     p.add_argument("--bind", default="127.0.0.1", help="address to listen on (127.0.0.1)")
-    p.add_argument("--public", action="store_true",
-                   help="allow a --bind address that is not local")  # fmt: skip
+    p.add_argument("--public", action="store_true", help="allow a --bind address that is not local")
     p.add_argument(
-        "--allowed-host", action="append", metavar="NAME",
+        "--allowed-host",
+        action="append",
+        metavar="NAME",
         help="a name the page is reached by (its Host header), besides the bind address "
         "and localhost; repeat for more (a request naming another host gets 421)",
-    )  # fmt: skip
+    )
     p.add_argument("--interval", type=float, default=2.0, help="seconds between two samples")
     p.add_argument("--top", type=int, default=10, help="hosts listed by queue size")
     p.set_defaults(func=cmd_monitor)
@@ -597,10 +656,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true", help="every recorded level, not just dead ones")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument(
-        "--clear", nargs="*", metavar="SITE",
+        "--clear",
+        nargs="*",
+        metavar="SITE",
         help="delete the counts of these sites (URLs or row keys; none: every site); "
         "URLs already dropped come back through the re-probe",
-    )  # fmt: skip
+    )
     p.set_defaults(func=cmd_failpaths)
 
     p = sub.add_parser("show", parents=[common], help="print a page's stored row as JSON")
@@ -651,9 +712,22 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_bench_parser(sub: Any) -> None:
     p = sub.add_parser("bench", help="benchmarks on the demo web; each prints a table")
     p.add_argument(
-        "what", nargs="?", default="crawl",
-        choices=("crawl", "stages", "politeness", "memory", "failpath", "simhash", "revisit",
-                 "incremental", "store", "frontier", "tiers"),
+        "what",
+        nargs="?",
+        default="crawl",
+        choices=(
+            "crawl",
+            "stages",
+            "politeness",
+            "memory",
+            "failpath",
+            "simhash",
+            "revisit",
+            "incremental",
+            "store",
+            "frontier",
+            "tiers",
+        ),
         help="crawl: pages/s and Redis calls/page vs a plain Scrapy spider and scrapy-redis; "
         "stages: CPU ms per page by stage (parse, links, requests, scheduler, pipelines, store) "
         "from a profile (py-spy) of one crawl; "
@@ -669,7 +743,7 @@ def _add_bench_parser(sub: Any) -> None:
         "memory per queued URL); tiers: --urls synthetic URLs over --hosts hosts through the "
         "frontier's two tiers (Redis memory per URL, store rows and bytes, refill throughput "
         "against the pop rate)",
-    )  # fmt: skip
+    )
     p.add_argument(
         "--urls",
         type=int,
@@ -682,10 +756,11 @@ def _add_bench_parser(sub: Any) -> None:
     p.add_argument("--row-bytes", type=int, default=8000, help="store: text bytes per row")
     p.add_argument("--batch", type=int, default=200, help="store: rows per write batch")
     p.add_argument(
-        "--hbase", metavar="URL",
+        "--hbase",
+        metavar="URL",
         help="store: measure this HBase Thrift server (hbase://HOST:PORT?table_prefix=NEW) "
         "instead of starting a standalone one",
-    )  # fmt: skip
+    )
     p.add_argument(
         "--hosts",
         type=int,
@@ -696,37 +771,52 @@ def _add_bench_parser(sub: Any) -> None:
     p.add_argument("--pages", type=int, default=1500, help="pages per host")
     p.add_argument("--runs", type=int, default=3, help="runs per setup (the median is shown)")
     p.add_argument(
-        "--real-waits", action="store_true",
+        "--real-waits",
+        action="store_true",
         help="failpath: the paper's waits and robots.txt's 300 s in real seconds (the re-probe "
         "interval 1/60): about half an hour per set",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--sets", type=lambda v: [int(x) for x in v.split(",")], default=None, metavar="1,2,3",
+        "--sets",
+        type=lambda v: [int(x) for x in v.split(",")],
+        default=None,
+        metavar="1,2,3",
         help="failpath: which of the paper's parameter sets (default all)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--server", choices=("auto", "nginx", "twisted"), default="auto",
+        "--server",
+        choices=("auto", "nginx", "twisted"),
+        default="auto",
         help="crawl: who serves the demo web; nginx (static files, a few %% of a core) lets "
         "two workers scale on a small machine; auto: nginx when installed",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--site", metavar="DIR", action="append",
+        "--site",
+        metavar="DIR",
+        action="append",
         help="crawl, stages: crawl this static site instead of the demo web (nginx serves it on "
         "--hosts mirrors; repeat for more sites), e.g. real documentation: apt-get install "
         "python3-doc postgresql-doc-15, --site /usr/share/doc/python3-doc/html --site "
         "/usr/share/doc/postgresql-doc-15/html",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--project", metavar="DIR",
+        "--project",
+        metavar="DIR",
         help="crawl, stages: run the web spider of the webcrawl checkout in DIR (e.g. a git "
         "worktree of an older commit: a before and after on the same machine)",
-    )  # fmt: skip
-    p.add_argument("--raw", metavar="FILE",
-                   help="stages: keep the profile's collapsed stacks (py-spy's raw format, "
-                        "for flamegraph.pl or speedscope) in FILE")  # fmt: skip
-    p.add_argument("--setup", choices=("webcrawl", "plain"), default="webcrawl",
-                   help="stages: profile webcrawl (one worker, embedded Redis) or the plain "
-                        "Scrapy spider")  # fmt: skip
+    )
+    p.add_argument(
+        "--raw",
+        metavar="FILE",
+        help="stages: keep the profile's collapsed stacks (py-spy's raw format, "
+        "for flamegraph.pl or speedscope) in FILE",
+    )
+    p.add_argument(
+        "--setup",
+        choices=("webcrawl", "plain"),
+        default="webcrawl",
+        help="stages: profile webcrawl (one worker, embedded Redis) or the plain Scrapy spider",
+    )
     p.add_argument("--limit", type=int, default=100_000, help="simhash: pages at most")
     p.add_argument("--pages-sim", type=int, default=2000, help="revisit: simulated pages")
     p.add_argument("--seed", type=int, default=1, help="revisit, incremental: random seed")
@@ -744,14 +834,21 @@ def _add_bench_parser(sub: Any) -> None:
     p.add_argument("--workers", type=int, default=4, help="frontier: worker processes")
     p.add_argument("--shards", type=int, default=16, help="frontier: FRONTIER_SHARDS")
     p.add_argument("--links", type=int, default=60, help="frontier: links per page")
-    p.add_argument("--new-links", type=int, default=None, metavar="N",
-                   help="frontier: links per page to pages not known yet (default: article "
-                        "links pick among 1000 per host, nearly all new)")  # fmt: skip
+    p.add_argument(
+        "--new-links",
+        type=int,
+        default=None,
+        metavar="N",
+        help="frontier: links per page to pages not known yet (default: article "
+        "links pick among 1000 per host, nearly all new)",
+    )
     p.add_argument("--prefetch", type=int, default=4, help="frontier: FRONTIER_PREFETCH")
     p.add_argument(
-        "--target", choices=("single", "cluster", "both"), default="both",
+        "--target",
+        choices=("single", "cluster", "both"),
+        default="both",
         help="frontier: one Redis, the local Redis Cluster (3 masters, a replica each), or both",
-    )  # fmt: skip
+    )
 
     def bench(args: argparse.Namespace, settings: Settings) -> int:
         # --hosts and --duration mean other things to frontier: so do their defaults

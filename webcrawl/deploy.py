@@ -75,8 +75,13 @@ def targets_from_config(names: list[str]) -> list[Target]:
             options = dict(config.items(section))
             if "url" not in options:
                 raise ValueError(f"scrapy.cfg [{section}] has no url")
-            found[name] = Target(name, options["url"], options.get("project", "webcrawl"),
-                                 options.get("username"), options.get("password"))  # fmt: skip
+            found[name] = Target(
+                name,
+                options["url"],
+                options.get("project", "webcrawl"),
+                options.get("username"),
+                options.get("password"),
+            )
     if names:
         missing = [n for n in names if n not in found]
         if missing:
@@ -93,8 +98,9 @@ def build_egg(project_dir: Path, out_dir: Path, version: str) -> Path:
     with tempfile.TemporaryDirectory(prefix="webcrawl-egg-") as tmp:
         work = Path(tmp)
         for package in PACKAGES:
-            shutil.copytree(project_dir / package, work / package,
-                            ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+            shutil.copytree(
+                project_dir / package, work / package, ignore=shutil.ignore_patterns("__pycache__")
+            )
         shutil.copy(project_dir / "scrapy.cfg", work / "scrapy.cfg")
         include = [p for name in PACKAGES for p in (name, f"{name}.*")]
         (work / "setup.py").write_text(
@@ -104,25 +110,38 @@ def build_egg(project_dir: Path, out_dir: Path, version: str) -> Path:
         )
         result = subprocess.run(
             [sys.executable, "setup.py", "bdist_egg", "-d", str(out_dir)],
-            cwd=work, capture_output=True, text=True, check=False,
-        )  # fmt: skip
+            cwd=work,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if result.returncode != 0:
             raise RuntimeError(f"building the egg failed:\n{result.stderr[-2000:]}")
     return next(out_dir.glob("*.egg"))
 
 
-def _post(target: Target, endpoint: str, fields: list[tuple[str, str]],
-          files: dict[str, bytes] | None = None) -> dict:  # fmt: skip
+def _post(
+    target: Target,
+    endpoint: str,
+    fields: list[tuple[str, str]],
+    files: dict[str, bytes] | None = None,
+) -> dict:
     if files:
         boundary = uuid.uuid4().hex
         body = b""
         for name, value in fields:
-            body += (f"--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n"
-                     f"{value}\r\n").encode()  # fmt: skip
+            body += (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'
+            ).encode()
         for name, data in files.items():
-            body += (f"--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"; "
-                     f"filename=\"{name}.egg\"\r\nContent-Type: application/octet-stream\r\n\r\n"
-                     ).encode() + data + b"\r\n"  # fmt: skip
+            body += (
+                (
+                    f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; '
+                    f'filename="{name}.egg"\r\nContent-Type: application/octet-stream\r\n\r\n'
+                ).encode()
+                + data
+                + b"\r\n"
+            )
         body += f"--{boundary}--\r\n".encode()
         content_type = f"multipart/form-data; boundary={boundary}"
     else:
@@ -141,9 +160,14 @@ def _post(target: Target, endpoint: str, fields: list[tuple[str, str]],
 
 
 def deploy(
-    targets: list[Target], *, workers: int, seeds: str | None, settings: list[str],
-    version: str | None = None, out=sys.stdout,
-) -> list[tuple[str, str]]:  # fmt: skip
+    targets: list[Target],
+    *,
+    workers: int,
+    seeds: str | None,
+    settings: list[str],
+    version: str | None = None,
+    out=sys.stdout,
+) -> list[tuple[str, str]]:
     """Upload the egg to every target and start ``workers`` jobs on each; return (url, jobid)."""
     cfg = closest_scrapy_cfg()
     if not cfg:
@@ -154,8 +178,12 @@ def deploy(
         egg = build_egg(Path(cfg).parent, Path(tmp), version)
         out.write(f"built {egg.name} ({egg.stat().st_size} bytes)\n")
         for target in targets:
-            _post(target, "addversion.json", [("project", target.project), ("version", version)],
-                  {"egg": egg.read_bytes()})  # fmt: skip
+            _post(
+                target,
+                "addversion.json",
+                [("project", target.project), ("version", version)],
+                {"egg": egg.read_bytes()},
+            )
             out.write(f"{target.name}: deployed {target.project} {version} to {target.url}\n")
         for target in targets:
             for _ in range(workers):
@@ -188,13 +216,16 @@ def run(args: argparse.Namespace) -> int:
     if args.crawl:  # the jobs join this crawl: it goes to them as their setting
         named = [s.partition("=")[2] for s in settings if s.startswith("WEBCRAWL_CRAWL=")]
         if named and named[-1] != args.crawl:
-            raise ValueError(f"--crawl {args.crawl} and -s WEBCRAWL_CRAWL={named[-1]} name "
-                             "different crawls: give one of them")  # fmt: skip
+            raise ValueError(
+                f"--crawl {args.crawl} and -s WEBCRAWL_CRAWL={named[-1]} name "
+                "different crawls: give one of them"
+            )
         settings.append(f"WEBCRAWL_CRAWL={args.crawl}")
     if args.workers * len(targets) > 1 and not any(s.startswith("REDIS_URL=") for s in settings):
-        print("webcrawl deploy: note: several workers share a crawl only through one Redis; "
-              "add -s REDIS_URL=redis://HOST:6379/0 unless they run on one machine",
-              file=sys.stderr)  # fmt: skip
-    deploy(targets, workers=args.workers, seeds=args.seeds, settings=settings,
-           version=args.version)  # fmt: skip
+        print(
+            "webcrawl deploy: note: several workers share a crawl only through one Redis; "
+            "add -s REDIS_URL=redis://HOST:6379/0 unless they run on one machine",
+            file=sys.stderr,
+        )
+    deploy(targets, workers=args.workers, seeds=args.seeds, settings=settings, version=args.version)
     return 0

@@ -75,8 +75,10 @@ def environment_overridden(settings: BaseSettings, environ: Mapping[str, str]) -
         wanted, value = environ.get(name), settings.get(name)
         if wanted and str(value or "") != wanted:
             source = where.get(settings.getpriority(name) or 0, "a settings module")
-            messages.append(f"{name}={wanted} in the environment is overridden by "
-                            f"{name}={value or ''} ({source} settings)")  # fmt: skip
+            messages.append(
+                f"{name}={wanted} in the environment is overridden by "
+                f"{name}={value or ''} ({source} settings)"
+            )
     return messages
 
 
@@ -89,8 +91,9 @@ def revisit_params(settings: BaseSettings) -> RevisitParams:
     if high < low:
         raise ValueError(f"REVISIT_MAX_INTERVAL ({high}) must be >= REVISIT_MIN_INTERVAL ({low})")
     return RevisitParams(
-        min_interval=low, max_interval=high,
+        min_interval=low,
+        max_interval=high,
         initial_interval=positive_float(settings, "REVISIT_INITIAL_INTERVAL"),
         prior_weight=positive_float(settings, "REVISIT_PRIOR_WEIGHT"),
         history=positive_int(settings, "REVISIT_HISTORY"),
-    )  # fmt: skip
+    )

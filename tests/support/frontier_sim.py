@@ -142,8 +142,9 @@ class SimWorker:
             self.outbox.finished(lease)
         self.finished = []
         try:
-            sent = self.outbox.step(pop=pop, in_progress=list(self.held), lease_timeout=LEASE,
-                                    now=self.model.now)  # fmt: skip
+            sent = self.outbox.step(
+                pop=pop, in_progress=list(self.held), lease_timeout=LEASE, now=self.model.now
+            )
             result = sent.result
         except redis.RedisError:
             return None
@@ -276,8 +277,11 @@ def read_places(client: redis.Redis, store: Any, keys: CrawlKeys) -> Places:  # 
         p.claims |= {(k.shard, c.decode()) for c in client.hkeys(k.spill_done)}
         p.revisits_redis |= {key.decode() for key in client.hkeys(k.revisit_requests)}
         p.seen |= {fp.decode() for fp in client.smembers(k.seen)}
-        for name, key in (("queued", k.queued), ("cold_total", k.cold_total),
-                          ("reserved", k.reserved)):  # fmt: skip
+        for name, key in (
+            ("queued", k.queued),
+            ("cold_total", k.cold_total),
+            ("reserved", k.reserved),
+        ):
             totals[name] += _num(client.get(key))
             p.counters[f"{name}:{k.shard}"] = _num(client.get(key))
         for host, n in client.hgetall(k.cold).items():

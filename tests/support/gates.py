@@ -199,8 +199,10 @@ class _GatedPipeline:
         return getattr(self._pipe, name)
 
     def execute(self, raise_on_error: bool = True) -> Any:
-        commands = [_SCRIPTS.get(c[0][1], c[0][1]) if c[0][0] == "EVALSHA" else str(c[0][0])
-                    for c in self._pipe.command_stack]  # fmt: skip
+        commands = [
+            _SCRIPTS.get(c[0][1], c[0][1]) if c[0][0] == "EVALSHA" else str(c[0][0])
+            for c in self._pipe.command_stack
+        ]
 
         wait = bool(commands) and commands[-1] == "WAIT" and self._replica is not None
         if wait:  # the real server has no replica: its WAIT would sleep out the timeout
@@ -218,8 +220,13 @@ class _GatedPipeline:
 
 
 # client attributes that are not calls to the server
-_LOCAL = {"get_encoder", "get_connection_kwargs", "connection_pool", "response_callbacks",
-          "get_node_from_key"}  # fmt: skip
+_LOCAL = {
+    "get_encoder",
+    "get_connection_kwargs",
+    "connection_pool",
+    "response_callbacks",
+    "get_node_from_key",
+}
 
 
 class GatedRedis:

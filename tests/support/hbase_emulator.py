@@ -164,12 +164,27 @@ REGION_SERVER_PORT = 16020
 
 MUTATING_CALLS = frozenset(
     {
-        "createTable", "deleteTable", "enableTable", "disableTable", "compact", "majorCompact",
-        "mutateRow", "mutateRowTs", "mutateRows", "mutateRowsTs", "atomicIncrement",
-        "deleteAll", "deleteAllTs", "deleteAllRow", "deleteAllRowTs", "increment",
-        "incrementRows", "append", "checkAndPut",
+        "createTable",
+        "deleteTable",
+        "enableTable",
+        "disableTable",
+        "compact",
+        "majorCompact",
+        "mutateRow",
+        "mutateRowTs",
+        "mutateRows",
+        "mutateRowsTs",
+        "atomicIncrement",
+        "deleteAll",
+        "deleteAllTs",
+        "deleteAllRow",
+        "deleteAllRowTs",
+        "increment",
+        "incrementRows",
+        "append",
+        "checkAndPut",
     }
-)  # fmt: skip
+)
 FAULT_KINDS = ("ioerror", "disconnect", "internal")
 
 _COMPRESSIONS = {"lzo", "gz", "none", "snappy", "lz4", "bzip2", "zstd"}
@@ -382,9 +397,14 @@ class FamilyDescriptor:
 
     def as_tuple(self) -> tuple:
         return (
-            self.name, self.max_versions, self.compression, self.in_memory,
-            self.bloom_filter_type, self.block_cache_enabled, self.time_to_live,
-        )  # fmt: skip
+            self.name,
+            self.max_versions,
+            self.compression,
+            self.in_memory,
+            self.bloom_filter_type,
+            self.block_cache_enabled,
+            self.time_to_live,
+        )
 
 
 class _Table:
@@ -510,8 +530,10 @@ class HBaseModel:
             self._flush(table)
         logger.info(
             "hbase_emulator: loaded %d tables from %s (%d logged mutations replayed)",
-            len(self.tables), self.data, replayed,
-        )  # fmt: skip
+            len(self.tables),
+            self.data,
+            replayed,
+        )
         self.checkpoint()
 
     def checkpoint(self) -> None:
@@ -1145,9 +1167,12 @@ class WhileMatchFilter(_Wrapping):
 
 # Filters ParseFilter knows but this emulator does not implement.
 _UNIMPLEMENTED_FILTERS = {
-    "ColumnCountGetFilter", "DependentColumnFilter", "FirstKeyValueMatchingQualifiersFilter",
-    "MultiRowRangeFilter", "ColumnValueFilter",
-}  # fmt: skip
+    "ColumnCountGetFilter",
+    "DependentColumnFilter",
+    "FirstKeyValueMatchingQualifiersFilter",
+    "MultiRowRangeFilter",
+    "ColumnValueFilter",
+}
 
 _TOKEN = re.compile(
     r"\s*(?:(?P<quoted>'(?:[^']|'')*')|(?P<op><=|>=|!=|=|<|>)|(?P<punct>[(),])"
@@ -2443,8 +2468,11 @@ class EmulatorServer:
         self._acceptor.start()
         logger.info(
             "hbase_emulator serving on %s:%d (%s, %s)",
-            self.host, self.port, self.transport, self.protocol,
-        )  # fmt: skip
+            self.host,
+            self.port,
+            self.transport,
+            self.protocol,
+        )
         return self
 
     def stop(self) -> None:
@@ -2716,12 +2744,23 @@ class EmulatorProcess:
 
     def command(self) -> list[str]:
         args = [
-            sys.executable, __file__, "--host", self.host,  # run as a script: no package needed
-            "--port", str(self.port), "--transport", self.transport, "--protocol", self.protocol,
-            "--idle-timeout", str(self.idle_timeout or 0),
-            "--scanner-timeout", str(self.scanner_timeout or 0),
-            "--control-port", str(self.control_port),
-        ]  # fmt: skip
+            sys.executable,
+            __file__,
+            "--host",
+            self.host,  # run as a script: no package needed
+            "--port",
+            str(self.port),
+            "--transport",
+            self.transport,
+            "--protocol",
+            self.protocol,
+            "--idle-timeout",
+            str(self.idle_timeout or 0),
+            "--scanner-timeout",
+            str(self.scanner_timeout or 0),
+            "--control-port",
+            str(self.control_port),
+        ]
         if self.data:
             args += ["--data", str(self.data)]
         return args + self.extra_args

@@ -17,14 +17,21 @@ from typing import Any
 from webcrawl.frontier.embedded_redis import COMPACT_QUEUES, redis_server_binary
 
 # every crawl benchmark's webcrawl crawls: politeness off (the server is local)
-COMMON = ["DOWNLOAD_DELAY=0", "FRONTIER_HOST_DELAY=0", "CONCURRENT_REQUESTS=16",
-          "CONCURRENT_REQUESTS_PER_DOMAIN=16",
-          "LOG_LEVEL=INFO"]  # fmt: skip
+COMMON = [
+    "DOWNLOAD_DELAY=0",
+    "FRONTIER_HOST_DELAY=0",
+    "CONCURRENT_REQUESTS=16",
+    "CONCURRENT_REQUESTS_PER_DOMAIN=16",
+    "LOG_LEVEL=INFO",
+]
 PLAIN_SPIDER = [
     # what `scrapy startproject` sets; what every setup shares
-    "ROBOTSTXT_OBEY=True", "DOWNLOAD_DELAY=0", "CONCURRENT_REQUESTS=16",
-    "CONCURRENT_REQUESTS_PER_DOMAIN=16", "LOG_LEVEL=INFO",
-]  # fmt: skip
+    "ROBOTSTXT_OBEY=True",
+    "DOWNLOAD_DELAY=0",
+    "CONCURRENT_REQUESTS=16",
+    "CONCURRENT_REQUESTS_PER_DOMAIN=16",
+    "LOG_LEVEL=INFO",
+]
 
 
 def plain_command(seeds: list[str], data_dir: Path, *overrides: str) -> list[str]:
@@ -32,8 +39,17 @@ def plain_command(seeds: list[str], data_dir: Path, *overrides: str) -> list[str
     from ``data_dir`` with :func:`plain_env`: outside any project, Scrapy's defaults)."""
     from webcrawl.bench import plain_spider
 
-    cmd = [sys.executable, "-m", "scrapy", "runspider", plain_spider.__file__,
-           "-a", "seeds=" + ",".join(seeds), "-o", str(data_dir / "items.jsonl")]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "scrapy",
+        "runspider",
+        plain_spider.__file__,
+        "-a",
+        "seeds=" + ",".join(seeds),
+        "-o",
+        str(data_dir / "items.jsonl"),
+    ]
     for item in (*PLAIN_SPIDER, *overrides):
         cmd += ["-s", item]
     return cmd
@@ -84,8 +100,18 @@ def tcp_redis(workdir: Path) -> Any:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    args = [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-            "--dir", str(workdir), *COMPACT_QUEUES]  # fmt: skip
+    args = [
+        redis_server_binary(),
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--dir",
+        str(workdir),
+        *COMPACT_QUEUES,
+    ]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL)
     url = f"redis://127.0.0.1:{port}/0"
     try:

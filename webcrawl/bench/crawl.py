@@ -146,8 +146,11 @@ def run_crawl(args: argparse.Namespace) -> int:
             what = f"site {info['site']}" if "site" in info else "demo web"
             if args.project:
                 what += f"; webcrawl of {args.project}"
-            print(f"{what} ({server}): {info['pages']} pages on {len(info['hosts'])} "
-                  f"hosts; {args.runs} runs per setup (median)", flush=True)  # fmt: skip
+            print(
+                f"{what} ({server}): {info['pages']} pages on {len(info['hosts'])} "
+                f"hosts; {args.runs} runs per setup (median)",
+                flush=True,
+            )
             # runs interleave the setups, so a slow spell of the machine hits all alike
             # per setup and run: pages, seconds, Redis commands, round trips
             results: dict[str, list[tuple[int, float, int, float]]] = {n: [] for n, *_ in setups}
@@ -158,10 +161,22 @@ def run_crawl(args: argparse.Namespace) -> int:
                     trips = {"frontier/redis_round_trips": 0.0}
                     plain = settings is PLAIN_SPIDER
                     pages, seconds = crawl_parallel(
-                        seeds, workdir, [] if plain else [*settings, *extra], workers,
-                        totals=trips, plain=plain, project=args.project)  # fmt: skip
-                    results[name].append((pages, seconds, _commands(url) - before,
-                                          trips["frontier/redis_round_trips"]))  # fmt: skip
+                        seeds,
+                        workdir,
+                        [] if plain else [*settings, *extra],
+                        workers,
+                        totals=trips,
+                        plain=plain,
+                        project=args.project,
+                    )
+                    results[name].append(
+                        (
+                            pages,
+                            seconds,
+                            _commands(url) - before,
+                            trips["frontier/redis_round_trips"],
+                        )
+                    )
                 print(f"  run {i + 1}/{args.runs} done", file=sys.stderr, flush=True)
             for name, settings, _ in setups:
                 runs = results[name]
@@ -175,16 +190,20 @@ def run_crawl(args: argparse.Namespace) -> int:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     base, one = rows[0][3], rows[4][3]  # the plain spider; one webcrawl worker over TCP
-    print(f"\n{'setup':<28} {'pages':>6} {'seconds':>8} {'pages/s':>8} {'x plain':>8} "
-          f"{'x 1 worker':>10} {'Redis cmds/page':>16} {'round trips/page':>17}")  # fmt: skip
+    print(
+        f"\n{'setup':<28} {'pages':>6} {'seconds':>8} {'pages/s':>8} {'x plain':>8} "
+        f"{'x 1 worker':>10} {'Redis cmds/page':>16} {'round trips/page':>17}"
+    )
     for (name, pages, seconds, rate, calls, trips), (_, _, workers) in zip(
         rows, setups, strict=True
     ):
         shown = f"{calls:.2f}" if calls is not None else "-"
         scale = f"{rate / one:.2f}" if workers > 1 else "-"
         per_page = f"{trips:.2f}" if trips else "-"  # (webcrawl's scheduler counts them)
-        print(f"{name:<28} {pages:>6} {seconds:>8.2f} {rate:>8.1f} {rate / base:>8.2f} "
-              f"{scale:>10} {shown:>16} {per_page:>17}")  # fmt: skip
+        print(
+            f"{name:<28} {pages:>6} {seconds:>8.2f} {rate:>8.1f} {rate / base:>8.2f} "
+            f"{scale:>10} {shown:>16} {per_page:>17}"
+        )
     return 0
 
 
@@ -198,8 +217,12 @@ def run_politeness(args: argparse.Namespace) -> int:
             for delay, workers in ((0.1, 1), (0.1, 2), (0.25, 2), (0.5, 3)):
                 log.write_text("")
                 crawl = f"WEBCRAWL_CRAWL=pol-{time.monotonic_ns()}"
-                settings = [f"REDIS_URL={url}", f"FRONTIER_HOST_DELAY={delay}", "DEPTH_LIMIT=3",
-                            crawl]  # fmt: skip
+                settings = [
+                    f"REDIS_URL={url}",
+                    f"FRONTIER_HOST_DELAY={delay}",
+                    "DEPTH_LIMIT=3",
+                    crawl,
+                ]
                 crawl_parallel(info["seeds"], workdir, settings, workers)
                 times: dict[str, list[float]] = {}
                 for line in log.read_text().splitlines():
@@ -212,16 +235,28 @@ def run_politeness(args: argparse.Namespace) -> int:
                     gaps += [b - a for a, b in pairwise(t)]
                     if len(t) > 1:
                         rates.append((len(t) - 1) / (t[-1] - t[0]))
-                rows.append((delay, workers, len(times), min(gaps), statistics.median(gaps),
-                             statistics.mean(rates)))  # fmt: skip
+                rows.append(
+                    (
+                        delay,
+                        workers,
+                        len(times),
+                        min(gaps),
+                        statistics.median(gaps),
+                        statistics.mean(rates),
+                    )
+                )
                 print(f"  done: delay {delay} s, {workers} workers", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    print(f"\n{'delay s':>8} {'workers':>8} {'hosts':>6} {'min gap s':>10} {'median gap s':>13} "
-          f"{'req/s/host':>11} {'configured':>11}")  # fmt: skip
+    print(
+        f"\n{'delay s':>8} {'workers':>8} {'hosts':>6} {'min gap s':>10} {'median gap s':>13} "
+        f"{'req/s/host':>11} {'configured':>11}"
+    )
     for delay, workers, hosts, low, mid, rate in rows:
-        print(f"{delay:>8.2f} {workers:>8} {hosts:>6} {low:>10.3f} {mid:>13.3f} {rate:>11.2f} "
-              f"{1 / delay:>11.2f}")  # fmt: skip
+        print(
+            f"{delay:>8.2f} {workers:>8} {hosts:>6} {low:>10.3f} {mid:>13.3f} {rate:>11.2f} "
+            f"{1 / delay:>11.2f}"
+        )
     return 0
 
 
@@ -242,12 +277,16 @@ def run_memory(args: argparse.Namespace) -> int:
         with tcp_redis(workdir) as url:
             client = redis.Redis.from_url(url)
             spider = Spider(name="web")
-            urls = [f"https://www.example{i % 50}.com/section-{i % 97}/article-{i}.html"
-                    for i in range(n)]  # fmt: skip
+            urls = [
+                f"https://www.example{i % 50}.com/section-{i % 97}/article-{i}.html"
+                for i in range(n)
+            ]
             rows = []
             # a link as a spider makes it: its depth, and its page's URL as its Referer
-            for name, hosts in (("queue, 50 hosts (long queues)", 50),
-                                ("hot queues, 100 per host", max(1, n // 100))):  # fmt: skip
+            for name, hosts in (
+                ("queue, 50 hosts (long queues)", 50),
+                ("hot queues, 100 per host", max(1, n // 100)),
+            ):
                 keys = CrawlKeys(f"mem{hosts}")
                 queue = HostQueue(client, spider, keys)
                 for start in range(0, n, 1000):
@@ -263,8 +302,10 @@ def run_memory(args: argparse.Namespace) -> int:
                         fp = hashlib.sha1(u.encode()).digest()
                         pushes.append((fp, host, 0, 0.0, queue.encode(request)))
                     queue.step(now=0, pushes=pushes, pop=False)
-                queue_bytes = sum(client.memory_usage(k) or 0 for k in client.scan_iter(
-                    match=f"webcrawl:{{mem{hosts}:*}}:hq:*"))  # fmt: skip
+                queue_bytes = sum(
+                    client.memory_usage(k) or 0
+                    for k in client.scan_iter(match=f"webcrawl:{{mem{hosts}:*}}:hq:*")
+                )
                 rows.append((name, queue_bytes / n, None))
             entry = len(pushes[-1][-1])
             set_bytes = sum(client.memory_usage(k.seen) or 0 for k in keys.all_shards())
@@ -285,8 +326,13 @@ def run_memory(args: argparse.Namespace) -> int:
                     for offset in offsets:
                         pipe.getbit(key, offset)
                     hits += all(pipe.execute())
-                rows.append((f"dupefilter: Bloom at {rate:.1%}", client.memory_usage(key) / n,
-                             hits / probes))  # fmt: skip
+                rows.append(
+                    (
+                        f"dupefilter: Bloom at {rate:.1%}",
+                        client.memory_usage(key) / n,
+                        hits / probes,
+                    )
+                )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"\n{n} URLs; a queue entry of a typical link: {entry} bytes (its URL {len(urls[-1])})")

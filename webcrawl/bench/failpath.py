@@ -72,20 +72,36 @@ PAPER_SETS = [  # min delay, max delay, heighten, probe interval, success scale
     (30, 120, 6, 1800, 3),
 ]
 FAULTS = [
-    "0:/s1/sub:hang", "0:/s3/sub:hang", "1:/s2/sub:reset",
-    f"2:/s1/sub:hang@{RECOVER_AFTER:g}", "3:/:slow:0:0.1",
-    f"5:/robots.txt:503@{ROBOTS_503_FOR:g}", "6:*:hang",
-]  # fmt: skip
+    "0:/s1/sub:hang",
+    "0:/s3/sub:hang",
+    "1:/s2/sub:reset",
+    f"2:/s1/sub:hang@{RECOVER_AFTER:g}",
+    "3:/:slow:0:0.1",
+    f"5:/robots.txt:503@{ROBOTS_503_FOR:g}",
+    "6:*:hang",
+]
 DEAD_HOSTS = [4]
 # the oracle's web: what is dead answers 404 at once, the recovering subtree from the start
-ORACLE_FAULTS = ["0:/s1/sub:404", "0:/s3/sub:404", "1:/s2/sub:404", "3:/:slow:0:0.1",
-                 f"5:/robots.txt:503@{ROBOTS_503_FOR:g}", "4:*:404", "6:*:404"]  # fmt: skip
+ORACLE_FAULTS = [
+    "0:/s1/sub:404",
+    "0:/s3/sub:404",
+    "1:/s2/sub:404",
+    "3:/:slow:0:0.1",
+    f"5:/robots.txt:503@{ROBOTS_503_FOR:g}",
+    "4:*:404",
+    "6:*:404",
+]
 ORACLE = "oracle: dead answers 404"
 # Few fetch slots, as the paper's fetcher threads: a wait on a dead link holds one
 # (the demo web's hosts are loopback addresses: a broad crawl needs them allowed)
-COMMON = ["WEBCRAWL_SCOPE=broad", "DEPTH_LIMIT=3", "FRONTIER_HOST_DELAY=0.05",
-          "CONCURRENT_REQUESTS=4", "LOG_LEVEL=INFO",
-          "WEBCRAWL_ALLOWED_NETWORKS=127.0.0.0/8"]  # fmt: skip
+COMMON = [
+    "WEBCRAWL_SCOPE=broad",
+    "DEPTH_LIMIT=3",
+    "FRONTIER_HOST_DELAY=0.05",
+    "CONCURRENT_REQUESTS=4",
+    "LOG_LEVEL=INFO",
+    "WEBCRAWL_ALLOWED_NETWORKS=127.0.0.0/8",
+]
 
 
 def setups(
@@ -103,11 +119,20 @@ def setups(
         off = f"filter off, timeout {high} s"
         timeout = f"DOWNLOAD_TIMEOUT={high / wait_scale:g}"
         rows.append((off, [robots, "FAILPATH_ENABLED=False", timeout], off))
-        rows.append((f"set {i}: {low}/{high}/{heighten}/{interval}/{scale}", [robots,
-            f"FAILPATH_MIN_DELAY={low / wait_scale:g}", f"FAILPATH_MAX_DELAY={high / wait_scale:g}",
-            f"FAILPATH_HEIGHTEN={heighten}", f"FAILPATH_SUCCESS_SCALE={scale}",
-            f"FAILPATH_PROBE_INTERVAL={interval / probe_scale:g}",
-        ], off))  # fmt: skip
+        rows.append(
+            (
+                f"set {i}: {low}/{high}/{heighten}/{interval}/{scale}",
+                [
+                    robots,
+                    f"FAILPATH_MIN_DELAY={low / wait_scale:g}",
+                    f"FAILPATH_MAX_DELAY={high / wait_scale:g}",
+                    f"FAILPATH_HEIGHTEN={heighten}",
+                    f"FAILPATH_SUCCESS_SCALE={scale}",
+                    f"FAILPATH_PROBE_INTERVAL={interval / probe_scale:g}",
+                ],
+                off,
+            )
+        )
     rows.append((ORACLE, [robots, "FAILPATH_ENABLED=False", rows[0][1][2]], rows[0][0]))
     return rows
 
@@ -127,14 +152,19 @@ def crawl(info: dict[str, Any], workdir: Path, settings: list[str]) -> dict[str,
         rows = list(store.scan_pages())
     fetched = [r for r in rows if r.get("kind") != "failed" and r.get("status")]
     recovering = f"http://{info['hosts'][2]}/s1/sub"
-    recovered = [r for r in fetched if r["url"].startswith(recovering)
-                 and r["fetched_at"] >= info["started"] + RECOVER_AFTER]  # fmt: skip
+    recovered = [
+        r
+        for r in fetched
+        if r["url"].startswith(recovering) and r["fetched_at"] >= info["started"] + RECOVER_AFTER
+    ]
     # each URL is enqueued once when found; retries and links sent back again
-    links = int(stat(text, "scheduler/enqueued/redis", 0) - stat(text, "retry/count", 0)
-                - stat(text, "failpath/sent_back", 0))  # fmt: skip
+    links = int(
+        stat(text, "scheduler/enqueued/redis", 0)
+        - stat(text, "retry/count", 0)
+        - stat(text, "failpath/sent_back", 0)
+    )
     shutil.rmtree(data, ignore_errors=True)
-    return {"links": links, "pages": len(fetched), "seconds": seconds,
-            "recovered": len(recovered)}  # fmt: skip
+    return {"links": links, "pages": len(fetched), "seconds": seconds, "recovered": len(recovered)}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -149,30 +179,43 @@ def run(args: argparse.Namespace) -> int:
             for name, settings, _ in rows:
                 oracle = name == ORACLE
                 # a fresh demo web per crawl, so the recovering subtree's clock starts with it
-                with demo_server(6, 120, faults=ORACLE_FAULTS if oracle else FAULTS,
-                                 dead_hosts=[] if oracle else DEAD_HOSTS, fanout=6,
-                                 cross_links=40) as info:  # fmt: skip
+                with demo_server(
+                    6,
+                    120,
+                    faults=ORACLE_FAULTS if oracle else FAULTS,
+                    dead_hosts=[] if oracle else DEAD_HOSTS,
+                    fanout=6,
+                    cross_links=40,
+                ) as info:
                     info["started"] = time.time()
                     results.setdefault(name, []).append(crawl(info, workdir, settings))
                 print(f"  run {i + 1}: {name} done", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    print(f"\nwaits scaled 1/{wait_scale:g}, probe interval 1/{probe_scale:g}; depth 3; "
-          f"median of {args.runs} runs")  # fmt: skip
-    print(f"{'setup (paper time units)':<30} {'links known':>11} {'pages':>6} {'time s':>7} "
-          f"{'pages/s':>8} {'recovered':>10} {'pages vs off':>13} {'time vs off':>12} "
-          f"{'of possible':>12}")  # fmt: skip
-    medians = {name: {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-               for name, runs in results.items()}  # fmt: skip
+    print(
+        f"\nwaits scaled 1/{wait_scale:g}, probe interval 1/{probe_scale:g}; depth 3; "
+        f"median of {args.runs} runs"
+    )
+    print(
+        f"{'setup (paper time units)':<30} {'links known':>11} {'pages':>6} {'time s':>7} "
+        f"{'pages/s':>8} {'recovered':>10} {'pages vs off':>13} {'time vs off':>12} "
+        f"{'of possible':>12}"
+    )
+    medians = {
+        name: {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        for name, runs in results.items()
+    }
     floor = medians[ORACLE]["seconds"]
     for name, _, off in rows:
         row, base = medians[name], medians[off]
         possible = base["seconds"] - floor
         share = (base["seconds"] - row["seconds"]) / possible if possible > 0 else float("nan")
-        print(f"{name:<30} {row['links']:>11.0f} {row['pages']:>6.0f} {row['seconds']:>7.1f} "
-              f"{row['pages'] / row['seconds']:>8.2f} {row['recovered']:>10.0f} "
-              f"{row['pages'] / base['pages'] - 1:>+13.1%} "
-              f"{row['seconds'] / base['seconds'] - 1:>+12.1%} {share:>12.0%}")  # fmt: skip
+        print(
+            f"{name:<30} {row['links']:>11.0f} {row['pages']:>6.0f} {row['seconds']:>7.1f} "
+            f"{row['pages'] / row['seconds']:>8.2f} {row['recovered']:>10.0f} "
+            f"{row['pages'] / base['pages'] - 1:>+13.1%} "
+            f"{row['seconds'] / base['seconds'] - 1:>+12.1%} {share:>12.0%}"
+        )
     print(
         "(oracle: the same web where everything dead answers 404 at once; its pages count "
         "those 404s; 'of possible': the share of the time the oracle saves that a setup saved)"

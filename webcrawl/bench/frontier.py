@@ -69,8 +69,22 @@ SCRIPT_STATS = ("cmdstat_evalsha", "cmdstat_eval")
 # the parent's control value: what workers may do
 PREFILL, SEED, GO, STOP = 0, 1, 2, 3
 # per worker, its counters in the shared array (doubles), in this order
-FIELDS = ("phase", "acked", "popped", "steps", "trips", "links", "local_dups", "pushed",
-          "added", "seeded", "cpu", "step_wall", "step_cpu", "failed")  # fmt: skip
+FIELDS = (
+    "phase",
+    "acked",
+    "popped",
+    "steps",
+    "trips",
+    "links",
+    "local_dups",
+    "pushed",
+    "added",
+    "seeded",
+    "cpu",
+    "step_wall",
+    "step_cpu",
+    "failed",
+)
 F = {name: i for i, name in enumerate(FIELDS)}
 # a worker's phase: what it has finished
 PREFILLED, SEEDED, DONE = 1, 2, 3
@@ -218,8 +232,11 @@ class Worker:
             out += [f"http://{host}/a/{rng.randrange(ARTICLES)}" for _ in range(cfg.own)]
             for _ in range(cfg.cross):
                 other = host_name(rng.randrange(cfg.hosts))
-                out.append(f"http://{other}/" if rng.random() < 0.5
-                           else f"http://{other}/a/{rng.randrange(ARTICLES)}")  # fmt: skip
+                out.append(
+                    f"http://{other}/"
+                    if rng.random() < 0.5
+                    else f"http://{other}/a/{rng.randrange(ARTICLES)}"
+                )
             return out
         # new_links of the page's article links are new (an id no worker uses twice), the
         # rest known; links to other hosts go to their home pages or known articles
@@ -229,8 +246,11 @@ class Worker:
         out += article_urls(host, cfg.own)[new:]
         for _ in range(cfg.cross):
             other = host_name(rng.randrange(cfg.hosts))
-            out.append(f"http://{other}/" if rng.random() < 0.5
-                       else f"http://{other}/a/{rng.randrange(cfg.own)}")  # fmt: skip
+            out.append(
+                f"http://{other}/"
+                if rng.random() < 0.5
+                else f"http://{other}/a/{rng.randrange(cfg.own)}"
+            )
         return out
 
     def process(self, request: Any, lease: str) -> None:
@@ -265,9 +285,14 @@ class Worker:
             self.unconfirmed = []
         acks, batch = self.ackable, self.buffer
         began, cpu = time.perf_counter(), time.process_time()
-        result = self.queue.step(acks=acks, pushes=batch, pop=pop,
-                                 default_delay=0.0, lease_timeout=LEASE_TIMEOUT,
-                                 seen_mode="set")  # fmt: skip
+        result = self.queue.step(
+            acks=acks,
+            pushes=batch,
+            pop=pop,
+            default_delay=0.0,
+            lease_timeout=LEASE_TIMEOUT,
+            seen_mode="set",
+        )
         self.counts["step_wall"] += time.perf_counter() - began
         self.counts["step_cpu"] += time.process_time() - cpu
         failed = result.failed
@@ -358,8 +383,12 @@ def servers(target: str, workdir: Path, shards: int, crawl: str) -> Iterator[Ser
 
         with tcp_redis(workdir) as url:
             client = redis.Redis.from_url(url)
-            yield Servers("one Redis", url, {"single": client},
-                          shard_master=dict.fromkeys(range(shards), "single"))  # fmt: skip
+            yield Servers(
+                "one Redis",
+                url,
+                {"single": client},
+                shard_master=dict.fromkeys(range(shards), "single"),
+            )
         return
     from webcrawl.frontier.localcluster import LocalRedisCluster
 
@@ -368,8 +397,9 @@ def servers(target: str, workdir: Path, shards: int, crawl: str) -> Iterator[Ser
         replicas = {f":{n.port}": cluster.client(n.port) for n in cluster.replicas()}
         port = int(cluster.url.rsplit(":", 1)[1])
         with redis.RedisCluster(host="127.0.0.1", port=port) as rc:
-            owner = {s: f":{rc.get_node_from_key(keys.shard(s).prefix).port}"
-                     for s in range(shards)}  # fmt: skip
+            owner = {
+                s: f":{rc.get_node_from_key(keys.shard(s).prefix).port}" for s in range(shards)
+            }
         yield Servers("cluster, 3 masters", cluster.url, masters, replicas, owner)
 
 
@@ -464,9 +494,13 @@ class Fleet:
         self.procs = []
         for i in range(cfg.workers):
             wcfg = Config(**{**cfg.__dict__, "index": i})
-            self.procs.append(ctx.Process(target=worker_main, daemon=True,
-                                          args=(wcfg, self.ctrl, self.stats,
-                                                str(self.errors[i]))))  # fmt: skip
+            self.procs.append(
+                ctx.Process(
+                    target=worker_main,
+                    daemon=True,
+                    args=(wcfg, self.ctrl, self.stats, str(self.errors[i])),
+                )
+            )
         for proc in self.procs:
             proc.start()
 
@@ -541,18 +575,29 @@ def measure(srv: Servers, cfg: Config, workdir: Path, warmup: float, duration: f
             floor = native_floor(next(iter(srv.masters.values())), queue, cfg, per_page)
     finally:
         parent.close()
-    shards_of = {name: sum(1 for m in srv.shard_master.values() if m == name)
-                 for name in srv.masters}  # fmt: skip
+    shards_of = {
+        name: sum(1 for m in srv.shard_master.values() if m == name) for name in srv.masters
+    }
     prefilled = cfg.hosts * cfg.nav
-    return Result(srv.name, list(srv.masters), shards_of, first, last, list(fleet.stats),
-                  queued, leased, per_master,
-                  {name: end[name] - baseline[name] for name in end},
-                  sum(baseline[n] - empty[n] for n in end) / max(prefilled, 1),
-                  floor)  # fmt: skip
+    return Result(
+        srv.name,
+        list(srv.masters),
+        shards_of,
+        first,
+        last,
+        list(fleet.stats),
+        queued,
+        leased,
+        per_master,
+        {name: end[name] - baseline[name] for name in end},
+        sum(baseline[n] - empty[n] for n in end) / max(prefilled, 1),
+        floor,
+    )
 
 
-def native_floor(client: Any, queue: Any, cfg: Config, new_per_page: float,
-                 pages: int = FLOOR_PAGES) -> float:  # fmt: skip
+def native_floor(
+    client: Any, queue: Any, cfg: Config, new_per_page: float, pages: int = FLOOR_PAGES
+) -> float:
     """Redis CPU per page (us) of the least a page's frontier work can be as plain
     pipelined commands, on the keyspace the run left: the same keys and sizes, no
     scripts and no atomicity.  Per page: its host's turn and request popped (ZPOPMIN
@@ -623,8 +668,18 @@ def run(args: argparse.Namespace) -> int:
     try:
         for name in targets:
             crawl = f"benchfrontier-{name}"
-            cfg = Config("", str(workdir), crawl, shards, hosts, workers, links, prefetch,
-                         os.getpid(), new_links=new_links)  # fmt: skip
+            cfg = Config(
+                "",
+                str(workdir),
+                crawl,
+                shards,
+                hosts,
+                workers,
+                links,
+                prefetch,
+                os.getpid(),
+                new_links=new_links,
+            )
             (workdir / name).mkdir()
             with servers(name, workdir / name, shards, crawl) as srv:
                 cfg.url = srv.url
@@ -645,21 +700,28 @@ def metrics(r: Result) -> dict[str, float]:
     pages = max(r.delta("acked"), 1)
     cpu = {n: r.last.cpu[n] - r.first.cpu[n] for n in r.last.cpu}
     masters = sum(cpu[n] for n in r.masters)
-    m = {"window": window, "pages": pages, "rate": pages / window,
-         "cmds": sum(r.last.calls[n] - r.first.calls[n] for n in r.masters) / pages,
-         "scripts": sum(r.last.scripts[n] - r.first.scripts[n] for n in r.masters) / pages,
-         "trips": r.delta("trips") / pages, "steps": r.delta("steps") / pages,
-         "step_ms": 1000 * r.delta("step_wall") / max(r.delta("steps"), 1),
-         "redis_us": 1e6 * masters / pages,
-         "busiest": max(cpu[n] for n in r.masters) / window,
-         "replicas": (sum(cpu.values()) - masters) / window,
-         "client_us": 1e6 * r.delta("cpu") / pages,
-         "step_us": 1e6 * r.delta("step_cpu") / pages,
-         "clients": r.delta("cpu") / window, "servers": sum(cpu.values()) / window,
-         "links": r.delta("links") / pages,
-         "local": r.delta("local_dups") / max(r.delta("links"), 1),
-         "pushed": r.delta("pushed") / pages, "added": r.delta("added") / pages,
-         "redis_dups": 1 - r.delta("added") / max(r.delta("pushed"), 1)}  # fmt: skip
+    m = {
+        "window": window,
+        "pages": pages,
+        "rate": pages / window,
+        "cmds": sum(r.last.calls[n] - r.first.calls[n] for n in r.masters) / pages,
+        "scripts": sum(r.last.scripts[n] - r.first.scripts[n] for n in r.masters) / pages,
+        "trips": r.delta("trips") / pages,
+        "steps": r.delta("steps") / pages,
+        "step_ms": 1000 * r.delta("step_wall") / max(r.delta("steps"), 1),
+        "redis_us": 1e6 * masters / pages,
+        "busiest": max(cpu[n] for n in r.masters) / window,
+        "replicas": (sum(cpu.values()) - masters) / window,
+        "client_us": 1e6 * r.delta("cpu") / pages,
+        "step_us": 1e6 * r.delta("step_cpu") / pages,
+        "clients": r.delta("cpu") / window,
+        "servers": sum(cpu.values()) / window,
+        "links": r.delta("links") / pages,
+        "local": r.delta("local_dups") / max(r.delta("links"), 1),
+        "pushed": r.delta("pushed") / pages,
+        "added": r.delta("added") / pages,
+        "redis_dups": 1 - r.delta("added") / max(r.delta("pushed"), 1),
+    }
     m["ceiling"] = m["rate"] / max(m["busiest"], 1e-9)
     m["replica_nodes"] = len(cpu) - len(r.masters)
     m["machine"] = (r.last.machine - r.first.machine) / window  # nan when unknown
@@ -684,58 +746,80 @@ def report(results: list[Result], cfg: Config, warmup: float, duration: float) -
         articles = f"{cfg.own} to its host's articles (one of {ARTICLES}: mostly new)"
         known = f"its {cfg.nav} navigation pages count"
     else:
-        articles = (f"{cfg.own} to its host's articles ({min(cfg.new_links, cfg.own)} of them "
-                    f"new, the rest known)")  # fmt: skip
+        articles = (
+            f"{cfg.own} to its host's articles ({min(cfg.new_links, cfg.own)} of them "
+            f"new, the rest known)"
+        )
         known = f"its {cfg.nav} navigation pages and {cfg.own} articles count"
-    print(f"\n{cfg.hosts} hosts in {cfg.shards} shards; a page has {cfg.links} links: "
-          f"{cfg.nav} navigation (its host's, the same on every page), {articles}, "
-          f"{cfg.cross} to other hosts (half to a home page).  Seeds: each host's home page; "
-          f"{known} as crawled (their {cfg.hosts * (cfg.nav + cfg.known_articles)} "
-          f"fingerprints are in the seen set).  {cfg.workers} worker "
-          f"processes (prefetch {cfg.prefetch}, batches of {BATCH_SIZE}, local seen cache "
-          f"{SEEN_CACHE}, politeness off, no HTTP); {warmup:g} s warm-up, then {duration:g} s "
-          f"measured per setup.  This machine has {cores} cores for the workers and every "
-          "redis-server together (the cluster: 3 masters and 3 replicas).")  # fmt: skip
+    print(
+        f"\n{cfg.hosts} hosts in {cfg.shards} shards; a page has {cfg.links} links: "
+        f"{cfg.nav} navigation (its host's, the same on every page), {articles}, "
+        f"{cfg.cross} to other hosts (half to a home page).  Seeds: each host's home page; "
+        f"{known} as crawled (their {cfg.hosts * (cfg.nav + cfg.known_articles)} "
+        f"fingerprints are in the seen set).  {cfg.workers} worker "
+        f"processes (prefetch {cfg.prefetch}, batches of {BATCH_SIZE}, local seen cache "
+        f"{SEEN_CACHE}, politeness off, no HTTP); {warmup:g} s warm-up, then {duration:g} s "
+        f"measured per setup.  This machine has {cores} cores for the workers and every "
+        "redis-server together (the cluster: 3 masters and 3 replicas)."
+    )
     rows = [(r.name, metrics(r)) for r in results]
     others = ", ".join(f"{name}: {m['others']:.2f}" for name, m in rows)
-    print(f"Cores used by others while measuring (the kernel's loopback traffic and the "
-          f"benchmark's own process included): {others}.")  # fmt: skip
-    print(f"\n{'setup':<20} {'pages/s':>8} {'Redis us/pg':>11} {'busiest Redis':>13} "
-          f"{'Redis-bound at':>14} {'client us/pg':>12} {'in steps':>8} {'client cores':>12} "
-          f"  bound")  # fmt: skip
+    print(
+        f"Cores used by others while measuring (the kernel's loopback traffic and the "
+        f"benchmark's own process included): {others}."
+    )
+    print(
+        f"\n{'setup':<20} {'pages/s':>8} {'Redis us/pg':>11} {'busiest Redis':>13} "
+        f"{'Redis-bound at':>14} {'client us/pg':>12} {'in steps':>8} {'client cores':>12} "
+        f"  bound"
+    )
     for name, m in rows:
-        print(f"{name:<20} {m['rate']:>8.0f} {m['redis_us']:>11.0f} {m['busiest']:>13.0%} "
-              f"{m['ceiling']:>14.0f} {m['client_us']:>12.0f} {m['step_us']:>8.0f} "
-              f"{m['clients']:>12.2f}   {bound(m)}")  # fmt: skip
+        print(
+            f"{name:<20} {m['rate']:>8.0f} {m['redis_us']:>11.0f} {m['busiest']:>13.0%} "
+            f"{m['ceiling']:>14.0f} {m['client_us']:>12.0f} {m['step_us']:>8.0f} "
+            f"{m['clients']:>12.2f}   {bound(m)}"
+        )
     for r in results:
         if r.floor_us:
             ours = metrics(r)["redis_us"]
-            print(f"{'native floor':<20} {'':>8} {r.floor_us:>11.0f} {'':>13} "
-                  f"{1e6 / r.floor_us:>14.0f}   (the frontier's Redis work per page is "
-                  f"{ours / r.floor_us:.1f}x it)")  # fmt: skip
-    print("(Redis us/pg: the masters' CPU per page; busiest Redis: the busiest master's share "
-          "of a core; Redis-bound at: the pages/s at which it would use a full core; client "
-          "us/pg: the workers' CPU per page, in steps: of it in HostQueue.step (redis-py, "
-          "decoding); bound: Redis when a server is near a full core, else cores when the "
-          "machine's are all busy (and who uses most), else round trips; native floor: the "
-          "least Redis work of a page as plain pipelined commands on the same keys (pop, "
-          "lease, ack, a lookup per link, the new links added), no scripts: what one Redis "
-          "core of this machine can coordinate at best)")  # fmt: skip
-    print(f"\n{'setup':<20} {'cmds/page':>10} {'scripts/pg':>10} {'trips/page':>10} "
-          f"{'steps/page':>10} {'ms/step':>8} {'replica cores':>13}")  # fmt: skip
+            print(
+                f"{'native floor':<20} {'':>8} {r.floor_us:>11.0f} {'':>13} "
+                f"{1e6 / r.floor_us:>14.0f}   (the frontier's Redis work per page is "
+                f"{ours / r.floor_us:.1f}x it)"
+            )
+    print(
+        "(Redis us/pg: the masters' CPU per page; busiest Redis: the busiest master's share "
+        "of a core; Redis-bound at: the pages/s at which it would use a full core; client "
+        "us/pg: the workers' CPU per page, in steps: of it in HostQueue.step (redis-py, "
+        "decoding); bound: Redis when a server is near a full core, else cores when the "
+        "machine's are all busy (and who uses most), else round trips; native floor: the "
+        "least Redis work of a page as plain pipelined commands on the same keys (pop, "
+        "lease, ack, a lookup per link, the new links added), no scripts: what one Redis "
+        "core of this machine can coordinate at best)"
+    )
+    print(
+        f"\n{'setup':<20} {'cmds/page':>10} {'scripts/pg':>10} {'trips/page':>10} "
+        f"{'steps/page':>10} {'ms/step':>8} {'replica cores':>13}"
+    )
     for name, m in rows:
         replicas = f"{m['replicas']:.2f}" if m["replica_nodes"] else "-"
-        print(f"{name:<20} {m['cmds']:>10.1f} {m['scripts']:>10.2f} {m['trips']:>10.2f} "
-              f"{m['steps']:>10.2f} {m['step_ms']:>8.2f} {replicas:>13}")  # fmt: skip
+        print(
+            f"{name:<20} {m['cmds']:>10.1f} {m['scripts']:>10.2f} {m['trips']:>10.2f} "
+            f"{m['steps']:>10.2f} {m['step_ms']:>8.2f} {replicas:>13}"
+        )
     print(
         "(cmds/page: commands the masters ran, those scripts call included (INFO "
         "commandstats); scripts/pg: EVALSHA calls; trips/page: the workers' sends)"
     )
-    print(f"\n{'setup':<20} {'links/page':>10} {'local dups':>10} {'pushed/page':>11} "
-          f"{'Redis dups':>10} {'added/page':>10}")  # fmt: skip
+    print(
+        f"\n{'setup':<20} {'links/page':>10} {'local dups':>10} {'pushed/page':>11} "
+        f"{'Redis dups':>10} {'added/page':>10}"
+    )
     for name, m in rows:
-        print(f"{name:<20} {m['links']:>10.1f} {m['local']:>10.0%} {m['pushed']:>11.1f} "
-              f"{m['redis_dups']:>10.0%} {m['added']:>10.1f}")  # fmt: skip
+        print(
+            f"{name:<20} {m['links']:>10.1f} {m['local']:>10.0%} {m['pushed']:>11.1f} "
+            f"{m['redis_dups']:>10.0%} {m['added']:>10.1f}"
+        )
     print(
         "(local dups: links the workers' seen caches dropped; Redis dups: pushed links "
         "the seen set refused)"
@@ -745,8 +829,10 @@ def report(results: list[Result], cfg: Config, warmup: float, duration: float) -
 
 
 def _report_nodes(results: list[Result]) -> None:
-    print(f"\n{'setup':<20} {'master':>8} {'shards':>6} {'cmd share':>9} {'vs even':>8} "
-          f"{'CPU':>5} {'queued URLs':>11} {'MiB':>7} {'bytes/URL':>9}")  # fmt: skip
+    print(
+        f"\n{'setup':<20} {'master':>8} {'shards':>6} {'cmd share':>9} {'vs even':>8} "
+        f"{'CPU':>5} {'queued URLs':>11} {'MiB':>7} {'bytes/URL':>9}"
+    )
     for r in results:
         window = r.last.at - r.first.at
         total = sum(r.last.calls[n] - r.first.calls[n] for n in r.masters) or 1
@@ -757,24 +843,32 @@ def _report_nodes(results: list[Result]) -> None:
             queued = r.per_master[name][0]
             grown = r.memory[name]
             cpu = (r.last.cpu[name] - r.first.cpu[name]) / window
-            print(f"{r.name:<20} {name:>8} {r.shards_of[name]:>6} {share:>9.1%} "
-                  f"{off:>+8.0%}{mark:<2}{cpu:>4.0%} {queued:>11} {grown / 2**20:>7.1f} "
-                  f"{grown / max(queued, 1):>9.0f}")  # fmt: skip
-    print("(vs even: the master's share of the commands against an even share; ! beyond 20 %. "
-          "MiB: used_memory growth from before the seeds; bytes/URL: that growth per URL "
-          "queued at the end: queues, ready hosts, leases and the fingerprints of every URL "
-          "the run added)")  # fmt: skip
+            print(
+                f"{r.name:<20} {name:>8} {r.shards_of[name]:>6} {share:>9.1%} "
+                f"{off:>+8.0%}{mark:<2}{cpu:>4.0%} {queued:>11} {grown / 2**20:>7.1f} "
+                f"{grown / max(queued, 1):>9.0f}"
+            )
+    print(
+        "(vs even: the master's share of the commands against an even share; ! beyond 20 %. "
+        "MiB: used_memory growth from before the seeds; bytes/URL: that growth per URL "
+        "queued at the end: queues, ready hosts, leases and the fingerprints of every URL "
+        "the run added)"
+    )
     prefill = ", ".join(f"{r.name}: {r.prefill_bytes:.0f}" for r in results)
     print(f"seen set: bytes per fingerprint of the navigation prefill ({prefill})")
 
 
 def _report_lost(results: list[Result]) -> None:
-    print(f"\n{'setup':<20} {'added':>10} {'acked':>10} {'queued':>10} {'leased':>8} "
-          f"{'lost':>6} {'failed calls':>12}")  # fmt: skip
+    print(
+        f"\n{'setup':<20} {'added':>10} {'acked':>10} {'queued':>10} {'leased':>8} "
+        f"{'lost':>6} {'failed calls':>12}"
+    )
     for r in results:
         added = r.total("seeded") + r.total("added")
         acked = r.total("acked")
         lost = added - acked - r.queued - r.leased
-        print(f"{r.name:<20} {added:>10.0f} {acked:>10.0f} {r.queued:>10} {r.leased:>8} "
-              f"{lost:>6.0f} {r.total('failed'):>12.0f}")  # fmt: skip
+        print(
+            f"{r.name:<20} {added:>10.0f} {acked:>10.0f} {r.queued:>10} {r.leased:>8} "
+            f"{lost:>6.0f} {r.total('failed'):>12.0f}"
+        )
     print("(added: seeds and links the frontier took; acked + queued + leased must equal it)")

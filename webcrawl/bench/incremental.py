@@ -46,19 +46,30 @@ def run(args: argparse.Namespace) -> int:
     log = workdir / "requests.jsonl"
     speed = args.speed
     settings = [
-        "WEBCRAWL_CONTINUOUS=True", "FRONTIER_HOST_DELAY=0", "CONCURRENT_REQUESTS=8",
-        f"REVISIT_MIN_INTERVAL={HOUR / speed}", f"REVISIT_MAX_INTERVAL={30 * DAY / speed}",
-        f"REVISIT_INITIAL_INTERVAL={DAY / speed}", "LOG_LEVEL=INFO",
+        "WEBCRAWL_CONTINUOUS=True",
+        "FRONTIER_HOST_DELAY=0",
+        "CONCURRENT_REQUESTS=8",
+        f"REVISIT_MIN_INTERVAL={HOUR / speed}",
+        f"REVISIT_MAX_INTERVAL={30 * DAY / speed}",
+        f"REVISIT_INITIAL_INTERVAL={DAY / speed}",
+        "LOG_LEVEL=INFO",
         f"WEBCRAWL_STORE_URL=sqlite:///{workdir / 'webtable.sqlite3'}",
-    ]  # fmt: skip
+    ]
     try:
-        with demo_server(args.hosts, min(args.pages, 100), log, change_speed=speed) as info, \
-                tcp_redis(workdir) as url:  # fmt: skip
+        with (
+            demo_server(args.hosts, min(args.pages, 100), log, change_speed=speed) as info,
+            tcp_redis(workdir) as url,
+        ):
             procs = []
             for i in range(2):
                 logfile = workdir / f"w{i}.log"
-                cmd = crawl_command(info["seeds"], workdir / f"w{i}", *settings,
-                                    f"REDIS_URL={url}", f"LOG_FILE={logfile}")  # fmt: skip
+                cmd = crawl_command(
+                    info["seeds"],
+                    workdir / f"w{i}",
+                    *settings,
+                    f"REDIS_URL={url}",
+                    f"LOG_FILE={logfile}",
+                )
                 procs.append(subprocess.Popen(cmd, env=scrapy_env(), stdout=subprocess.DEVNULL))
             time.sleep(args.duration)
             end = time.time()
@@ -116,9 +127,11 @@ def report(truth: dict, rows: dict, log: Path, end: float, args: argparse.Namesp
                 noise += 1
                 noise_flagged += flag
         fresh.append(_freshness(got, page["changes"], end))
-    print(f"changing demo web: {len(truth['pages'])} pages, speed x{truth['speed']:g} "
-          f"(1 real second = {truth['speed'] / 3600:g} simulated hours), {args.duration:g} s, "
-          f"2 workers")  # fmt: skip
+    print(
+        f"changing demo web: {len(truth['pages'])} pages, speed x{truth['speed']:g} "
+        f"(1 real second = {truth['speed'] / 3600:g} simulated hours), {args.duration:g} s, "
+        f"2 workers"
+    )
     print(
         f"\n{'learned interval / bounded period':<34} {'pages':>6} {'median':>7} "
         f"{'p5':>6} {'p95':>6}"

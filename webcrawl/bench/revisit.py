@@ -55,11 +55,15 @@ def summarise(name: str, pages: list[ChangeProcess], runs: list[Run]) -> dict:
     row: dict = {"policy": name}
     for kind in ("poisson", "periodic"):
         for n in (10, 30):
-            ratios = [r.intervals[n - 1] / p.period for p, r in zip(pages, runs, strict=True)
-                      if p.kind == kind and len(r.intervals) >= n]  # fmt: skip
+            ratios = [
+                r.intervals[n - 1] / p.period
+                for p, r in zip(pages, runs, strict=True)
+                if p.kind == kind and len(r.intervals) >= n
+            ]
             row[f"{kind}@{n}"] = quantiles(ratios)
-    spreads = [max(r.intervals[29:60]) / min(r.intervals[29:60]) for r in runs
-               if len(r.intervals) >= 60]  # fmt: skip
+    spreads = [
+        max(r.intervals[29:60]) / min(r.intervals[29:60]) for r in runs if len(r.intervals) >= 60
+    ]
     row["spread"] = statistics.median(spreads) if spreads else float("nan")
     fetches = sum(r.fetches for r in runs)
     row["fetches"] = fetches
@@ -84,8 +88,10 @@ def at_budget(
 
 def run(args: argparse.Namespace) -> int:
     rng = random.Random(args.seed)
-    pages = [ChangeProcess.make(kind, period, horizon_of(period), rng)
-             for kind, period in population(args.pages_sim, args.seed)]  # fmt: skip
+    pages = [
+        ChangeProcess.make(kind, period, horizon_of(period), rng)
+        for kind, period in population(args.pages_sim, args.seed)
+    ]
     started = time.monotonic()
     rows = []
     nutch = run_policy(pages, "nutch")
@@ -98,9 +104,12 @@ def run(args: argparse.Namespace) -> int:
     for name, runs, kw in (("ours", ours, {}), ("ours, no LM", no_lm, {"last_modified": False})):
         scale, scaled = at_budget(pages, target, runs, **kw)
         rows.append(summarise(f"{name}, Nutch's budget (x{scale:.2f})", pages, scaled))
-    print(f"{len(pages)} simulated pages ({sum(p.kind == 'poisson' for p in pages)} Poisson, "
-          f"{sum(p.kind == 'periodic' for p in pages)} periodic), seed {args.seed}, "
-          f"{time.monotonic() - started:.0f} s", file=sys.stderr)  # fmt: skip
+    print(
+        f"{len(pages)} simulated pages ({sum(p.kind == 'poisson' for p in pages)} Poisson, "
+        f"{sum(p.kind == 'periodic' for p in pages)} periodic), seed {args.seed}, "
+        f"{time.monotonic() - started:.0f} s",
+        file=sys.stderr,
+    )
     print_table(rows)
     return 0
 
@@ -113,9 +122,13 @@ def print_table(rows: list[dict]) -> None:
     head = f"{'policy':<38} {'Poisson @10':>18} {'Poisson @30':>18} {'periodic @30':>18}"
     print(head)
     for r in rows:
-        print(f"{r['policy']:<38} {q(r['poisson@10']):>18} {q(r['poisson@30']):>18} "
-              f"{q(r['periodic@30']):>18}")  # fmt: skip
+        print(
+            f"{r['policy']:<38} {q(r['poisson@10']):>18} {q(r['poisson@30']):>18} "
+            f"{q(r['periodic@30']):>18}"
+        )
     print(f"\n{'policy':<38} {'spread':>7} {'fetches':>9} {'no change':>10} {'freshness':>10}")
     for r in rows:
-        print(f"{r['policy']:<38} {r['spread']:>7.2f} {r['fetches']:>9} {r['no_change']:>10.1%} "
-              f"{r['freshness']:>10.1%}")  # fmt: skip
+        print(
+            f"{r['policy']:<38} {r['spread']:>7.2f} {r['fetches']:>9} {r['no_change']:>10.1%} "
+            f"{r['freshness']:>10.1%}"
+        )

@@ -37,8 +37,10 @@ def run(args: argparse.Namespace) -> int:
 
     site = Path(args.site[0] if args.site else DEFAULT_SITE)
     if not site.is_dir():
-        raise SystemExit(f"{site}: no such directory (apt-get install python-django-doc, "
-                         "or --site DIR of HTML files)")  # fmt: skip
+        raise SystemExit(
+            f"{site}: no such directory (apt-get install python-django-doc, "
+            "or --site DIR of HTML files)"
+        )
     texts = page_texts(site, args.limit)
     if not texts:
         raise SystemExit(f"{site}: no HTML files")
@@ -65,10 +67,14 @@ def run(args: argparse.Namespace) -> int:
     failed = expected.count(None)
     differ = sum(e is not None and e != v for e, v in zip(expected, values, strict=True))
     lengths = sorted(len(t) for t in texts)
-    print(f"{len(texts)} pages of {site}; text length median {lengths[len(lengths) // 2]} "
-          f"characters, p95 {lengths[int(0.95 * len(lengths))]}")  # fmt: skip
-    print(f"\n{'implementation':<14} {'median ms':>10} {'p95 ms':>8} {'total s':>8} "
-          f"{'x package':>10} {'failed':>7} {'differ':>7}")  # fmt: skip
+    print(
+        f"{len(texts)} pages of {site}; text length median {lengths[len(lengths) // 2]} "
+        f"characters, p95 {lengths[int(0.95 * len(lengths))]}"
+    )
+    print(
+        f"\n{'implementation':<14} {'median ms':>10} {'p95 ms':>8} {'total s':>8} "
+        f"{'x package':>10} {'failed':>7} {'differ':>7}"
+    )
     base = statistics.median(times["package"])
     for name, measured in times.items():
         values = sorted(measured)
@@ -76,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
         p95 = values[int(0.95 * len(values))]
         fails = failed if name == "package" else 0
         diffs = differ if name != "package" else 0
-        print(f"{name:<14} {median * 1e3:>10.3f} {p95 * 1e3:>8.2f} {sum(values):>8.2f} "
-              f"{base / median:>10.1f} {fails:>7} {diffs:>7}")  # fmt: skip
+        print(
+            f"{name:<14} {median * 1e3:>10.3f} {p95 * 1e3:>8.2f} {sum(values):>8.2f} "
+            f"{base / median:>10.1f} {fails:>7} {diffs:>7}"
+        )
     return 0

@@ -41,27 +41,41 @@ STAGES: list[tuple[str, re.Pattern[str]]] = [
     for name, pattern in [
         ("canonicalisation", r"^(canonical_url|canonicalize_url|strip_session_ids) "),
         ("link extraction", r"webcrawl/links\.py|scrapy/linkextractors/|^_requests_to_follow "),
-        ("requests", r"^(Request\.__init__|Request\._set_url|Request\.replace|request_for) "
-                     r"|scrapy/spidermiddlewares/|^(safe_url_string|escape_ajax) "),
+        (
+            "requests",
+            r"^(Request\.__init__|Request\._set_url|Request\.replace|request_for) "
+            r"|scrapy/spidermiddlewares/|^(safe_url_string|escape_ajax) ",
+        ),
         ("title and text", r"webcrawl/extract\.py|^PlainSpider\.parse_page "),
         ("HTML parse", r"parsel/|lxml/|^TextResponse\.(selector|text) "),
-        ("scheduler", r"webcrawl/frontier/|scrapy/core/scheduler\.py|scrapy_redis/"
-                      r"|scrapy/dupefilters\.py|scrapy/pqueues\.py|queuelib/"
-                      r"|scrapy/utils/request\.py|redis/"),
+        (
+            "scheduler",
+            r"webcrawl/frontier/|scrapy/core/scheduler\.py|scrapy_redis/"
+            r"|scrapy/dupefilters\.py|scrapy/pqueues\.py|queuelib/"
+            r"|scrapy/utils/request\.py|redis/",
+        ),
         ("store", r"pipelines/store\.py|webcrawl/store/|sqlite3|happybase/|thriftpy2/"),
         ("pipelines: change and SimHash", r"pipelines/change\.py|webcrawl/incremental/|simhash/"),
         ("pipelines: revisit", r"pipelines/revisit\.py"),
-        ("pipelines: other and feeds", r"scrapy/pipelines/|scrapy/extensions/feedexport\.py"
-                                       r"|scrapy/exporters\.py|itemadapter/"),
+        (
+            "pipelines: other and feeds",
+            r"scrapy/pipelines/|scrapy/extensions/feedexport\.py"
+            r"|scrapy/exporters\.py|itemadapter/",
+        ),
         ("spider callback, other", r"spiders/web\.py|plain_spider\.py|scrapy/spiders/crawl\.py"),
-        ("download", r"scrapy/core/downloader/|scrapy/downloadermiddlewares/|middlewares/"
-                     r"|handlers/|twisted/web/|scrapy/core/http|twisted/internet/(tcp|abstract)"),
+        (
+            "download",
+            r"scrapy/core/downloader/|scrapy/downloadermiddlewares/|middlewares/"
+            r"|handlers/|twisted/web/|scrapy/core/http|twisted/internet/(tcp|abstract)",
+        ),
     ]
-]  # fmt: skip
+]
 OTHER = "engine, reactor, logging, other"
 # a thread waiting (py-spy sees some waits as running): not CPU, left out
-IDLE = re.compile(r"^(Condition\.wait|Event\.wait|Semaphore\.acquire|_wait_for_tstate_lock"
-                  r"|EPollReactor\.doPoll|doPoll|select) ")  # fmt: skip
+IDLE = re.compile(
+    r"^(Condition\.wait|Event\.wait|Semaphore\.acquire|_wait_for_tstate_lock"
+    r"|EPollReactor\.doPoll|doPoll|select) "
+)
 
 
 def stage_of(frames: list[str]) -> str:
@@ -112,13 +126,16 @@ def profile_crawl(
         env, cwd = project_env(args.project)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     spy = [pyspy, "record", "--rate", str(RATE), "--format", "raw", "--output", str(raw), "--"]
-    proc = subprocess.run([*spy, *cmd], env=env, cwd=cwd, capture_output=True, text=True,
-                          check=False)  # fmt: skip
+    proc = subprocess.run(
+        [*spy, *cmd], env=env, cwd=cwd, capture_output=True, text=True, check=False
+    )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     text = log.read_text() if log.exists() else ""
     if proc.returncode or "response_received_count" not in text:
-        raise RuntimeError(f"profiled crawl failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}"
-                           f"\n{text[-2000:]}")  # fmt: skip
+        raise RuntimeError(
+            f"profiled crawl failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}"
+            f"\n{text[-2000:]}"
+        )
     # py-spy's own CPU is in RUSAGE_CHILDREN too: it is not Python, and small beside it
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if args.raw:
@@ -134,14 +151,18 @@ def run(args: argparse.Namespace) -> int:
         with serve(args) as info:
             what = f"site {', '.join(args.site)}" if args.site else "demo web"
             setup = args.setup + (f" of {args.project}" if args.project else "")
-            print(f"{what}: {info['pages']} pages on {len(info['hosts'])} hosts; setup {setup}",
-                  flush=True)  # fmt: skip
+            print(
+                f"{what}: {info['pages']} pages on {len(info['hosts'])} hosts; setup {setup}",
+                flush=True,
+            )
             pages, cpu, (samples, unclaimed) = profile_crawl(args, info["seeds"], workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     total = sum(samples.values())
-    print(f"\n{pages} pages; CPU of the crawl process (and py-spy) {cpu * 1000 / pages:.2f} ms "
-          f"a page; {total} samples at {RATE}/s\n")  # fmt: skip
+    print(
+        f"\n{pages} pages; CPU of the crawl process (and py-spy) {cpu * 1000 / pages:.2f} ms "
+        f"a page; {total} samples at {RATE}/s\n"
+    )
     print(f"{'stage':<34} {'ms/page':>8} {'share':>7}")
     order = [name for name, _ in STAGES] + [OTHER]
     for name in order:

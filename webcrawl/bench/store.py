@@ -35,14 +35,29 @@ def rows(n: int, size: int) -> list[dict[str, Any]]:
     for i in range(n):
         url = f"http://site{i % 50}.example/section-{i % 97}/page-{i}.html"
         text = " ".join(rng.choice(words) for _ in range(size // 6))[:size]
-        out.append({"key": url_to_key(url), "url": url, "final_url": url, "status": 200,
-                    "fetched_at": 1763877600.0 + i, "depth": 2, "kind": "html",
-                    "content_type": "text/html", "title": f"Page {i}", "text": text,
-                    "outlinks": [f"{url}?l={j}" for j in range(16)], "etag": f'"{i}"',
-                    "content_length": size, "simhash": f"{rng.getrandbits(64):016x}",
-                    "changed": None, "visits": [[1763877600.0 + i, None, None]],
-                    "revisit_interval": 86400.0, "next_visit": 1763964000.0 + i,
-                    "revisit_method": "prior"})  # fmt: skip
+        out.append(
+            {
+                "key": url_to_key(url),
+                "url": url,
+                "final_url": url,
+                "status": 200,
+                "fetched_at": 1763877600.0 + i,
+                "depth": 2,
+                "kind": "html",
+                "content_type": "text/html",
+                "title": f"Page {i}",
+                "text": text,
+                "outlinks": [f"{url}?l={j}" for j in range(16)],
+                "etag": f'"{i}"',
+                "content_length": size,
+                "simhash": f"{rng.getrandbits(64):016x}",
+                "changed": None,
+                "visits": [[1763877600.0 + i, None, None]],
+                "revisit_interval": 86400.0,
+                "next_visit": 1763964000.0 + i,
+                "revisit_method": "prior",
+            }
+        )
     return out
 
 
@@ -70,8 +85,11 @@ def local_hbase(workdir: Path) -> Iterator[dict[str, str]]:
             for kind, name in (("buffered+binary", "thrift"), ("framed+compact", "framed"))
         }
         sizes = hbase.memory().items()
-        print("  HBase resident memory after the runs: "
-              + ", ".join(f"{k} {v / 2**20:.0f} MiB" for k, v in sizes), flush=True)  # fmt: skip
+        print(
+            "  HBase resident memory after the runs: "
+            + ", ".join(f"{k} {v / 2**20:.0f} MiB" for k, v in sizes),
+            flush=True,
+        )
     except LocalHBaseError as exc:
         print(f"  HBase could not start ({exc}): measuring SQLite only", flush=True)
         yield {}
@@ -109,8 +127,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"{'':<22} " + " ".join(f"{h:>{w}}" for h, w in zip(subs, widths, strict=True)))
     for kind, rates in table:
         name = "sqlite" if kind == "sqlite" else f"hbase {kind}"
-        print(f"{name:<22} " + " ".join(f"{r:>{w}.0f}" for r, w in zip(rates, widths,
-                                                                        strict=True)))  # fmt: skip
+        print(f"{name:<22} " + " ".join(f"{r:>{w}.0f}" for r, w in zip(rates, widths, strict=True)))
     return 0
 
 
@@ -125,8 +142,9 @@ def _servers(args: argparse.Namespace, workdir: Path) -> Iterator[dict[str, str]
         yield urls | hbase_urls
 
 
-def _measure(store: Any, data: list[dict[str, Any]], keys: list[str], single: list[str],
-             batch: int) -> list[float]:  # fmt: skip
+def _measure(
+    store: Any, data: list[dict[str, Any]], keys: list[str], single: list[str], batch: int
+) -> list[float]:
     n = len(data)
     store.connect(wait=60)  # connect, create the tables
     if store.count_pages():

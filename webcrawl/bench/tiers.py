@@ -56,13 +56,15 @@ def _fill(queue: Any, n: int, hosts: int, params: Any) -> float:
 
     sample = _entries(hosts, params, 0, 1)[0]
     url = serialize.loads(sample[4])["url"]
-    request = Request(url, meta={"depth": 3}, priority=-3,
-                      headers={"Referer": url.rsplit("/", 1)[0] + "/"})  # fmt: skip
+    request = Request(
+        url, meta={"depth": 3}, priority=-3, headers={"Referer": url.rsplit("/", 1)[0] + "/"}
+    )
     assert queue.encode(request) == sample[4], "the synthetic entry is not a real one"
     started, batch = time.perf_counter(), 5000
     for s in range(0, n, batch):
-        queue.step(pushes=_entries(hosts, params, s, min(n, s + batch)), pop=False,
-                   seen_mode="bloom")  # fmt: skip
+        queue.step(
+            pushes=_entries(hosts, params, s, min(n, s + batch)), pop=False, seen_mode="bloom"
+        )
     return time.perf_counter() - started
 
 
@@ -77,9 +79,13 @@ def _drain(queue: Any, duration: float) -> dict[str, float]:
         pops += len(result.popped)
     elapsed = time.perf_counter() - started
     queue.step(acks=acks, pop=False)
-    return {"elapsed": elapsed, "pops": pops, "refilled": tiers.refilled - before[0],
-            "refill_s": tiers.refill_seconds - before[1],
-            "spill_s": tiers.spill_seconds - before[2]}  # fmt: skip
+    return {
+        "elapsed": elapsed,
+        "pops": pops,
+        "refilled": tiers.refilled - before[0],
+        "refill_s": tiers.refill_seconds - before[1],
+        "spill_s": tiers.spill_seconds - before[2],
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -102,9 +108,14 @@ def run(args: argparse.Namespace) -> int:
             params = shard_bloom_params(n, 0.01, shards)
             for k in keys.all_shards():  # allocated at once, as the Bloom dupefilter does
                 client.set(k.bloom, bytes(-(-params.bits // 8)))
-            queue = HostQueue(client, Spider(name="web"), keys, store=store,
-                              hot_per_host=args.hot_per_host,
-                              hot_budget=args.hot_budget)  # fmt: skip
+            queue = HostQueue(
+                client,
+                Spider(name="web"),
+                keys,
+                store=store,
+                hot_per_host=args.hot_per_host,
+                hot_budget=args.hot_budget,
+            )
             fill = _fill(queue, n, hosts, params)
             spilled, spill_s = queue.tier_stats.spilled, queue.tier_stats.spill_seconds
             used = client.info("memory")["used_memory"] - base
@@ -116,14 +127,21 @@ def run(args: argparse.Namespace) -> int:
             queue.close()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    print(f"\n{n:,} URLs over {hosts:,} hosts, {shards} shards; FRONTIER_HOT_PER_HOST="
-          f"{args.hot_per_host}, FRONTIER_HOT_BUDGET={args.hot_budget:,}; Bloom dupefilter "
-          f"sized for them at 1 %")  # fmt: skip
-    print(f"fill: {n / fill:,.0f} URLs/s pushed ({fill:.0f} s, {spill_s:.0f} s of it storing "
-          f"{spilled:,} in the store)")  # fmt: skip
+    print(
+        f"\n{n:,} URLs over {hosts:,} hosts, {shards} shards; FRONTIER_HOT_PER_HOST="
+        f"{args.hot_per_host}, FRONTIER_HOT_BUDGET={args.hot_budget:,}; Bloom dupefilter "
+        f"sized for them at 1 %"
+    )
+    print(
+        f"fill: {n / fill:,.0f} URLs/s pushed ({fill:.0f} s, {spill_s:.0f} s of it storing "
+        f"{spilled:,} in the store)"
+    )
     print(f"\n{'Redis':<42} {'bytes':>14} {'bytes/URL':>10}")
-    for name, value in (("all (used_memory)", used), ("Bloom filters", bloom),
-                        ("the rest (hot queues, hosts, tiers)", used - bloom)):  # fmt: skip
+    for name, value in (
+        ("all (used_memory)", used),
+        ("Bloom filters", bloom),
+        ("the rest (hot queues, hosts, tiers)", used - bloom),
+    ):
         print(f"{name:<42} {value:>14,} {value / n:>10.1f}")
     print(f"{'requests in Redis, in the cold tier':<42} {hot:>14,} {cold:>10,}")
     print(f"{'store: rows, bytes (SQLite file + WAL)':<42} {rows:>14,} {size:>10,}")
@@ -132,8 +150,12 @@ def run(args: argparse.Namespace) -> int:
     print(f"\ndrain for {elapsed:.0f} s, one process popping 20 per step and acknowledging:")
     print(f"{'pops/s':<42} {d['pops'] / elapsed:>14,.0f}")
     print(f"{'refilled rows/s (of the wall time)':<42} {d['refilled'] / elapsed:>14,.0f}")
-    print(f"{'refill throughput (rows/s of refill time)':<42} "
-          f"{d['refilled'] / max(d['refill_s'], 1e-9):>14,.0f}")  # fmt: skip
-    print(f"{'share of the time in refills, in spills':<42} {d['refill_s'] / elapsed:>13.1%} "
-          f"{d['spill_s'] / elapsed:>9.1%}")  # fmt: skip
+    print(
+        f"{'refill throughput (rows/s of refill time)':<42} "
+        f"{d['refilled'] / max(d['refill_s'], 1e-9):>14,.0f}"
+    )
+    print(
+        f"{'share of the time in refills, in spills':<42} {d['refill_s'] / elapsed:>13.1%} "
+        f"{d['spill_s'] / elapsed:>9.1%}"
+    )
     return 0

@@ -10,8 +10,13 @@ from webcrawl._lazy import lazy
 
 # exported lazily: ``python -m webcrawl.demo.web`` must not find the module
 # already imported by its package
-_EXPORTS = {"DemoWeb": "web", "crawl_command": "command", "demo_server": "command",
-            "run": "command", "scrapy_env": "command"}  # fmt: skip
+_EXPORTS = {
+    "DemoWeb": "web",
+    "crawl_command": "command",
+    "demo_server": "command",
+    "run": "command",
+    "scrapy_env": "command",
+}
 __all__ = ["DemoWeb", "crawl_command", "demo_server", "run", "scrapy_env"]
 
 __getattr__ = lazy(__name__, _EXPORTS)

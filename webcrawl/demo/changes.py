@@ -27,13 +27,16 @@ from dataclasses import dataclass, field
 
 MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
 # one length, so Content-Length moves only with the version (the HEAD pre-check)
-ADVERTS = tuple(a.ljust(50, ".") for a in (
-    "Advert: fresh coffee beans delivered weekly",
-    "Advert: learn a language in ten minutes a day",
-    "Advert: the city museum is open late on Fridays",
-    "Advert: comfortable shoes for long walks",
-    "Advert: a weekend by the sea, half price",
-))  # fmt: skip
+ADVERTS = tuple(
+    a.ljust(50, ".")
+    for a in (
+        "Advert: fresh coffee beans delivered weekly",
+        "Advert: learn a language in ten minutes a day",
+        "Advert: the city museum is open late on Fridays",
+        "Advert: comfortable shoes for long walks",
+        "Advert: a weekend by the sea, half price",
+    )
+)
 
 
 @dataclass
@@ -73,10 +76,16 @@ class ChangeModel:
     """The change processes of a set of pages and the clock they run on."""
 
     def __init__(
-        self, urls: list[str], seed: int = 0, speed: float = 3600.0, *,
-        periodic_share: float = 0.25, start: float | None = None,
-        min_period: float = 10 * MINUTE, max_period: float = 90 * DAY,
-    ) -> None:  # fmt: skip
+        self,
+        urls: list[str],
+        seed: int = 0,
+        speed: float = 3600.0,
+        *,
+        periodic_share: float = 0.25,
+        start: float | None = None,
+        min_period: float = 10 * MINUTE,
+        max_period: float = 90 * DAY,
+    ) -> None:
         if speed <= 0:
             raise ValueError("speed must be positive")
         self.speed = speed
@@ -116,9 +125,11 @@ class ChangeModel:
         for url, proc in self.processes.items():
             v = proc.version(self.sim_time(now))
             pages[url] = {
-                "kind": proc.kind, "period": proc.period / self.speed, "version": v,
+                "kind": proc.kind,
+                "period": proc.period / self.speed,
+                "version": v,
                 "changes": [self.real_time(proc.change_time(i)) for i in range(1, v + 1)],
-            }  # fmt: skip
+            }
         return {"speed": self.speed, "start": self.start, "now": now, "pages": pages}
 
 

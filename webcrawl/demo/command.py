@@ -111,12 +111,16 @@ def run(args: argparse.Namespace, settings: Settings, out: IO[str] = sys.stdout)
         out.write(f"Crawling with `scrapy crawl web` (log: {crawl_log}) ...\n")
         out.flush()
         cmd = crawl_command(
-            seeds, data_dir,
+            seeds,
+            data_dir,
             "WEBCRAWL_CRAWL=demo",
             # the demo web is on this machine: no need to be gentle with it
-            "DOWNLOAD_DELAY=0", "FRONTIER_HOST_DELAY=0", "CONCURRENT_REQUESTS_PER_DOMAIN=8",
-            f"LOG_FILE={crawl_log}", *args.set,
-        )  # fmt: skip
+            "DOWNLOAD_DELAY=0",
+            "FRONTIER_HOST_DELAY=0",
+            "CONCURRENT_REQUESTS_PER_DOMAIN=8",
+            f"LOG_FILE={crawl_log}",
+            *args.set,
+        )
         cmd += ["-O", f"{items}:jsonl"]
         started = time.monotonic()
         code = subprocess.call(cmd, env=scrapy_env())

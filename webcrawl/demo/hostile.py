@@ -29,8 +29,19 @@ import gzip
 import random
 from typing import Any
 
-KINDS = ("bomb", "huge", "trickle", "headers", "charset", "binary", "htmlerror", "loop", "liar",
-         "trap", "ssrf")  # fmt: skip
+KINDS = (
+    "bomb",
+    "huge",
+    "trickle",
+    "headers",
+    "charset",
+    "binary",
+    "htmlerror",
+    "loop",
+    "liar",
+    "trap",
+    "ssrf",
+)
 _MEMBER_BYTES = 64 << 20
 _CHUNK = 64 << 10
 
@@ -165,9 +176,14 @@ def _trap(request: Any) -> bytes:
             day = int(part[4:]) if part[4:].isdigit() else 0
     session = random.getrandbits(64)
     leaf = path.rsplit("/", 1)[-1]  # relative links stay under the page's own path
-    links = [f"{leaf}?day={day + 1}", f"{leaf};jsessionid={session:x}",
-             f"{leaf}?PHPSESSID={session:x}", f"{leaf}/x/y/" if leaf else "x/y/"]  # fmt: skip
+    links = [
+        f"{leaf}?day={day + 1}",
+        f"{leaf};jsessionid={session:x}",
+        f"{leaf}?PHPSESSID={session:x}",
+        f"{leaf}/x/y/" if leaf else "x/y/",
+    ]
     request.setHeader("Content-Type", "text/html")
     anchors = "".join(f'<a href="{link}">{link}</a> ' for link in links)
-    return (f"<html><head><title>Day {day}</title></head><body><p>{anchors}</p>"
-            f"</body></html>").encode()  # fmt: skip
+    return (
+        f"<html><head><title>Day {day}</title></head><body><p>{anchors}</p></body></html>"
+    ).encode()

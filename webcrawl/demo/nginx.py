@@ -106,8 +106,14 @@ def nginx_demo_server(hosts: int, pages: int | list[int], seed: int = 0) -> Iter
     with _nginx() as (root, start):
         redirects = export(web, root)
         start({netloc: root / netloc for netloc in netlocs}, redirects)
-        yield {"hosts": netlocs, "seeds": web.seeds(), "pages": len(web.pages),
-               "seed": seed, "pages_per_host": web.sizes, "server": "nginx"}  # fmt: skip
+        yield {
+            "hosts": netlocs,
+            "seeds": web.seeds(),
+            "pages": len(web.pages),
+            "seed": seed,
+            "pages_per_host": web.sizes,
+            "server": "nginx",
+        }
 
 
 @contextmanager
@@ -128,9 +134,13 @@ def nginx_site_server(sites: Path | list[Path], hosts: int = 1) -> Iterator[dict
     served = {f"127.0.0.{2 + i}:{port}": roots[i // hosts] for i in range(hosts * len(roots))}
     with _nginx() as (_root, start):
         start(served, {})
-        yield {"hosts": list(served), "seeds": [f"http://{n}/" for n in served],
-               "pages": sum(html) * hosts, "server": "nginx",
-               "site": ", ".join(str(s) for s in sites)}  # fmt: skip
+        yield {
+            "hosts": list(served),
+            "seeds": [f"http://{n}/" for n in served],
+            "pages": sum(html) * hosts,
+            "server": "nginx",
+            "site": ", ".join(str(s) for s in sites),
+        }
 
 
 @contextmanager
@@ -146,8 +156,10 @@ def _nginx() -> Iterator[tuple[Path, Any]]:
         (root / "tmp").mkdir()
         config = root / "nginx.conf"
         config.write_text(_config(root, sites, redirects))
-        proc = subprocess.Popen([binary, "-p", str(root), "-c", str(config),
-                                 "-g", "daemon off;"], stderr=subprocess.PIPE)  # fmt: skip
+        proc = subprocess.Popen(
+            [binary, "-p", str(root), "-c", str(config), "-g", "daemon off;"],
+            stderr=subprocess.PIPE,
+        )
         procs.append(proc)
         _wait_listening(next(iter(sites)), proc)
 

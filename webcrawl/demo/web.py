@@ -99,9 +99,13 @@ class DemoWeb:
     """The generated link graph of ``hosts`` (``ip:port`` netlocs)."""
 
     def __init__(
-        self, hosts: list[str], pages_per_host: int | list[int] = 100, seed: int = 0,
-        fanout: int = 2, cross_links: int = 10,
-    ) -> None:  # fmt: skip
+        self,
+        hosts: list[str],
+        pages_per_host: int | list[int] = 100,
+        seed: int = 0,
+        fanout: int = 2,
+        cross_links: int = 10,
+    ) -> None:
         """``pages_per_host``: one number for every host, or a list (its last entry
         repeats), e.g. ``[400, 40]`` for one big host among small ones.  ``fanout``:
         random links from each article to others of its section (more: a wider web);
@@ -169,13 +173,11 @@ class DemoWeb:
                     if other is not page:
                         page.links.append(other.url)
         # special resources, each linked from one article
-        specials = [
-            DemoPage(f"{base}/private/p{i}.html", "html", f"private {i}") for i in range(2)
-        ] + [
-            DemoPage(f"{base}/files/report-{i}.pdf", "pdf") for i in range(2)
-        ] + [
-            DemoPage(f"{base}/data/d{i}.json", "json") for i in range(2)
-        ]  # fmt: skip
+        specials = (
+            [DemoPage(f"{base}/private/p{i}.html", "html", f"private {i}") for i in range(2)]
+            + [DemoPage(f"{base}/files/report-{i}.pdf", "pdf") for i in range(2)]
+            + [DemoPage(f"{base}/data/d{i}.json", "json") for i in range(2)]
+        )
         for i in range(2):
             target = self._add(DemoPage(f"{base}/moved/m{i}.html", "html", f"moved {i}"))
             target.links.append(home.url)
@@ -379,9 +381,13 @@ class DemoResource:
     """Answers requests for a :class:`DemoWeb` on every host (behind a twisted.web Site)."""
 
     def __init__(
-        self, web: DemoWeb, log: IO[str] | None = None, latency: float = 0.0,
-        faults: list[Fault] = (), changes: ChangeModel | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        web: DemoWeb,
+        log: IO[str] | None = None,
+        latency: float = 0.0,
+        faults: list[Fault] = (),
+        changes: ChangeModel | None = None,
+    ) -> None:
         self.web = web
         self.changes = changes
         self._noise = random.Random(f"{web.seed}:noise")
@@ -560,11 +566,22 @@ def parse_pages(text: str) -> list[int]:
 
 
 def serve(
-    hosts: int, pages: int | list[int], *, seed: int = 0, port: int = 0, log: IO[str] | None = None,
-    latency: float = 0.0, out: IO[str] = sys.stdout, faults: list[Fault] = (),
-    crawl_delays: list[tuple[int, float]] = (), dead_hosts: list[int] = (), fanout: int = 2,
-    cross_links: int = 10, change_speed: float = 0.0, periodic_share: float = 0.25,
-) -> None:  # fmt: skip
+    hosts: int,
+    pages: int | list[int],
+    *,
+    seed: int = 0,
+    port: int = 0,
+    log: IO[str] | None = None,
+    latency: float = 0.0,
+    out: IO[str] = sys.stdout,
+    faults: list[Fault] = (),
+    crawl_delays: list[tuple[int, float]] = (),
+    dead_hosts: list[int] = (),
+    fanout: int = 2,
+    cross_links: int = 10,
+    change_speed: float = 0.0,
+    periodic_share: float = 0.25,
+) -> None:
     """Serve the demo web until SIGTERM/SIGINT; print its address as one JSON line first."""
     from twisted.internet import reactor
     from twisted.web.resource import Resource
@@ -595,9 +612,17 @@ def serve(
         html = [url for url, page in web.pages.items() if page.kind == "html"]
         changes = ChangeModel(html, seed, change_speed, periodic_share=periodic_share)
     holder["resource"] = DemoResource(web, log, latency, faults, changes)
-    info = {"hosts": netlocs, "seeds": web.seeds(), "pages": len(web.pages), "seed": seed,
-            "pages_per_host": web.sizes, "fanout": fanout, "cross_links": cross_links,
-            "change_speed": change_speed, "start": changes.start if changes else None}  # fmt: skip
+    info = {
+        "hosts": netlocs,
+        "seeds": web.seeds(),
+        "pages": len(web.pages),
+        "seed": seed,
+        "pages_per_host": web.sizes,
+        "fanout": fanout,
+        "cross_links": cross_links,
+        "change_speed": change_speed,
+        "start": changes.start if changes else None,
+    }
     out.write(json.dumps(info) + "\n")
     out.flush()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -617,9 +642,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--hosts", type=int, default=4, help="seed hosts (one more is out of scope)"
     )
     parser.add_argument(
-        "--pages", type=parse_pages, default=[100],
+        "--pages",
+        type=parse_pages,
+        default=[100],
         help="pages per host, or a list for the first hosts (400,40: one big host)",
-    )  # fmt: skip
+    )
     parser.add_argument("--seed", type=int, default=0, help="generator seed")
     parser.add_argument(
         "--fanout", type=int, default=2, help="random links per article within its section"
@@ -631,7 +658,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log", help="append a JSON line per request to this file")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
     parser.add_argument(
-        "--fault", type=Fault.parse, action="append", default=[],
+        "--fault",
+        type=Fault.parse,
+        action="append",
+        default=[],
         metavar="HOST:PREFIX:KIND[@S][:N[:ARG]]",
         help="fail requests to host index HOST under PREFIX (kind: reset, an HTTP status "
         "400-599, hang, slow, or hostile: bomb, huge, trickle, headers, charset, binary, "
@@ -640,36 +670,58 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "MiB of huge and headers, seconds per byte of trickle; a PREFIX of /robots.txt "
         "applies to robots.txt (no other does), and a PREFIX of * to every path of the host, "
         "robots.txt too (HOST:*:hang: a host that never answers); repeatable",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--dead-host", type=int, action="append", default=[], metavar="HOST",
+        "--dead-host",
+        type=int,
+        action="append",
+        default=[],
+        metavar="HOST",
         help="host index HOST refuses every connection (nothing listens); repeatable",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--change-speed", type=float, default=0.0, metavar="X",
+        "--change-speed",
+        type=float,
+        default=0.0,
+        metavar="X",
         help="HTML pages change (Poisson or periodic, simulated periods from 10 minutes to 90 "
         "days) on a clock X times faster than real time, with noise (timestamp, advert) in "
         "every response; GET /__truth__ gives the ground truth (0: static pages)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--periodic-share", type=float, default=0.25,
+        "--periodic-share",
+        type=float,
+        default=0.25,
         help="with --change-speed: share of the pages that change periodically",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--crawl-delay", type=_crawl_delay, action="append", default=[], metavar="HOST:SECONDS",
+        "--crawl-delay",
+        type=_crawl_delay,
+        action="append",
+        default=[],
+        metavar="HOST:SECONDS",
         help="robots.txt Crawl-delay for host index HOST; repeatable",
-    )  # fmt: skip
+    )
 
 
 def run(args: argparse.Namespace) -> None:
     log = open(args.log, "a", encoding="utf-8") if args.log else None  # noqa: SIM115
     try:
         serve(
-            args.hosts, args.pages, seed=args.seed, port=args.port, log=log,
-            latency=args.latency, faults=args.fault, crawl_delays=args.crawl_delay,
-            dead_hosts=args.dead_host, fanout=args.fanout, cross_links=args.cross_links,
-            change_speed=args.change_speed, periodic_share=args.periodic_share,
-        )  # fmt: skip
+            args.hosts,
+            args.pages,
+            seed=args.seed,
+            port=args.port,
+            log=log,
+            latency=args.latency,
+            faults=args.fault,
+            crawl_delays=args.crawl_delay,
+            dead_hosts=args.dead_host,
+            fanout=args.fanout,
+            cross_links=args.cross_links,
+            change_speed=args.change_speed,
+            periodic_share=args.periodic_share,
+        )
     finally:
         if log:
             log.close()

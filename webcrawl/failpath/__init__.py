@@ -24,7 +24,20 @@ from webcrawl.failpath.rules import (
 )
 
 __all__ = [
-    "FAIL", "OK", "ROBOTS", "SITE", "TALLIES", "Counts", "CountsCache", "FailPathParams",
-    "FailPathPolicy", "ProbeRound", "level_contains", "level_depth", "parent_level",
-    "path_levels", "probe_rounds", "site_of",
-]  # fmt: skip
+    "FAIL",
+    "OK",
+    "ROBOTS",
+    "SITE",
+    "TALLIES",
+    "Counts",
+    "CountsCache",
+    "FailPathParams",
+    "FailPathPolicy",
+    "ProbeRound",
+    "level_contains",
+    "level_depth",
+    "parent_level",
+    "path_levels",
+    "probe_rounds",
+    "site_of",
+]

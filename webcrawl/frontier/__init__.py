@@ -13,10 +13,23 @@ embedded Redis, the queue's JSON serialisation, the adaptive politeness policy
 from webcrawl._lazy import lazy
 
 # exported lazily: the scheduler module pulls in scrapy-redis and Twisted
-_EXPORTS = {"Scheduler": "scheduler", "HostQueue": "queue", "RedisDupeFilter": "dupefilter",
-            "RedisBloomDupeFilter": "dupefilter", "CrawlKeys": "keys", "CrawlRedis": "redisconn",
-            "Requeue": "requeue"}  # fmt: skip
-__all__ = ["CrawlKeys", "CrawlRedis", "HostQueue", "RedisBloomDupeFilter", "RedisDupeFilter",
-           "Requeue", "Scheduler"]  # fmt: skip
+_EXPORTS = {
+    "Scheduler": "scheduler",
+    "HostQueue": "queue",
+    "RedisDupeFilter": "dupefilter",
+    "RedisBloomDupeFilter": "dupefilter",
+    "CrawlKeys": "keys",
+    "CrawlRedis": "redisconn",
+    "Requeue": "requeue",
+}
+__all__ = [
+    "CrawlKeys",
+    "CrawlRedis",
+    "HostQueue",
+    "RedisBloomDupeFilter",
+    "RedisDupeFilter",
+    "Requeue",
+    "Scheduler",
+]
 
 __getattr__ = lazy(__name__, _EXPORTS)

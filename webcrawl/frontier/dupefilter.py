@@ -150,12 +150,16 @@ class RedisBloomDupeFilter(RedisDupeFilter):
         settings = crawler.settings
         capacity, error_rate = bloom_size(settings)
         params = shard_bloom_params(capacity, error_rate, positive_int(settings, "FRONTIER_SHARDS"))
-        return cls(crawler.request_fingerprinter, params, settings.getbool("DUPEFILTER_DEBUG"),
-                   capacity)  # fmt: skip
+        return cls(
+            crawler.request_fingerprinter, params, settings.getbool("DUPEFILTER_DEBUG"), capacity
+        )
 
     def layout(self) -> dict[str, str]:
-        return {"dupefilter": self.mode, "bloom_capacity": str(self.capacity),
-                "bloom_error_rate": repr(self.params.error_rate)}  # fmt: skip
+        return {
+            "dupefilter": self.mode,
+            "bloom_capacity": str(self.capacity),
+            "bloom_error_rate": repr(self.params.error_rate),
+        }
 
     def prepare(self) -> None:
         # Allocate the whole bitmap at once: grown by SETBIT, Redis doubles a

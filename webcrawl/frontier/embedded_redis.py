@@ -202,18 +202,28 @@ class EmbeddedRedis:
             self.socket_path.unlink()
         args = [
             redis_server_binary(),
-            "--port", "0",
-            "--unixsocket", str(self.socket_path),
-            "--unixsocketperm", "700",
-            "--dir", str(self.data_dir),
-            "--dbfilename", "redis.rdb",
-            "--appendonly", "yes",
-            "--appendfilename", "redis.aof",
-            "--daemonize", "yes",
-            "--pidfile", str(self.pid_path),
-            "--logfile", str(self.log_path),
+            "--port",
+            "0",
+            "--unixsocket",
+            str(self.socket_path),
+            "--unixsocketperm",
+            "700",
+            "--dir",
+            str(self.data_dir),
+            "--dbfilename",
+            "redis.rdb",
+            "--appendonly",
+            "yes",
+            "--appendfilename",
+            "redis.aof",
+            "--daemonize",
+            "yes",
+            "--pidfile",
+            str(self.pid_path),
+            "--logfile",
+            str(self.log_path),
             *COMPACT_QUEUES,
-        ]  # fmt: skip
+        ]
         result = subprocess.run(args, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise EmbeddedRedisError(

@@ -26,9 +26,20 @@ from webcrawl.frontier import serialize
 
 # What a plain Request's constructor gives an argument left out: its queue entry
 # leaves these out (workers of every version read it the same way)
-_DEFAULTS = {"callback": None, "errback": None, "headers": {}, "body": b"", "cookies": {},
-             "meta": {}, "encoding": "utf-8", "flags": [], "cb_kwargs": {},
-             "dont_filter": False, "method": "GET", "priority": 0}  # fmt: skip
+_DEFAULTS = {
+    "callback": None,
+    "errback": None,
+    "headers": {},
+    "body": b"",
+    "cookies": {},
+    "meta": {},
+    "encoding": "utf-8",
+    "flags": [],
+    "cb_kwargs": {},
+    "dont_filter": False,
+    "method": "GET",
+    "priority": 0,
+}
 _KEEP = object()
 
 
@@ -65,9 +76,14 @@ DEFAULT_REQUEST_CLASSES = (
 CONNECT_META = frozenset({"proxy", "_auth_proxy", "bindaddress", "download_slot"})
 # ... and that lift a guard: robots.txt (ours and Scrapy's), the response size limits
 GUARD_META = frozenset(
-    {"dont_obey_robotstxt", "robots_txt", "download_maxsize", "download_warnsize",
-     "download_timeout"}
-)  # fmt: skip
+    {
+        "dont_obey_robotstxt",
+        "robots_txt",
+        "download_maxsize",
+        "download_warnsize",
+        "download_timeout",
+    }
+)
 UNTRUSTED_META = CONNECT_META | GUARD_META
 FETCHED_SCHEMES = frozenset({"http", "https"})
 # meta of the request that records a refused entry's page as failed (its reason)
@@ -165,8 +181,9 @@ class EntryCodec:
         ref = _own_origin_path(request.url, headers)
         if ref is not None:
             d["_ref"], d["headers"] = ref, {}
-        return serialize.dumps({k: v for k, v in d.items()
-                                if k == "url" or _DEFAULTS.get(k, _KEEP) != v})  # fmt: skip
+        return serialize.dumps(
+            {k: v for k, v in d.items() if k == "url" or _DEFAULTS.get(k, _KEEP) != v}
+        )
 
     def _strip(self, request: Request, meta: dict, headers: dict) -> dict:
         """``meta`` without the keys an entry may not carry (the worker that fetches the

@@ -123,6 +123,9 @@ class FarRevisits:
             raise exc
         if not self._failing:
             self._failing = True
-            logger.warning("Could not store %d revisits beyond the horizon (kept; the leases "
-                           "of their pages wait, renewed, until they are stored): %s",
-                           len(batch), exc)  # fmt: skip
+            logger.warning(
+                "Could not store %d revisits beyond the horizon (kept; the leases "
+                "of their pages wait, renewed, until they are stored): %s",
+                len(batch),
+                exc,
+            )

@@ -71,8 +71,10 @@ def describe_dupefilter(layout: dict[str, str]) -> str:
     """In words, for messages: "an exact set", "a Bloom filter for N URLs at P false positives"."""
     kind = layout.get("dupefilter")
     if kind == "bloom" and "bloom_capacity" in layout:
-        return (f"a Bloom filter for {layout['bloom_capacity']} URLs at "
-                f"{layout.get('bloom_error_rate')} false positives")  # fmt: skip
+        return (
+            f"a Bloom filter for {layout['bloom_capacity']} URLs at "
+            f"{layout.get('bloom_error_rate')} false positives"
+        )
     return {"bloom": "a Bloom filter", "set": "an exact set"}.get(kind, f"dupefilter {kind!r}")
 
 
@@ -124,9 +126,11 @@ def _join_store(client: Any, keys: CrawlKeys, ours: dict[str, str]) -> None:
         client.hsetnx(keys.meta, "store", json.dumps(ours, sort_keys=True))
         recorded = recorded_store(client, keys)  # another worker may have been first
     if recorded is not None and recorded["id"] != ours["id"]:  # (None: reset meanwhile)
-        anew = (" (the same URL on the same host: that store was made anew since the crawl "
-                "began)" if (recorded["url"], recorded["host"]) == (ours["url"], ours["host"])
-                else "")  # fmt: skip
+        anew = (
+            " (the same URL on the same host: that store was made anew since the crawl began)"
+            if (recorded["url"], recorded["host"]) == (ours["url"], ours["host"])
+            else ""
+        )
         raise CrawlLayoutError(
             f"crawl {keys.crawl!r} keeps its frontier and pages in {describe_store(recorded)}; "
             f"this worker's store is {describe_store(ours)}{anew}: set WEBCRAWL_STORE_URL to "

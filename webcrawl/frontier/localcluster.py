@@ -216,22 +216,36 @@ class LocalRedisCluster:
         log = node_dir / "redis.log"
         args = [
             redis_server_binary(),
-            "--port", str(port),
-            "--bind", HOST,
-            "--protected-mode", "no",
-            "--cluster-enabled", "yes",
-            "--cluster-config-file", "nodes.conf",
-            "--cluster-node-timeout", str(self.node_timeout_ms),
-            "--cluster-replica-validity-factor", "0",  # a replica may always take over
-            "--appendonly", "no",
-            "--save", "",
-            "--repl-diskless-sync", "yes",
-            "--repl-diskless-sync-delay", "0",
-            "--dir", str(node_dir),
-            "--daemonize", "no",
-            "--logfile", str(log),
+            "--port",
+            str(port),
+            "--bind",
+            HOST,
+            "--protected-mode",
+            "no",
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            str(self.node_timeout_ms),
+            "--cluster-replica-validity-factor",
+            "0",  # a replica may always take over
+            "--appendonly",
+            "no",
+            "--save",
+            "",
+            "--repl-diskless-sync",
+            "yes",
+            "--repl-diskless-sync-delay",
+            "0",
+            "--dir",
+            str(node_dir),
+            "--daemonize",
+            "no",
+            "--logfile",
+            str(log),
             *COMPACT_QUEUES,
-        ]  # fmt: skip
+        ]
         with open(log, "ab") as out:
             proc = subprocess.Popen(
                 args,
@@ -264,8 +278,15 @@ class LocalRedisCluster:
 
     def _create(self, deadline: float) -> None:
         cli = str(Path(redis_server_binary()).with_name("redis-cli"))
-        args = [cli, "--cluster", "create", *(f"{HOST}:{p}" for p in self.ports),
-                "--cluster-replicas", str(self.n_replicas), "--cluster-yes"]  # fmt: skip
+        args = [
+            cli,
+            "--cluster",
+            "create",
+            *(f"{HOST}:{p}" for p in self.ports),
+            "--cluster-replicas",
+            str(self.n_replicas),
+            "--cluster-yes",
+        ]
         try:
             result = subprocess.run(
                 args,

@@ -277,9 +277,19 @@ class HostQueue:
                 self._cursor = (pop_shard + 1) % self.keys.shards
             if not work:
                 break
-            self._run(work, pop_shard, want, result, now=now, default_delay=default_delay,
-                      lease_timeout=lease_timeout, requeue_limit=requeue_limit, slack=slack,
-                      seen_mode=seen_mode, strict=strict)  # fmt: skip
+            self._run(
+                work,
+                pop_shard,
+                want,
+                result,
+                now=now,
+                default_delay=default_delay,
+                lease_timeout=lease_timeout,
+                requeue_limit=requeue_limit,
+                slack=slack,
+                seen_mode=seen_mode,
+                strict=strict,
+            )
             work = {}
             # the shard in turn had nothing after all (another worker took it): the next
             if result.popped or pop_shard is None or len(tried) >= 4:
@@ -294,9 +304,12 @@ class HostQueue:
         return result
 
     def _group(
-        self, acks: Sequence[str], nacks: Sequence[tuple[str, float]], pushes: Sequence[tuple],
+        self,
+        acks: Sequence[str],
+        nacks: Sequence[tuple[str, float]],
+        pushes: Sequence[tuple],
         revisits: Sequence[tuple],
-    ) -> dict[int, _ShardWork]:  # fmt: skip
+    ) -> dict[int, _ShardWork]:
         """What a step has for each shard."""
         work: dict[int, _ShardWork] = {}
         for lease in acks:
@@ -334,8 +347,11 @@ class HostQueue:
             if call.error is not None:
                 if "unknown command" in str(call.error).lower():
                     self._precheck = False
-                    logger.warning("This Redis lacks %s (Redis 6.2 has it): duplicates are "
-                                   "found by the step script alone", call.script)  # fmt: skip
+                    logger.warning(
+                        "This Redis lacks %s (Redis 6.2 has it): duplicates are "
+                        "found by the step script alone",
+                        call.script,
+                    )
                 continue
             w = work[call.shard]
             known = _known([p[0] for p in w.pushes if p[0]], call.result, seen_mode)
@@ -343,8 +359,9 @@ class HostQueue:
                 keep = [p for p in w.pushes if not p[0] or p[0] not in known]
                 dropped += len(w.pushes) - len(keep)
                 w.pushes = keep
-        for shard in [s for s, w in work.items() if not (w.acks or w.nacks or w.pushes
-                                                         or w.revisits)]:  # fmt: skip
+        for shard in [
+            s for s, w in work.items() if not (w.acks or w.nacks or w.pushes or w.revisits)
+        ]:
             del work[shard]
         return dropped
 
@@ -356,36 +373,74 @@ class HostQueue:
             soonest = self._looked + self.refresh - clock
         return max(0.0, soonest)
 
-    def _run(self, work: dict[int, _ShardWork], pop_shard: int | None, want: int,
-             result: StepResult, *, now: float | None, default_delay: float,
-             lease_timeout: float, requeue_limit: int, slack: float,
-             seen_mode: str, strict: bool) -> None:  # fmt: skip
+    def _run(
+        self,
+        work: dict[int, _ShardWork],
+        pop_shard: int | None,
+        want: int,
+        result: StepResult,
+        *,
+        now: float | None,
+        default_delay: float,
+        lease_timeout: float,
+        requeue_limit: int,
+        slack: float,
+        seen_mode: str,
+        strict: bool,
+    ) -> None:
         calls = []
         for shard, w in work.items():
-            args: list[object] = [now_arg(now), default_delay, lease_timeout,
-                                  want if shard == pop_shard else 0, requeue_limit, slack,
-                                  seen_mode, self.hot_per_host, self.shard_budget, SPILL_BATCH,
-                                  REFILLS_PER_STEP, self.max_pages_per_host,
-                                  f"{self.id_prefix}{next(self._steps)}.",
-                                  len(w.acks), *w.acks,
-                                  len(w.nacks)]  # fmt: skip
+            args: list[object] = [
+                now_arg(now),
+                default_delay,
+                lease_timeout,
+                want if shard == pop_shard else 0,
+                requeue_limit,
+                slack,
+                seen_mode,
+                self.hot_per_host,
+                self.shard_budget,
+                SPILL_BATCH,
+                REFILLS_PER_STEP,
+                self.max_pages_per_host,
+                f"{self.id_prefix}{next(self._steps)}.",
+                len(w.acks),
+                *w.acks,
+                len(w.nacks),
+            ]
             for lease, wait in w.nacks:
                 args += [lease, max(0.0, float(wait))]
             by_host: dict[str, list[object]] = {}
             for fingerprint, host, priority, wait, data, *_ in w.pushes:
-                by_host.setdefault(host, []).extend((
-                    fingerprint, max(-MAX_PRIORITY, min(MAX_PRIORITY, priority)),
-                    max(0.0, float(wait)), data))  # fmt: skip
+                by_host.setdefault(host, []).extend(
+                    (
+                        fingerprint,
+                        max(-MAX_PRIORITY, min(MAX_PRIORITY, priority)),
+                        max(0.0, float(wait)),
+                        data,
+                    )
+                )
             args += [len(w.pushes), len(by_host)]
             for host, entries in by_host.items():
                 args += [host, len(entries) // 4, *entries]
             args.append(len(w.revisits))
             for key, host, priority, due, data in w.revisits:
-                args += [key, host, max(-MAX_PRIORITY, min(MAX_PRIORITY, priority)),
-                         repr(float(due)), data]  # fmt: skip
-            calls.append(scripts.STEP.call(self.keys.shard(shard), args, seen_mode=seen_mode,
-                                           confirm=bool(w.pushes or w.revisits),
-                                           strict=strict))  # fmt: skip
+                args += [
+                    key,
+                    host,
+                    max(-MAX_PRIORITY, min(MAX_PRIORITY, priority)),
+                    repr(float(due)),
+                    data,
+                ]
+            calls.append(
+                scripts.STEP.call(
+                    self.keys.shard(shard),
+                    args,
+                    seen_mode=seen_mode,
+                    confirm=bool(w.pushes or w.revisits),
+                    strict=strict,
+                )
+            )
         self.router.run(calls)
         result.calls += len(calls)
         clock = self._clock(now)
@@ -458,8 +513,10 @@ class HostQueue:
         for lease in leases:
             shard, ident = lease_shard(lease)
             by_shard.setdefault(shard, []).append(ident)
-        calls = [scripts.RENEW.call(self.keys.shard(shard), [now_arg(now), timeout, *ids])
-                 for shard, ids in by_shard.items()]  # fmt: skip
+        calls = [
+            scripts.RENEW.call(self.keys.shard(shard), [now_arg(now), timeout, *ids])
+            for shard, ids in by_shard.items()
+        ]
         for call in self.router.run(calls):
             if call.error is not None:
                 raise call.error
@@ -540,10 +597,30 @@ class HostQueue:
             hosts += [h.decode() for h in self.server.hkeys(k.cold)]
             hosts += [h.decode() for h in self.server.zrange(k.refilling, 0, -1)]
             names = [k.host_queue(h) for h in hosts] + [k.moved_prefix + h for h in hosts]
-            names += [k.ready, k.next, k.leases, k.leased, k.seq, k.queued, k.delayed,
-                      k.lease_seq, k.revisits, k.revisit_requests, k.cold, k.cold_total, k.spill,
-                      k.spilling, k.spill_claim, k.spill_live, k.spill_done,
-                      k.refill_wait, k.refilling, k.refill, k.reserved, k.replicated]  # fmt: skip
+            names += [
+                k.ready,
+                k.next,
+                k.leases,
+                k.leased,
+                k.seq,
+                k.queued,
+                k.delayed,
+                k.lease_seq,
+                k.revisits,
+                k.revisit_requests,
+                k.cold,
+                k.cold_total,
+                k.spill,
+                k.spilling,
+                k.spill_claim,
+                k.spill_live,
+                k.spill_done,
+                k.refill_wait,
+                k.refilling,
+                k.refill,
+                k.reserved,
+                k.replicated,
+            ]
             self.server.delete(*names)
         if self.store is not None:
             clear_cold(self.store, self.keys.crawl)

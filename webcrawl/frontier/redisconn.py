@@ -122,8 +122,10 @@ def cluster_nodes(url: str) -> tuple[str, list[tuple[str, int]]]:
     for item in netloc.split(","):
         host, colon, port = item.strip().rpartition(":")
         if not colon or not port.isdigit() or not host:
-            raise ValueError(f"REDIS_URL: {_redact(url)}: expected host:port[,host:port...], "
-                             f"got {item.strip()!r}")  # fmt: skip
+            raise ValueError(
+                f"REDIS_URL: {_redact(url)}: expected host:port[,host:port...], "
+                f"got {item.strip()!r}"
+            )
         nodes.append((host.strip("[]"), int(port)))
     first = f"{scheme.replace('+cluster', '')}://{auth}{at}{nodes[0][0]}:{nodes[0][1]}{tail}"
     return first, nodes
@@ -168,8 +170,10 @@ class CrawlRedis:
         # TLS or custom connection class is left as it is
         assert self.client is not None
         pool = self.client.connection_pool
-        counting = {redis.Connection: _CountingConnection,
-                    redis.UnixDomainSocketConnection: _CountingUnixConnection}  # fmt: skip
+        counting = {
+            redis.Connection: _CountingConnection,
+            redis.UnixDomainSocketConnection: _CountingUnixConnection,
+        }
         pool.connection_class = counting.get(pool.connection_class, pool.connection_class)
 
     @classmethod
@@ -186,8 +190,9 @@ class CrawlRedis:
             )
         if timeout is None:
             timeout = positive_float(settings, "FRONTIER_REDIS_TIMEOUT")
-        return cls(url, settings.get("WEBCRAWL_DATA_DIR"), settings.getdict("REDIS_PARAMS"),
-                   timeout)  # fmt: skip
+        return cls(
+            url, settings.get("WEBCRAWL_DATA_DIR"), settings.getdict("REDIS_PARAMS"), timeout
+        )
 
     def open(self) -> None:
         if self.embedded is not None:
@@ -218,9 +223,11 @@ class CrawlRedis:
             params.pop("connection_class")
         try:
             client = CrawlCluster(
-                url=first, startup_nodes=[ClusterNode(h, p) for h, p in nodes[1:]],
-                retry=retry, **params,
-            )  # fmt: skip
+                url=first,
+                startup_nodes=[ClusterNode(h, p) for h, p in nodes[1:]],
+                retry=retry,
+                **params,
+            )
             client.ping()
         except RedisClusterException as exc:
             if "not enabled" in str(exc):

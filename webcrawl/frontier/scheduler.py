@@ -126,8 +126,11 @@ def shard_settings(settings: Any) -> tuple[int, int, float]:
     shards = positive_int(settings, "FRONTIER_SHARDS")
     if shards > MAX_SHARDS:
         raise ValueError(f"FRONTIER_SHARDS must be at most {MAX_SHARDS}, got {shards}")
-    return (shards, non_negative_int(settings, "FRONTIER_REDIS_WAIT_REPLICAS"),
-            positive_float(settings, "FRONTIER_REDIS_WAIT_TIMEOUT"))  # fmt: skip
+    return (
+        shards,
+        non_negative_int(settings, "FRONTIER_REDIS_WAIT_REPLICAS"),
+        positive_float(settings, "FRONTIER_REDIS_WAIT_TIMEOUT"),
+    )
 
 
 def tier_settings(settings: Any) -> tuple[int, int, float]:
@@ -135,8 +138,10 @@ def tier_settings(settings: Any) -> tuple[int, int, float]:
     per_host = non_negative_int(settings, "FRONTIER_HOT_PER_HOST")
     budget = non_negative_int(settings, "FRONTIER_HOT_BUDGET")
     if budget and not per_host:
-        raise ValueError("FRONTIER_HOT_BUDGET needs FRONTIER_HOT_PER_HOST > 0 (0 keeps every "
-                         "queued request in Redis)")  # fmt: skip
+        raise ValueError(
+            "FRONTIER_HOT_BUDGET needs FRONTIER_HOT_PER_HOST > 0 (0 keeps every "
+            "queued request in Redis)"
+        )
     return per_host, budget, non_negative_float(settings, "FRONTIER_REVISIT_HORIZON")
 
 
@@ -148,8 +153,10 @@ def check_no_cold_tier(client: Any, keys: CrawlKeys) -> None:
         pipe.get(k.cold_total)
     cold = sum(int(n or 0) for n in pipe.execute())
     if cold > 0:
-        raise ValueError(f"crawl {keys.crawl!r} has {cold} queued requests in the store: "
-                         "FRONTIER_HOT_PER_HOST must be > 0 to bring them back")  # fmt: skip
+        raise ValueError(
+            f"crawl {keys.crawl!r} has {cold} queued requests in the store: "
+            "FRONTIER_HOT_PER_HOST must be > 0 to bring them back"
+        )
 
 
 def crawl_name(settings: Any, spider_name: str) -> str:
@@ -275,13 +282,19 @@ class Scheduler(RedisScheduler):
 
     def _opened(self, keys: CrawlKeys) -> None:
         self.server = self.redis.client
-        self.queue = self.queue_cls(self.server, self.spider, keys, self.entry_rules,
-                                    wait_replicas=self.wait_replicas,
-                                    wait_timeout=self.wait_timeout, store=self.store,
-                                    hot_per_host=self.hot_per_host,
-                                    hot_budget=self.hot_budget,
-                                    max_pages_per_host=self.max_pages_per_host,
-                                    mover=self._submit_move)  # fmt: skip
+        self.queue = self.queue_cls(
+            self.server,
+            self.spider,
+            keys,
+            self.entry_rules,
+            wait_replicas=self.wait_replicas,
+            wait_timeout=self.wait_timeout,
+            store=self.store,
+            hot_per_host=self.hot_per_host,
+            hot_budget=self.hot_budget,
+            max_pages_per_host=self.max_pages_per_host,
+            mover=self._submit_move,
+        )
         self.outbox = Outbox(self.queue, self._far)
         self.df.attach(self.server, keys)
         self.registry = WorkerRegistry(self.server, keys)
@@ -294,9 +307,13 @@ class Scheduler(RedisScheduler):
         queued = len(self.queue)
         logger.info(
             "Worker %s joined crawl %r on %s (%d shards, %d requests queued, %d seen)",
-            self.worker_id, self.keys.crawl, self.redis.description, self.shards, queued,
+            self.worker_id,
+            self.keys.crawl,
+            self.redis.description,
+            self.shards,
+            queued,
             len(self.df),
-        )  # fmt: skip
+        )
         for interval, func in ((self.heartbeat_interval, self._beat), (self.idle_poll, self._poll)):
             loop = task.LoopingCall(self._guarded, func)
             loop.start(interval, now=False)
@@ -319,8 +336,9 @@ class Scheduler(RedisScheduler):
             self._flush()
             self.registry.remove(self.worker_id)
         except Exception:
-            logger.exception("Could not hand %d buffered requests back to Redis",
-                             len(self.outbox.pushes))  # fmt: skip
+            logger.exception(
+                "Could not hand %d buffered requests back to Redis", len(self.outbox.pushes)
+            )
         self.stats.set_value("frontier/redis_round_trips", RoundTrips.count)
         self._tier_stats()
         self.queue.close()
@@ -381,9 +399,12 @@ class Scheduler(RedisScheduler):
     def _tier_stats(self) -> None:
         """What this worker moved between Redis and the store (the cold tier)."""
         tiers = self.queue.tier_stats
-        for name, value in (("spilled", tiers.spilled), ("refilled", tiers.refilled),
-                            ("tier_errors", tiers.errors),
-                            ("tier_outages", tiers.outages)):  # fmt: skip
+        for name, value in (
+            ("spilled", tiers.spilled),
+            ("refilled", tiers.refilled),
+            ("tier_errors", tiers.errors),
+            ("tier_outages", tiers.outages),
+        ):
             if value:
                 self.stats.set_value(f"frontier/{name}", value)
         if self._far.stored:
@@ -455,8 +476,9 @@ class Scheduler(RedisScheduler):
         if self.revisit_horizon and due - time.time() > self.revisit_horizon:
             # beyond the horizon: in the store, brought to Redis as it comes near
             if not 0 <= due < FAR_REVISIT_LIMIT:  # a store key cannot say when
-                logger.error("Dropped the revisit of %s: due at %r, not a Unix time",
-                             request.url, due)  # fmt: skip
+                logger.error(
+                    "Dropped the revisit of %s: due at %r, not a Unix time", request.url, due
+                )
                 self.stats.inc_value("revisit/bad_due")
                 return
             self._far.add((key, host, request.priority, due, data))
@@ -552,24 +574,33 @@ class Scheduler(RedisScheduler):
             self.outbox.finished(self._leases.pop(request))
         try:
             sent = self.outbox.step(
-                pop=pop, in_progress=list(self._leases.values()),
-                default_delay=self.host_delay, lease_timeout=self.lease_timeout,
-                slack=self.delay_slack, seen_mode=self.df.mode,
-            )  # fmt: skip
+                pop=pop,
+                in_progress=list(self._leases.values()),
+                default_delay=self.host_delay,
+                lease_timeout=self.lease_timeout,
+                slack=self.delay_slack,
+                seen_mode=self.df.mode,
+            )
         except RedisError as exc:
             self._outage("reach the frontier (requests kept, will retry)", exc)
             return None
         result = sent.result
         if result.failed:  # those shards' parts were kept for the next step
-            self._outage(f"reach {len(result.failed)} frontier shards (their requests kept, "
-                         f"will retry)", next(iter(result.failed.values())))  # fmt: skip
+            self._outage(
+                f"reach {len(result.failed)} frontier shards (their requests kept, will retry)",
+                next(iter(result.failed.values())),
+            )
         else:
             self._outage_logged = False
         if result.unconfirmed:
             self.stats.inc_value("frontier/unreplicated_leases", sent.unreplicated)
-            logger.warning("%d shards' writes were not confirmed by %d replicas: %d pages will "
-                           "be fetched again when their leases expire", len(result.unconfirmed),
-                           self.wait_replicas, sent.unreplicated)  # fmt: skip
+            logger.warning(
+                "%d shards' writes were not confirmed by %d replicas: %d pages will "
+                "be fetched again when their leases expire",
+                len(result.unconfirmed),
+                self.wait_replicas,
+                sent.unreplicated,
+            )
         self._count(result, sent.pushes, sent.revisits, sent.nacks)
         return result
 
@@ -589,8 +620,9 @@ class Scheduler(RedisScheduler):
         if result.over_budget:
             self.stats.inc_value("traps/host_budget", result.over_budget)
         if len(batch) > result.added + result.over_budget:
-            self.stats.inc_value("dupefilter/filtered",
-                                 len(batch) - result.added - result.over_budget)  # fmt: skip
+            self.stats.inc_value(
+                "dupefilter/filtered", len(batch) - result.added - result.over_budget
+            )
         if revisits:
             self.stats.inc_value("revisit/scheduled", len(revisits) - len(self.outbox.revisits))
         if result.revisited:
@@ -643,8 +675,11 @@ class Scheduler(RedisScheduler):
         request = getattr(response, "request", None)  # a Response, or an errback's Failure
         if request is None or not self.requeue(request, exception.wait, str(exception)):
             self.stats.inc_value("frontier/requeue_lost")
-            logger.error("Could not requeue the request of %s (not from the frontier): %s",
-                         getattr(item, "url", item), exception)  # fmt: skip
+            logger.error(
+                "Could not requeue the request of %s (not from the frontier): %s",
+                getattr(item, "url", item),
+                exception,
+            )
 
     def _wake_in(self, delay: float) -> None:
         """Wake the engine when the next host becomes ready (not on its 5 s heartbeat)."""
@@ -676,8 +711,12 @@ class Scheduler(RedisScheduler):
                 logger.info(
                     "Nothing to do here for now; crawl %r has %d queued, %d submitted seeds, "
                     "%d leased, %d other busy workers: waiting",
-                    self.keys.crawl, queued, submitted, leased, busy,
-                )  # fmt: skip
+                    self.keys.crawl,
+                    queued,
+                    submitted,
+                    leased,
+                    busy,
+                )
                 self._waiting_logged = True
             raise DontCloseSpider("other workers are busy")
         unseeded = getattr(self.crawler.spider, "seeds", None) is None  # no -a seeds=
@@ -699,8 +738,9 @@ class Scheduler(RedisScheduler):
         """Redis is unreachable: log once per outage, count every failure."""
         self.stats.inc_value("scheduler/redis_errors")
         if not self._outage_logged:
-            logger.warning("Could not %s: %s: retrying until %s is back", what, exc,
-                           self.redis.description)  # fmt: skip
+            logger.warning(
+                "Could not %s: %s: retrying until %s is back", what, exc, self.redis.description
+            )
             self._outage_logged = True
 
     def _poll(self) -> None:
@@ -733,8 +773,11 @@ class Scheduler(RedisScheduler):
         self.registry.beat(self.worker_id, info, self.heartbeat_ttl)
         self.stats.set_value("frontier/redis_round_trips", RoundTrips.count)  # for the metrics
         self._tier_stats()
-        leases = [*self._leases.values(), *(lease for _, lease in self._prefetched),
-                  *self.outbox.in_progress()]  # fmt: skip
+        leases = [
+            *self._leases.values(),
+            *(lease for _, lease in self._prefetched),
+            *self.outbox.in_progress(),
+        ]
         self.queue.renew(leases, self.lease_timeout)  # first: nothing below may skip it
         self._move_revisits_up()
 

@@ -46,8 +46,12 @@ def _read(name: str) -> str:
 def _check(name: str, text: str, keys: Sequence[str], uses: list[str], rest: dict) -> None:
     """Refuse a script whose header or body would fail only when it runs."""
     problems = []
-    unknown = [key for key in keys if key != "seen" and not any(
-        hasattr(cls, _ATTRIBUTES.get(key, key)) for cls in (ShardKeys, CrawlKeys))]  # fmt: skip
+    unknown = [
+        key
+        for key in keys
+        if key != "seen"
+        and not any(hasattr(cls, _ATTRIBUTES.get(key, key)) for cls in (ShardKeys, CrawlKeys))
+    ]
     if unknown:
         problems.append(f"keys that name no key: {unknown}")
     undeclared = sorted(set(re.findall(r"\bK\.(\w+)", text)) - set(keys))
@@ -82,26 +86,39 @@ class Script(Lua):
 
     def keys_for(self, keys: ShardKeys | CrawlKeys, seen_mode: str = "set") -> list[str]:
         """The script's KEYS: the names of its header in ``keys`` (a shard's, or the crawl's)."""
-        return [seen_key(keys, seen_mode) if name == "seen"  # type: ignore[arg-type]
-                else getattr(keys, _ATTRIBUTES.get(name, name))
-                for name in self.key_names]  # fmt: skip
+        return [
+            seen_key(keys, seen_mode)
+            if name == "seen"  # type: ignore[arg-type]
+            else getattr(keys, _ATTRIBUTES.get(name, name))
+            for name in self.key_names
+        ]
 
     def call(
-        self, keys: ShardKeys, args: Sequence[object], *, seen_mode: str = "set",
-        confirm: bool = False, strict: bool = False,
-    ) -> Call:  # fmt: skip
+        self,
+        keys: ShardKeys,
+        args: Sequence[object],
+        *,
+        seen_mode: str = "set",
+        confirm: bool = False,
+        strict: bool = False,
+    ) -> Call:
         """A call of the script on the shard of ``keys``, for :meth:`ShardRouter.run`."""
-        return Call(keys.shard, self, self.keys_for(keys, seen_mode), args, confirm=confirm,
-                    strict=strict)  # fmt: skip
+        return Call(
+            keys.shard, self, self.keys_for(keys, seen_mode), args, confirm=confirm, strict=strict
+        )
 
     def run(self, router: ShardRouter, keys: ShardKeys, args: Sequence[object]) -> object:
         """Run the script on the shard of ``keys`` alone: its result (its error, raised)."""
         return self.run_confirmed(router, keys, args, confirm=False)[0]
 
     def run_confirmed(
-        self, router: ShardRouter, keys: ShardKeys, args: Sequence[object], *,
+        self,
+        router: ShardRouter,
+        keys: ShardKeys,
+        args: Sequence[object],
+        *,
         confirm: bool = True,
-    ) -> tuple[object, bool]:  # fmt: skip
+    ) -> tuple[object, bool]:
         """:meth:`run`, and whether FRONTIER_REDIS_WAIT_REPLICAS replicas have its writes
         (``confirm``: ask them, all of them, connected now or not: a call confirmed this
         way is followed by a delete of the store's copy)."""

@@ -198,11 +198,16 @@ class ShardRouter:
             if count < self.wait_replicas and id(client) not in self._alone_logged:
                 self._alone_logged.add(id(client))
                 kwargs = client.connection_pool.connection_kwargs
-                logger.warning("Redis node %s:%s has %d of the %d replicas FRONTIER_REDIS_WAIT_"
-                               "REPLICAS asks for: its steps are confirmed by %d, and moves "
-                               "between Redis and the store wait until it has them all",
-                               kwargs.get("host"), kwargs.get("port"), count,
-                               self.wait_replicas, count)  # fmt: skip
+                logger.warning(
+                    "Redis node %s:%s has %d of the %d replicas FRONTIER_REDIS_WAIT_"
+                    "REPLICAS asks for: its steps are confirmed by %d, and moves "
+                    "between Redis and the store wait until it has them all",
+                    kwargs.get("host"),
+                    kwargs.get("port"),
+                    count,
+                    self.wait_replicas,
+                    count,
+                )
         return self.wait_replicas if strict else min(self.wait_replicas, known[0])
 
     def _exchange(self, client: redis.Redis, calls: Sequence[Call], wait: int) -> list[object]:
@@ -226,8 +231,9 @@ class ShardRouter:
             if isinstance(call.script, str):
                 pipe.execute_command(call.script, *call.keys, *call.args)
             else:
-                pipe.execute_command("EVALSHA", call.script.sha, len(call.keys), *call.keys,
-                                     *call.args)  # fmt: skip
+                pipe.execute_command(
+                    "EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args
+                )
         if wait:
             pipe.execute_command("WAIT", wait, self.wait_timeout_ms)
         return pipe.execute(raise_on_error=False)

@@ -77,8 +77,12 @@ class Tiers:
             return
         self._failing = True
         self.stats.outages += 1
-        logger.warning("Could not %s: %s (retried when its claim or lease expires; further "
-                       "failures are not logged until a move succeeds)", what, exc)  # fmt: skip
+        logger.warning(
+            "Could not %s: %s (retried when its claim or lease expires; further "
+            "failures are not logged until a move succeeds)",
+            what,
+            exc,
+        )
 
     def _succeeded(self) -> None:
         if self._failing:
@@ -92,8 +96,14 @@ class Tiers:
             self.spill(shard, spills[0].decode(), spills[1], now=now)
         moved = time.perf_counter()
         for host, token, room, stale in grants or ():
-            self.refill(shard, host.decode(), token.decode(), int(room),
-                        [k.decode() for k in stale], now=now)  # fmt: skip
+            self.refill(
+                shard,
+                host.decode(),
+                token.decode(),
+                int(room),
+                [k.decode() for k in stale],
+                now=now,
+            )
         stats.spill_seconds += moved - started
         stats.refill_seconds += time.perf_counter() - moved
 
@@ -120,8 +130,7 @@ class Tiers:
         try:
             self.store.frontier_put(rows)
             self.stats.store_seconds += time.perf_counter() - started
-            scripts.SPILLED.run(self.router, k, [now_arg(now), self.hot_per_host, claim,
-                                                 *entries])  # fmt: skip
+            scripts.SPILLED.run(self.router, k, [now_arg(now), self.hot_per_host, claim, *entries])
         except (StoreError, redis.RedisError) as exc:
             self._failed(f"move {len(entries)} requests to the store", exc)
             return
@@ -158,8 +167,9 @@ class Tiers:
             return False
         return True
 
-    def refill(self, shard: int, host: str, token: str, room: int, stale: list[str], *,
-               now: float | None) -> None:  # fmt: skip
+    def refill(
+        self, shard: int, host: str, token: str, room: int, stale: list[str], *, now: float | None
+    ) -> None:
         """Move up to ``room`` of ``host``'s next requests from the store into its queue,
         under the refill lease ``token``.
 
@@ -177,8 +187,13 @@ class Tiers:
         try:
             rows = self.store.frontier_scan(host_prefix(self.keys.crawl, shard, host), room)
             self.stats.store_seconds += time.perf_counter() - started
-            args: list[object] = [now_arg(now), host, token, self.hot_per_host,
-                                  "1" if len(rows) < room else "0"]  # fmt: skip
+            args: list[object] = [
+                now_arg(now),
+                host,
+                token,
+                self.hot_per_host,
+                "1" if len(rows) < room else "0",
+            ]
             for key, data in rows:
                 priority, seq = parse_cold_key(key)[3:5]
                 args += [key, repr(float(-priority * 10**12 + seq)), b"%d|%s" % (seq, data)]
@@ -190,16 +205,23 @@ class Tiers:
             if not confirmed:
                 # a failover now could lose the move: the rows stay in the store (and in
                 # the moved set), for the next refill of the host to delete or move again
-                logger.warning("Refill of %s: its move was not confirmed by the replicas "
-                               "(FRONTIER_REDIS_WAIT_REPLICAS); the rows stay in the store "
-                               "until the lease expires", host)  # fmt: skip
+                logger.warning(
+                    "Refill of %s: its move was not confirmed by the replicas "
+                    "(FRONTIER_REDIS_WAIT_REPLICAS); the rows stay in the store "
+                    "until the lease expires",
+                    host,
+                )
                 self.stats.errors += 1
                 return
             done = ({key for key, _ in rows} - keep) | set(stale)
             started = time.perf_counter()
             if stale:
-                logger.info("Refill of %s: deleting from the store %d rows that a refill "
-                            "whose worker died had moved up", host, len(stale))  # fmt: skip
+                logger.info(
+                    "Refill of %s: deleting from the store %d rows that a refill "
+                    "whose worker died had moved up",
+                    host,
+                    len(stale),
+                )
                 self.stats.recovered += len(stale)
             if done:
                 self.store.frontier_delete(sorted(done))
@@ -208,8 +230,9 @@ class Tiers:
             again = (
                 ["0", *{key.rpartition("/")[2] for key in keep}] if moved == 0 and keep else ["1"]
             )
-            scripts.REFILLED.run(self.router, k, [now_arg(now), host, token, self.hot_per_host,
-                                                  *again])  # fmt: skip
+            scripts.REFILLED.run(
+                self.router, k, [now_arg(now), host, token, self.hot_per_host, *again]
+            )
         except (StoreError, redis.RedisError) as exc:
             self._failed(f"refill {host} from the store", exc)
             return
@@ -220,9 +243,13 @@ class Tiers:
     def put_far_revisits(self, revisits: Sequence[tuple[str, str, int, float, bytes]]) -> None:
         """Revisits ``(url key, host, priority, due as Unix time, data)`` due beyond the
         horizon: into the store, until :meth:`move_revisits_up` brings them to Redis."""
-        rows = [(revisit_key(self.keys.crawl, due, key),
-                 b"%s\n%d\n%s" % (host.encode(), priority, data))
-                for key, host, priority, due, data in revisits]  # fmt: skip
+        rows = [
+            (
+                revisit_key(self.keys.crawl, due, key),
+                b"%s\n%d\n%s" % (host.encode(), priority, data),
+            )
+            for key, host, priority, due, data in revisits
+        ]
         self.store.frontier_put(rows)
 
     def move_revisits_up(
@@ -260,12 +287,15 @@ class Tiers:
                 for key, value in due_rows:
                     due, url_key = parse_revisit_key(key)
                     host, priority, data = value.split(b"\n", 2)
-                    revisits.append((url_key, host.decode(), int(priority), max(0.0, due - clock),
-                                     data))  # fmt: skip
+                    revisits.append(
+                        (url_key, host.decode(), int(priority), max(0.0, due - clock), data)
+                    )
                 if not schedule(revisits):
-                    logger.warning("Revisits moved to Redis were not confirmed by its replicas "
-                                   "(FRONTIER_REDIS_WAIT_REPLICAS): they stay in the store "
-                                   "until the next move")  # fmt: skip
+                    logger.warning(
+                        "Revisits moved to Redis were not confirmed by its replicas "
+                        "(FRONTIER_REDIS_WAIT_REPLICAS): they stay in the store "
+                        "until the next move"
+                    )
                     return moved
                 self.store.frontier_delete([key for key, _ in due_rows])
                 if not lock.extend(now=now):

@@ -25,8 +25,11 @@ class Turns:
         request can wait after its pop (for robots.txt, for a busy reactor),
         and the delay counts between sends, whichever workers send them.
         """
-        wait = scripts.ACQUIRE.run(self.router, self.keys.shard_for(host),
-                                   [host, now_arg(now), default_delay, slack, "take"])  # fmt: skip
+        wait = scripts.ACQUIRE.run(
+            self.router,
+            self.keys.shard_for(host),
+            [host, now_arg(now), default_delay, slack, "take"],
+        )
         return float(wait)
 
     def mark_sent(
@@ -34,8 +37,11 @@ class Turns:
     ) -> None:
         """A request to ``host`` really leaves (or its answer came in) now: its next turn
         is no sooner than now + delay (a busy worker can send well after it took its turn)."""
-        scripts.ACQUIRE.run(self.router, self.keys.shard_for(host),
-                            [host, now_arg(now), default_delay, slack, "mark"])  # fmt: skip
+        scripts.ACQUIRE.run(
+            self.router,
+            self.keys.shard_for(host),
+            [host, now_arg(now), default_delay, slack, "mark"],
+        )
 
     def set_delay(
         self,
@@ -52,6 +58,7 @@ class Turns:
         delay below it (another worker's healthy answers included).  ``not_before``
         > 0: the host's next turn is at least that many seconds from now.
         """
-        value = scripts.SET_DELAY.run(self.router, self.keys.shard_for(host),
-                                      [host, delay, hold, not_before, now_arg(now)])  # fmt: skip
+        value = scripts.SET_DELAY.run(
+            self.router, self.keys.shard_for(host), [host, delay, hold, not_before, now_arg(now)]
+        )
         return float(value)

@@ -36,23 +36,35 @@ from webcrawl.incremental.simhash import distance, simhash
 from webcrawl.page import Page
 
 # what a 304 or a failed fetch takes from the stored row
-_CONTENT = ("final_url", "content_type", "title", "text", "outlinks", "content_length",
-            "etag", "last_modified", "redirects", "content")  # fmt: skip
+_CONTENT = (
+    "final_url",
+    "content_type",
+    "title",
+    "text",
+    "outlinks",
+    "content_length",
+    "etag",
+    "last_modified",
+    "redirects",
+    "content",
+)
 
 
 _MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
 _DAY = r"(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*\.?,?"
 _VOLATILE = re.compile(
-    "|".join([
-        r"\b\d{4}[-/.]\d{1,2}[-/.]\d{1,2}(?:[t ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?",  # ISO
-        r"\b\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4}\b",  # 22.11.2026, 11/22/26
-        r"\b\d{1,2}:\d{2}(?::\d{2})?(?:\s*[ap]\.?m\.?)?(?:\s*(?:utc|gmt|[a-z]{2,4}t))?\b",
-        rf"\b(?:{_DAY}\s*)?\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTH}(?:,?\s*\d{{4}})?\b",
-        rf"\b(?:{_DAY}\s*)?{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s*\d{{4}})?\b",
-        r"\b\d+\s+(?:second|minute|hour|day|week|month|year)s?\s+ago\b",
-    ]),
+    "|".join(
+        [
+            r"\b\d{4}[-/.]\d{1,2}[-/.]\d{1,2}(?:[t ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?",  # ISO
+            r"\b\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4}\b",  # 22.11.2026, 11/22/26
+            r"\b\d{1,2}:\d{2}(?::\d{2})?(?:\s*[ap]\.?m\.?)?(?:\s*(?:utc|gmt|[a-z]{2,4}t))?\b",
+            rf"\b(?:{_DAY}\s*)?\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTH}(?:,?\s*\d{{4}})?\b",
+            rf"\b(?:{_DAY}\s*)?{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s*\d{{4}})?\b",
+            r"\b\d+\s+(?:second|minute|hour|day|week|month|year)s?\s+ago\b",
+        ]
+    ),
     re.IGNORECASE,
-)  # fmt: skip
+)
 
 
 _DIGITS = re.compile(r"\d+")
@@ -131,8 +143,12 @@ def holds_content(row: dict[str, Any] | None) -> bool:
     if not row:
         return False
     if row.get("kind") == "failed":
-        return bool(row.get("simhash") or row.get("content_type") or row.get("etag")
-                    or row.get("last_modified"))  # fmt: skip
+        return bool(
+            row.get("simhash")
+            or row.get("content_type")
+            or row.get("etag")
+            or row.get("last_modified")
+        )
     status = row.get("status") or 0
     if row.get("kind") == "html" and (200 <= status < 300 or status == 304):
         return bool(row.get("simhash"))
@@ -156,8 +172,16 @@ def compare(page: Page, previous: dict[str, Any] | None, threshold: int, keep: i
     page.previous_simhash = old
     if page.kind == "failed":
         if previous:  # keep what we had; this fetch tells nothing about change
-            for name in (*_CONTENT, "simhash", "previous_simhash", "distance", "changed",
-                         "revisit_interval", "next_visit", "revisit_method"):  # fmt: skip
+            for name in (
+                *_CONTENT,
+                "simhash",
+                "previous_simhash",
+                "distance",
+                "changed",
+                "revisit_interval",
+                "next_visit",
+                "revisit_method",
+            ):
                 if name in previous:
                     setattr(page, name, previous[name])
             page.previous_simhash = previous.get("previous_simhash")
@@ -165,8 +189,9 @@ def compare(page: Page, previous: dict[str, Any] | None, threshold: int, keep: i
         return
     if page.kind == "not_modified":
         for name in _CONTENT:
-            if name in previous and (name not in ("etag", "last_modified") or not getattr(
-                page, name)):  # fmt: skip
+            if name in previous and (
+                name not in ("etag", "last_modified") or not getattr(page, name)
+            ):
                 setattr(page, name, previous[name])
         page.kind = content_kind(previous)
         page.simhash = old
@@ -179,10 +204,19 @@ def compare(page: Page, previous: dict[str, Any] | None, threshold: int, keep: i
             page.changed = page.distance > threshold
     else:  # not HTML, or an error page: compare what the server says about it
         marks = (page.status, page.etag, page.last_modified, page.content_length)
-        before = (previous.get("status"), previous.get("etag"), previous.get("last_modified"),
-                  previous.get("content_length"))  # fmt: skip
+        before = (
+            previous.get("status"),
+            previous.get("etag"),
+            previous.get("last_modified"),
+            previous.get("content_length"),
+        )
         if previous:
             page.changed = marks != before
-    history.append([round(page.fetched_at, 3), None if page.changed is None else
-                    int(page.changed), http_time(page.last_modified)])  # fmt: skip
+    history.append(
+        [
+            round(page.fetched_at, 3),
+            None if page.changed is None else int(page.changed),
+            http_time(page.last_modified),
+        ]
+    )
     page.visits = history[-keep:]

@@ -40,8 +40,9 @@ def freshness(pages: Iterable[tuple[float, float, float]], now: float) -> Freshn
     n, fresh, missed, changes = 0, 0.0, 0.0, 0.0
     for rate, last, interval in pages:
         if rate < 0 or interval <= 0:
-            raise ValueError(f"a page needs a rate >= 0 and an interval > 0, got {rate}, "
-                             f"{interval}")  # fmt: skip
+            raise ValueError(
+                f"a page needs a rate >= 0 and an interval > 0, got {rate}, {interval}"
+            )
         n += 1
         fresh += math.exp(-rate * max(0.0, now - last))
         x = rate * interval

@@ -192,10 +192,13 @@ def _periodic(visits: Sequence[Visit], params: RevisitParams) -> tuple[float, fl
     nothing of its rhythm); the last 12 of them are used, so a page that
     turns periodic is recognised once its older, irregular changes age out.
     """
-    times = sorted({
-        visit.last_modified for prev, visit in pairwise(visits)
-        if visit.last_modified is not None and visit.last_modified > prev.at
-    })[-12:]  # fmt: skip
+    times = sorted(
+        {
+            visit.last_modified
+            for prev, visit in pairwise(visits)
+            if visit.last_modified is not None and visit.last_modified > prev.at
+        }
+    )[-12:]
     if len(times) < 6:  # five gaps: random (Poisson) gaps rarely all fit one period
         return None
     gaps = [b - a for a, b in pairwise(times)]

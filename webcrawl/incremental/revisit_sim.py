@@ -60,9 +60,15 @@ class NutchAdaptive:
     first interval ``db.fetch.interval.default`` (30 days)."""
 
     def __init__(
-        self, initial: float = 30 * DAY, *, inc: float = 0.4, dec: float = 0.2,
-        low: float = 60.0, high: float = 365 * DAY, sync_rate: float = 0.3,
-    ) -> None:  # fmt: skip
+        self,
+        initial: float = 30 * DAY,
+        *,
+        inc: float = 0.4,
+        dec: float = 0.2,
+        low: float = 60.0,
+        high: float = 365 * DAY,
+        sync_rate: float = 0.3,
+    ) -> None:
         self.interval, self.inc, self.dec = initial, inc, dec
         self.low, self.high, self.sync_rate = low, high, sync_rate
         self.modified = 0.0

@@ -171,8 +171,11 @@ def _vote(digests: np.ndarray, weights: np.ndarray) -> int:
     """
     total = int(weights.sum())
     # float64 sums are exact up to 2**53: far beyond any page's shingle count
-    per_byte = np.bincount((digests + _COLUMN).ravel(), minlength=8 * 256,
-                           weights=np.repeat(weights.astype(np.float64), 8))  # fmt: skip
+    per_byte = np.bincount(
+        (digests + _COLUMN).ravel(),
+        minlength=8 * 256,
+        weights=np.repeat(weights.astype(np.float64), 8),
+    )
     votes = np.einsum("cv,vb->cb", per_byte.reshape(8, 256), _BITS).ravel()  # no BLAS
     return int.from_bytes(np.packbits(votes > total / 2).tobytes(), "big")
 

@@ -15,15 +15,16 @@ from webcrawl.localhbase.launcher import LocalHBase, LocalHBaseError
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=("start", "stop", "status"))
     parser.add_argument(
-        "--home", help="where HBase keeps its data, logs and state "
-        "(default: <WEBCRAWL_DATA_DIR>/hbase)",
-    )  # fmt: skip
+        "--home",
+        help="where HBase keeps its data, logs and state (default: <WEBCRAWL_DATA_DIR>/hbase)",
+    )
     parser.add_argument("--port", type=int, default=9090, help="start: the Thrift port")
     parser.add_argument(
-        "--framed-compact", action="store_true",
+        "--framed-compact",
+        action="store_true",
         help="start: framed transport and compact protocol (default: buffered+binary, "
         "happybase's default and HBase's)",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--table-prefix", default="crawl", help="the table_prefix in the printed store URL"
     )
@@ -54,8 +55,10 @@ def _start(hbase: LocalHBase, args: argparse.Namespace) -> int:
     began = time.monotonic()
     gateway = hbase.start(args.port, transport, protocol, timeout=args.timeout)
     if (gateway.transport, gateway.protocol) != (transport, protocol):
-        print(f"note: the running gateway speaks {gateway.transport}+{gateway.protocol}; "
-              "`webcrawl hbase stop` first to change it")  # fmt: skip
+        print(
+            f"note: the running gateway speaks {gateway.transport}+{gateway.protocol}; "
+            "`webcrawl hbase stop` first to change it"
+        )
     print(f"HBase is up in {hbase.home} ({time.monotonic() - began:.1f} s); logs in {hbase.logs}")
     print(f"WEBCRAWL_STORE_URL={gateway.store_url(args.table_prefix)}")
     return 0

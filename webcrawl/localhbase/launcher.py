@@ -43,16 +43,33 @@ THRIFT = "org.apache.hadoop.hbase.thrift.ThriftServer"
 # bin/hbase's add_jdk11_jvm_flags (HBase 2.6), and IPv4 as bin/hbase always asks
 JVM_FLAGS = (
     "-Dorg.apache.hbase.thirdparty.io.netty.tryReflectionSetAccessible=true",
-    "--add-modules", "jdk.unsupported",
-    *[f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in (
-        "java.io", "java.nio", "sun.nio.ch", "java.lang", "jdk.internal.ref",
-        "java.lang.reflect", "java.util", "java.util.concurrent")],
-    *[f"--add-exports={m}=ALL-UNNAMED" for m in (
-        "java.base/jdk.internal.misc", "java.security.jgss/sun.security.krb5",
-        "java.base/sun.net.dns", "java.base/sun.net.util")],
+    "--add-modules",
+    "jdk.unsupported",
+    *[
+        f"--add-opens=java.base/{p}=ALL-UNNAMED"
+        for p in (
+            "java.io",
+            "java.nio",
+            "sun.nio.ch",
+            "java.lang",
+            "jdk.internal.ref",
+            "java.lang.reflect",
+            "java.util",
+            "java.util.concurrent",
+        )
+    ],
+    *[
+        f"--add-exports={m}=ALL-UNNAMED"
+        for m in (
+            "java.base/jdk.internal.misc",
+            "java.security.jgss/sun.security.krb5",
+            "java.base/sun.net.dns",
+            "java.base/sun.net.util",
+        )
+    ],
     "-Djava.net.preferIPv4Stack=true",
     "-XX:+UseG1GC",
-)  # fmt: skip
+)
 # the JVMs this process started, by pid: polled (so reaped) rather than left to be
 # garbage-collected while they run (a ResourceWarning); `webcrawl hbase start` exits
 # and leaves them running, which is the point
@@ -77,8 +94,12 @@ class Gateway:
 
     def connection_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``happybase.Connection``/``ConnectionPool``."""
-        return {"host": HOST, "port": self.port, "transport": self.transport,
-                "protocol": self.protocol}  # fmt: skip
+        return {
+            "host": HOST,
+            "port": self.port,
+            "transport": self.transport,
+            "protocol": self.protocol,
+        }
 
     def store_url(self, table_prefix: str | None = "crawl") -> str:
         query = [f"table_prefix={table_prefix}"] if table_prefix else []
@@ -117,12 +138,21 @@ def classpath(mvn: str | None = None, quiet: bool = True) -> str:
             return jars
     mvn = mvn or shutil.which("mvn")
     if not mvn:
-        raise LocalHBaseError("Maven (mvn) is not installed; it resolves HBase's jars from "
-                              "Maven Central (Debian: apt-get install maven)")  # fmt: skip
+        raise LocalHBaseError(
+            "Maven (mvn) is not installed; it resolves HBase's jars from "
+            "Maven Central (Debian: apt-get install maven)"
+        )
     cached.parent.mkdir(parents=True, exist_ok=True)
     tmp = cached.with_suffix(f".{os.getpid()}.tmp")
-    command = [mvn, "-B", *(["-q"] if quiet else []), "-f", str(pom),
-               "dependency:build-classpath", f"-Dmdep.outputFile={tmp}"]  # fmt: skip
+    command = [
+        mvn,
+        "-B",
+        *(["-q"] if quiet else []),
+        "-f",
+        str(pom),
+        "dependency:build-classpath",
+        f"-Dmdep.outputFile={tmp}",
+    ]
     logger.info("Resolving HBase's jars with Maven (the first time downloads ~130 MB)")
     done = subprocess.run(command, capture_output=quiet, text=True, check=False)
     if done.returncode != 0 or not tmp.exists():
@@ -136,8 +166,10 @@ def java_command() -> str:
     home = os.environ.get("JAVA_HOME")
     java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
     if not java or not Path(java).exists():
-        raise LocalHBaseError("Java is not installed (HBase 2.6 runs on JDK 11 or 17; "
-                              "Debian: apt-get install openjdk-17-jre-headless)")  # fmt: skip
+        raise LocalHBaseError(
+            "Java is not installed (HBase 2.6 runs on JDK 11 or 17; "
+            "Debian: apt-get install openjdk-17-jre-headless)"
+        )
     return java
 
 
@@ -242,8 +274,10 @@ class LocalHBase:
             "hbase.master.port": "0",
             "hbase.regionserver.port": "0",
         }
-        props = "".join(f"  <property><name>{escape(k)}</name><value>{escape(v)}</value>"
-                        "</property>\n" for k, v in site.items())  # fmt: skip
+        props = "".join(
+            f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n"
+            for k, v in site.items()
+        )
         (self.conf / "hbase-site.xml").write_text(
             f'<?xml version="1.0"?>\n<!-- written by webcrawl hbase start -->\n'
             f"<configuration>\n{props}</configuration>\n"
@@ -254,18 +288,29 @@ class LocalHBase:
     def _spawn(self, name: str, heap: str, main: str, args: list[str]) -> int:
         jars = classpath()
         command = [
-            java_command(), f"-Xmx{heap}", *JVM_FLAGS,
+            java_command(),
+            f"-Xmx{heap}",
+            *JVM_FLAGS,
             f"-Dwebcrawl.hbase.home={self.home}",
             f"-Dlog4j2.configurationFile={(self.conf / 'log4j2.properties').as_uri()}",
-            f"-Dhbase.log.dir={self.logs}", f"-Djava.io.tmpdir={self.data / 'tmp'}",
-            "-cp", f"{self.conf}{os.pathsep}{jars}", main, *args,
-        ]  # fmt: skip
+            f"-Dhbase.log.dir={self.logs}",
+            f"-Djava.io.tmpdir={self.data / 'tmp'}",
+            "-cp",
+            f"{self.conf}{os.pathsep}{jars}",
+            main,
+            *args,
+        ]
         (self.data / "tmp").mkdir(parents=True, exist_ok=True)
         with open(self.logs / f"{name}.log", "ab") as log:
             log.write(f"\n==== {time.strftime('%Y-%m-%d %H:%M:%S')} start {name}\n".encode())
             log.flush()
-            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+            proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         _CHILDREN[proc.pid] = proc
         return proc.pid
 
@@ -282,9 +327,14 @@ class LocalHBase:
         self._save(state)
         return state.master_pid
 
-    def start_gateway(self, name: str = "thrift", port: int | None = None,
-                      transport: str | None = None, protocol: str | None = None,
-                      read_timeout: float | None = None) -> Gateway:  # fmt: skip
+    def start_gateway(
+        self,
+        name: str = "thrift",
+        port: int | None = None,
+        transport: str | None = None,
+        protocol: str | None = None,
+        read_timeout: float | None = None,
+    ) -> Gateway:
         """A Thrift1 gateway on 127.0.0.1:``port``.  Restarted, a gateway keeps what it
         had unless told otherwise; new, it gets a free port and buffered+binary."""
         state = self.state()
@@ -318,16 +368,20 @@ class LocalHBase:
         self._save(state)
         return gateway
 
-    def start(self, port: int | None = 9090, transport: str | None = None,
-              protocol: str | None = None, timeout: float = 300.0) -> Gateway:  # fmt: skip
+    def start(
+        self,
+        port: int | None = 9090,
+        transport: str | None = None,
+        protocol: str | None = None,
+        timeout: float = 300.0,
+    ) -> Gateway:
         """Master and the ``thrift`` gateway, then wait until HBase answers through it.
         A port in use fails before anything starts; what this call started is stopped
         again when it fails."""
         state = self.state()
         running = state.gateways.get("thrift")
         if not (running and self._ours(running.pid)) and port and port_open(port):
-            raise LocalHBaseError(f"port {port} on {HOST} is in use by another process "
-                                  "(--port)")  # fmt: skip
+            raise LocalHBaseError(f"port {port} on {HOST} is in use by another process (--port)")
         was_running = self._ours(state.master_pid)
         try:
             self.start_master()
@@ -372,9 +426,11 @@ class LocalHBase:
                 finally:
                     conn.close()
             if time.monotonic() - began > timeout:
-                raise LocalHBaseError(f"HBase did not answer through {HOST}:{gateway.port} "
-                                      f"within {timeout:.0f} s (last: {last or 'port closed'})"
-                                      f"; see {self.logs}")  # fmt: skip
+                raise LocalHBaseError(
+                    f"HBase did not answer through {HOST}:{gateway.port} "
+                    f"within {timeout:.0f} s (last: {last or 'port closed'})"
+                    f"; see {self.logs}"
+                )
             time.sleep(0.5)
 
     # stop ----------------------------------------------------------------------------

@@ -40,8 +40,11 @@ from webcrawl.incremental.freshness import freshness, page_rates
 
 logger = logging.getLogger(__name__)
 
-STATIC = {"index.html": "text/html; charset=utf-8", "monitor.js": "text/javascript",
-          "monitor.css": "text/css"}  # fmt: skip
+STATIC = {
+    "index.html": "text/html; charset=utf-8",
+    "monitor.js": "text/javascript",
+    "monitor.css": "text/css",
+}
 HISTORY = 300  # samples kept (ten minutes at the default interval)
 FRESHNESS_ROWS = 20_000  # stored pages read for the freshness estimate, at most
 FRESHNESS_EVERY = 15.0  # seconds between two freshness estimates
@@ -64,11 +67,15 @@ class Sampler:
             status = self.collect()
             # at most every FRESHNESS_EVERY seconds, once there is an estimate to show
             if not self.fresh.get("pages") or time.monotonic() - self._fresh_at > FRESHNESS_EVERY:
-                f = freshness(page_rates(self.rows(FRESHNESS_ROWS), status["now"], self.params),
-                              status["now"])  # fmt: skip
-                self.fresh = {"pages": f.pages, "fresh_share": f.fresh_share,
-                              "missed_per_hour": f.missed_per_hour,
-                              "changes_per_hour": f.changes_per_hour}  # fmt: skip
+                f = freshness(
+                    page_rates(self.rows(FRESHNESS_ROWS), status["now"], self.params), status["now"]
+                )
+                self.fresh = {
+                    "pages": f.pages,
+                    "fresh_share": f.fresh_share,
+                    "missed_per_hour": f.missed_per_hour,
+                    "changes_per_hour": f.changes_per_hour,
+                }
                 self._fresh_at = time.monotonic()
             status["freshness"] = self.fresh
             fetched = sum(w.get("pages", 0) for w in status["workers"])
@@ -100,35 +107,51 @@ class _CrawlMetrics:
             return
         labels = ["crawl"]
         crawl = [s["crawl"]]
-        queued = GaugeMetricFamily("webcrawl_crawl_queued", "Requests queued, per frontier shard",
-                                   labels=["crawl", "shard"])  # fmt: skip
+        queued = GaugeMetricFamily(
+            "webcrawl_crawl_queued",
+            "Requests queued, per frontier shard",
+            labels=["crawl", "shard"],
+        )
         for shard, n in enumerate(s["queued_per_shard"]):
             queued.add_metric([s["crawl"], str(shard)], n)
         yield queued
         for name, text, value in [
-            ("webcrawl_crawl_queued_in_store", "Requests queued in the store's cold tier",
-             s["queued_in_store"]),
+            (
+                "webcrawl_crawl_queued_in_store",
+                "Requests queued in the store's cold tier",
+                s["queued_in_store"],
+            ),
             ("webcrawl_crawl_leased", "Requests handed to workers and not finished", s["leased"]),
             ("webcrawl_crawl_seen", "URLs the crawl has seen", s["seen"]),
             ("webcrawl_crawl_stored_pages", "Pages in the store", s["stored"]),
             ("webcrawl_crawl_failed", "Requests that failed for good", s["failed"]),
-            ("webcrawl_crawl_dead_paths", "Paths the failed-path filter holds dead",
-             len(s["dead_paths"])),
+            (
+                "webcrawl_crawl_dead_paths",
+                "Paths the failed-path filter holds dead",
+                len(s["dead_paths"]),
+            ),
             ("webcrawl_crawl_workers_alive", "Workers with a live heartbeat", len(s["workers"])),
             ("webcrawl_crawl_revisits_scheduled", "Revisits scheduled", s["revisits_scheduled"]),
             ("webcrawl_crawl_revisits_due", "Revisits due now", s["revisit_due"]),
-        ]:  # fmt: skip
+        ]:
             family = GaugeMetricFamily(name, text, labels=labels)
             family.add_metric(crawl, value)
             yield family
         fresh = s.get("freshness") or {}
         if fresh.get("pages"):
             for name, text, key in [
-                ("webcrawl_crawl_fresh_share", "Expected share of stored pages still as "
-                 "stored (from the revisit model's change rates)", "fresh_share"),
-                ("webcrawl_crawl_missed_changes_per_hour", "Expected page changes per hour "
-                 "that no visit will see", "missed_per_hour"),
-            ]:  # fmt: skip
+                (
+                    "webcrawl_crawl_fresh_share",
+                    "Expected share of stored pages still as "
+                    "stored (from the revisit model's change rates)",
+                    "fresh_share",
+                ),
+                (
+                    "webcrawl_crawl_missed_changes_per_hour",
+                    "Expected page changes per hour that no visit will see",
+                    "missed_per_hour",
+                ),
+            ]:
                 family = GaugeMetricFamily(name, text, labels=labels)
                 family.add_metric(crawl, fresh[key])
                 yield family
@@ -212,12 +235,15 @@ def check_bind(bind: str, public: bool) -> None:
     try:
         address = ipaddress.ip_address(bind)
     except ValueError:
-        raise SystemExit(f"webcrawl monitor: --bind {bind!r} is not an IP address "
-                         "(127.0.0.1, ::1, 0.0.0.0)") from None  # fmt: skip
+        raise SystemExit(
+            f"webcrawl monitor: --bind {bind!r} is not an IP address (127.0.0.1, ::1, 0.0.0.0)"
+        ) from None
     if not address.is_loopback and not public:
-        raise SystemExit(f"webcrawl monitor: --bind {bind} is not a local address: anyone "
-                         "who reaches it sees the crawl's state; add --public if that is "
-                         "meant")  # fmt: skip
+        raise SystemExit(
+            f"webcrawl monitor: --bind {bind} is not a local address: anyone "
+            "who reaches it sees the crawl's state; add --public if that is "
+            "meant"
+        )
 
 
 def serve(sampler: Sampler, bind: str, port: int, names: list[str] = ()) -> ThreadingHTTPServer:
@@ -229,7 +255,9 @@ def serve(sampler: Sampler, bind: str, port: int, names: list[str] = ()) -> Thre
         answer = handler(sampler, registry, HostCheck(bind, names))
         server = ThreadingHTTPServer((bind, port), answer)
     except OSError as exc:
-        raise SystemExit(f"webcrawl monitor: cannot listen on {bind} port {port} ({exc.strerror}"
-                         "): choose another with --port") from None  # fmt: skip
+        raise SystemExit(
+            f"webcrawl monitor: cannot listen on {bind} port {port} ({exc.strerror}"
+            "): choose another with --port"
+        ) from None
     server.daemon_threads = True
     return server

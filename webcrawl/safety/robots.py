@@ -62,9 +62,14 @@ class RobotsEntry:
 
     def dumps(self) -> bytes:
         data = {"s": self.state, "t": round(self.fetched_at, 3)}
-        for key, value in (("r", self.rules), ("n", self.tries), ("at", round(self.retry_at, 3)),
-                           ("why", self.reason), ("cut", self.truncated),
-                           ("u", self.unanswered)):  # fmt: skip
+        for key, value in (
+            ("r", self.rules),
+            ("n", self.tries),
+            ("at", round(self.retry_at, 3)),
+            ("why", self.reason),
+            ("cut", self.truncated),
+            ("u", self.unanswered),
+        ):
             if value:
                 data[key] = value
         return json.dumps(data, separators=(",", ":")).encode()
@@ -74,10 +79,16 @@ class RobotsEntry:
         """The entry, or None if ``raw`` is not one (then the file is fetched again)."""
         try:
             data = json.loads(raw)
-            entry = cls(str(data["s"]), str(data.get("r", "")), float(data.get("t", 0)),
-                        int(data.get("n", 0)), float(data.get("at", 0)),
-                        str(data.get("why", "")), bool(data.get("cut", False)),
-                        bool(data.get("u", False)))  # fmt: skip
+            entry = cls(
+                str(data["s"]),
+                str(data.get("r", "")),
+                float(data.get("t", 0)),
+                int(data.get("n", 0)),
+                float(data.get("at", 0)),
+                str(data.get("why", "")),
+                bool(data.get("cut", False)),
+                bool(data.get("u", False)),
+            )
         except (ValueError, TypeError, KeyError):
             return None
         return entry if entry.state in (RULES, ALLOW_ALL, UNREACHABLE) else None
@@ -116,8 +127,14 @@ def decode_body(body: bytes) -> tuple[str, bool]:
     return body.decode("utf-8", "replace").removeprefix("\ufeff"), truncated
 
 
-def from_response(status: int, body: bytes, now: float, user_agent: str,  # noqa: PLR0917
-                  previous: RobotsEntry | None, wait: float) -> RobotsEntry:  # fmt: skip
+def from_response(  # noqa: PLR0917
+    status: int,
+    body: bytes,
+    now: float,
+    user_agent: str,
+    previous: RobotsEntry | None,
+    wait: float,
+) -> RobotsEntry:
     """The entry an HTTP answer to ``/robots.txt`` gives (redirects already followed)."""
     if 200 <= status < 300:
         text, truncated = decode_body(body)
@@ -127,18 +144,26 @@ def from_response(status: int, body: bytes, now: float, user_agent: str,  # noqa
     return RobotsEntry(ALLOW_ALL, fetched_at=now, reason=f"HTTP {status}")
 
 
-def unreachable(reason: str, now: float, previous: RobotsEntry | None, wait: float, *,
-                unanswered: bool = False) -> RobotsEntry:  # fmt: skip
+def unreachable(
+    reason: str, now: float, previous: RobotsEntry | None, wait: float, *, unanswered: bool = False
+) -> RobotsEntry:
     """The entry after a fetch that got no usable answer (``reason``); ``unanswered``: no
     answer at all (no connection, or none in time).  A usable copy under
     :data:`KEEP_SECONDS` old is kept, tried again in ``wait`` seconds (RFC 9309 2.4)."""
     usable = previous is not None and previous.state != UNREACHABLE
     if usable and now - previous.fetched_at < KEEP_SECONDS:
-        return dataclasses.replace(previous, retry_at=now + wait,
-                                   reason=f"kept: the refetch got {reason}")  # fmt: skip
+        return dataclasses.replace(
+            previous, retry_at=now + wait, reason=f"kept: the refetch got {reason}"
+        )
     tries = previous.tries + 1 if previous is not None and previous.state == UNREACHABLE else 1
-    return RobotsEntry(UNREACHABLE, fetched_at=now, tries=tries, retry_at=now + wait,
-                       reason=reason, unanswered=unanswered)  # fmt: skip
+    return RobotsEntry(
+        UNREACHABLE,
+        fetched_at=now,
+        tries=tries,
+        retry_at=now + wait,
+        reason=reason,
+        unanswered=unanswered,
+    )
 
 
 def unavailable(reason: str, now: float) -> RobotsEntry:
@@ -175,8 +200,11 @@ def compact_rules(text: str, user_agent: str) -> str:
         if parsed is None:
             continue
         field, value = parsed
-        if field in _USER_AGENT_DIRECTIVE and previous is not None \
-                and previous not in _USER_AGENT_DIRECTIVE:  # fmt: skip
+        if (
+            field in _USER_AGENT_DIRECTIVE
+            and previous is not None
+            and previous not in _USER_AGENT_DIRECTIVE
+        ):
             agents = []
         if field not in _SITE_WIDE_DIRECTIVES:
             previous = field

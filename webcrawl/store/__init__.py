@@ -33,5 +33,7 @@ def open_store(url: str) -> Store:
         from webcrawl.store.hbase import HBaseStore
 
         return HBaseStore(url)
-    raise ValueError(f"WEBCRAWL_STORE_URL: unsupported store {url!r} "
-                     "(supported: sqlite:///PATH, hbase://HOST:PORT?...)")  # fmt: skip
+    raise ValueError(
+        f"WEBCRAWL_STORE_URL: unsupported store {url!r} "
+        "(supported: sqlite:///PATH, hbase://HOST:PORT?...)"
+    )

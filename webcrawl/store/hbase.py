@@ -77,8 +77,7 @@ T = TypeVar("T")
 WEBTABLE = "webpage"
 FAILPATHS = "failpaths"
 # family -> options; one version each, as Nutch's gora-hbase-mapping.xml
-WEBTABLE_FAMILIES = {"f": {"max_versions": 1}, "p": {"max_versions": 1},
-                     "h": {"max_versions": 1}}  # fmt: skip
+WEBTABLE_FAMILIES = {"f": {"max_versions": 1}, "p": {"max_versions": 1}, "h": {"max_versions": 1}}
 FAILPATH_FAMILIES = {"c": {"max_versions": 1}}
 COUNTERS = "counters"
 COUNTER_FAMILIES = {"c": {"max_versions": 1}}
@@ -99,8 +98,12 @@ FRONTIER_TIME = 1
 # the store's id, in a row of the frontier table no cold key can have (they start with
 # "<crawl>/") and a column no frontier scan reads
 STORE_ID = (b"/store-id", b"e:id")
-TABLES = ((WEBTABLE, WEBTABLE_FAMILIES), (FAILPATHS, FAILPATH_FAMILIES),
-          (COUNTERS, COUNTER_FAMILIES), (FRONTIER, FRONTIER_FAMILIES))  # fmt: skip
+TABLES = (
+    (WEBTABLE, WEBTABLE_FAMILIES),
+    (FAILPATHS, FAILPATH_FAMILIES),
+    (COUNTERS, COUNTER_FAMILIES),
+    (FRONTIER, FRONTIER_FAMILIES),
+)
 # HBase's table names: [namespace:]qualifier, qualifier of letters, digits, _ - .
 # (TableName.isLegalTableQualifierName); happybase adds "<prefix>_" before ours
 _PREFIX = re.compile(r"(?:[A-Za-z0-9_]+:)?[A-Za-z0-9_][A-Za-z0-9_.-]*")
@@ -239,22 +242,35 @@ def parse_hbase_url(url: str) -> dict[str, Any]:
     if parts.scheme != "hbase" or not parts.hostname:
         raise ValueError(f"WEBCRAWL_STORE_URL: expected hbase://HOST[:PORT][?...], got {url!r}")
     query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-    known = {"table_prefix", "transport", "protocol", "pool_size", "timeout", "batch_size",
-             "batch_bytes", "retries"}  # fmt: skip
+    known = {
+        "table_prefix",
+        "transport",
+        "protocol",
+        "pool_size",
+        "timeout",
+        "batch_size",
+        "batch_bytes",
+        "retries",
+    }
     unknown = sorted(set(query) - known)
     if unknown:
-        raise ValueError(f"WEBCRAWL_STORE_URL: unknown hbase option(s) {', '.join(unknown)} "
-                         f"(known: {', '.join(sorted(known))})")  # fmt: skip
+        raise ValueError(
+            f"WEBCRAWL_STORE_URL: unknown hbase option(s) {', '.join(unknown)} "
+            f"(known: {', '.join(sorted(known))})"
+        )
     try:
         port = parts.port or 9090
     except ValueError:
-        raise ValueError(f"WEBCRAWL_STORE_URL: the port of {url!r} is not a port number "
-                         "(1-65535)") from None  # fmt: skip
+        raise ValueError(
+            f"WEBCRAWL_STORE_URL: the port of {url!r} is not a port number (1-65535)"
+        ) from None
     prefix = query.get("table_prefix") or None
     if prefix is not None and (not _PREFIX.fullmatch(prefix) or len(prefix) > 200):
-        raise ValueError(f"WEBCRAWL_STORE_URL: table_prefix {prefix!r} is not a legal HBase "
-                         "table name ([namespace:]name of letters, digits, '_', '-', '.', "
-                         "not starting with '-' or '.', at most 200 characters)")  # fmt: skip
+        raise ValueError(
+            f"WEBCRAWL_STORE_URL: table_prefix {prefix!r} is not a legal HBase "
+            "table name ([namespace:]name of letters, digits, '_', '-', '.', "
+            "not starting with '-' or '.', at most 200 characters)"
+        )
     opts: dict[str, Any] = {
         "host": parts.hostname,
         "port": port,
@@ -263,14 +279,20 @@ def parse_hbase_url(url: str) -> dict[str, Any]:
         "protocol": query.get("protocol", "binary"),
     }
     if opts["transport"] not in ("buffered", "framed"):
-        raise ValueError(f"WEBCRAWL_STORE_URL: transport must be buffered or framed, "
-                         f"got {opts['transport']!r}")  # fmt: skip
+        raise ValueError(
+            f"WEBCRAWL_STORE_URL: transport must be buffered or framed, got {opts['transport']!r}"
+        )
     if opts["protocol"] not in ("binary", "compact"):
-        raise ValueError(f"WEBCRAWL_STORE_URL: protocol must be binary or compact, "
-                         f"got {opts['protocol']!r}")  # fmt: skip
-    for name, kind, default in (("pool_size", int, 4), ("timeout", float, 30.0),
-                                ("batch_size", int, 1000), ("batch_bytes", int, 1 << 20),
-                                ("retries", int, 4)):  # fmt: skip
+        raise ValueError(
+            f"WEBCRAWL_STORE_URL: protocol must be binary or compact, got {opts['protocol']!r}"
+        )
+    for name, kind, default in (
+        ("pool_size", int, 4),
+        ("timeout", float, 30.0),
+        ("batch_size", int, 1000),
+        ("batch_bytes", int, 1 << 20),
+        ("retries", int, 4),
+    ):
         raw = query.get(name)
         try:
             value = kind(raw) if raw is not None else default
@@ -291,8 +313,14 @@ def _retryable() -> tuple[type[BaseException], ...]:
     from thriftpy2.protocol.exc import TProtocolException
     from thriftpy2.transport import TTransportException
 
-    return (TTransportException, HBaseIOError, OSError, NoConnectionsAvailable,
-            TProtocolException, _cybin_error())  # fmt: skip
+    return (
+        TTransportException,
+        HBaseIOError,
+        OSError,
+        NoConnectionsAvailable,
+        TProtocolException,
+        _cybin_error(),
+    )
 
 
 def _cybin_error() -> type[BaseException]:
@@ -377,8 +405,15 @@ class HBaseStore(Store):
                 if final or attempt + 1 >= attempts:
                     raise StoreError(f"{self.url}: {what} failed: {_describe(exc)}") from exc
                 delay = min(5.0, 0.2 * 2**attempt)
-                logger.warning("%s: %s failed (%s); retry %d/%d in %.1fs", self.url, what,
-                               _describe(exc), attempt + 1, attempts - 1, delay)  # fmt: skip
+                logger.warning(
+                    "%s: %s failed (%s); retry %d/%d in %.1fs",
+                    self.url,
+                    what,
+                    _describe(exc),
+                    attempt + 1,
+                    attempts - 1,
+                    delay,
+                )
                 time.sleep(delay)
         raise AssertionError("unreachable")
 
@@ -392,10 +427,14 @@ class HBaseStore(Store):
 
                 o = self.options
                 self._pool = happybase.ConnectionPool(
-                    size=o["pool_size"], host=o["host"], port=o["port"],
-                    timeout=int(o["timeout"] * 1000), table_prefix=o["table_prefix"],
-                    transport=o["transport"], protocol=o["protocol"],
-                )  # fmt: skip
+                    size=o["pool_size"],
+                    host=o["host"],
+                    port=o["port"],
+                    timeout=int(o["timeout"] * 1000),
+                    table_prefix=o["table_prefix"],
+                    transport=o["transport"],
+                    protocol=o["protocol"],
+                )
             if not self._ready:
                 with self._pool.connection(timeout=self.options["timeout"]) as conn:
                     try:
@@ -435,8 +474,7 @@ class HBaseStore(Store):
                 self._probe()  # a short timeout: a transport mismatch can hang a call
                 self._connect()
                 if logged:
-                    logger.info("%s answers, after %.0f s", self._where(),
-                                time.monotonic() - began)  # fmt: skip
+                    logger.info("%s answers, after %.0f s", self._where(), time.monotonic() - began)
                 return
             except _failures() as exc:
                 self._reset_pool()
@@ -450,9 +488,12 @@ class HBaseStore(Store):
                         f"within {wait:.0f} s (WEBCRAWL_STORE_CONNECT_WAIT): {_describe(exc)}"
                     ) from exc
                 if not logged or waited - logged >= 30:
-                    logger.warning("%s does not answer (%s); waiting for it, at most %.0f s "
-                                   "more", self._where(), _describe(exc),
-                                   wait - waited)  # fmt: skip
+                    logger.warning(
+                        "%s does not answer (%s); waiting for it, at most %.0f s more",
+                        self._where(),
+                        _describe(exc),
+                        wait - waited,
+                    )
                     logged = max(waited, 1e-9)
                 time.sleep(min(2.0, max(0.0, wait - waited)))
 
@@ -497,9 +538,13 @@ class HBaseStore(Store):
             message = _describe(exc)
             final = not isinstance(exc, HBaseIOError) or any(
                 refused in message
-                for refused in ("NamespaceNotFoundException", "IllegalArgumentException",
-                                "Illegal character", "AccessDeniedException")
-            )  # fmt: skip
+                for refused in (
+                    "NamespaceNotFoundException",
+                    "IllegalArgumentException",
+                    "Illegal character",
+                    "AccessDeniedException",
+                )
+            )
             return f"{self._where()} refused: {message}" if final else None
         refused = isinstance(exc, TTransportException) and exc.type == TTransportException.NOT_OPEN
         if refused or isinstance(exc, ConnectionRefusedError):
@@ -507,13 +552,17 @@ class HBaseStore(Store):
         spoken = self._spoken()
         mine = (self.options["transport"], self.options["protocol"])
         if spoken and spoken != mine:
-            return (f"{self._where()} speaks {spoken[0]}+{spoken[1]}, not "
-                    f"{mine[0]}+{mine[1]} ({_describe(exc)}): add "
-                    f"transport={spoken[0]}&protocol={spoken[1]} to the URL")  # fmt: skip
+            return (
+                f"{self._where()} speaks {spoken[0]}+{spoken[1]}, not "
+                f"{mine[0]}+{mine[1]} ({_describe(exc)}): add "
+                f"transport={spoken[0]}&protocol={spoken[1]} to the URL"
+            )
         if spoken is None and not isinstance(exc, TTransportException | OSError):
-            return (f"what listens at {self.options['host']}:{self.options['port']} does not "
-                    f"answer as a Thrift1 server ({_describe(exc)}): is it HBase's Thrift "
-                    "server (hbase thrift start), not its Thrift2 or REST server?")  # fmt: skip
+            return (
+                f"what listens at {self.options['host']}:{self.options['port']} does not "
+                f"answer as a Thrift1 server ({_describe(exc)}): is it HBase's Thrift "
+                "server (hbase thrift start), not its Thrift2 or REST server?"
+            )
         return None
 
     def _spoken(self) -> tuple[str, str] | None:
@@ -531,8 +580,9 @@ class HBaseStore(Store):
 
     def put_pages(self, rows: Sequence[Row]) -> None:
         latest = {row["key"]: row for row in rows}  # a key written twice: the last one
-        mutations = [(key.encode("utf-8", "surrogatepass"), encode_row(row))
-                     for key, row in latest.items()]  # fmt: skip
+        mutations = [
+            (key.encode("utf-8", "surrogatepass"), encode_row(row)) for key, row in latest.items()
+        ]
 
         limit = self.options["batch_bytes"]
 
@@ -557,8 +607,10 @@ class HBaseStore(Store):
         try:
             if self._unsettled:
                 new += self._settle()
-            marked = self._call("reading row markers", lambda conn: {
-                key for key, _ in conn.table(WEBTABLE).rows(keys, columns=[MARKER])})  # fmt: skip
+            marked = self._call(
+                "reading row markers",
+                lambda conn: {key for key, _ in conn.table(WEBTABLE).rows(keys, columns=[MARKER])},
+            )
         except StoreError as exc:
             logger.info("Page count of %d rows settled later: %s", len(keys), exc)
             for key in keys:
@@ -578,8 +630,10 @@ class HBaseStore(Store):
         column = ROWS_COUNTER[1] + b":" + self._ledger
         value = _LONG.pack(self._counted)
         try:
-            self._call("saving the page count", lambda conn: conn.table(COUNTERS).put(
-                ROWS_COUNTER[0], {column: value}))  # fmt: skip
+            self._call(
+                "saving the page count",
+                lambda conn: conn.table(COUNTERS).put(ROWS_COUNTER[0], {column: value}),
+            )
             self._counted_unsaved = False
         except StoreError as exc:
             self._counted_unsaved = True
@@ -604,8 +658,10 @@ class HBaseStore(Store):
         pending, self._unsettled = self._unsettled, {}
         keys = list(pending)
         try:
-            found = self._call("reading row markers", lambda conn: dict(
-                conn.table(WEBTABLE).rows(keys, columns=[MARKER])))  # fmt: skip
+            found = self._call(
+                "reading row markers",
+                lambda conn: dict(conn.table(WEBTABLE).rows(keys, columns=[MARKER])),
+            )
         except StoreError:
             self._unsettled = pending | self._unsettled
             raise
@@ -627,8 +683,9 @@ class HBaseStore(Store):
         wanted = [k.encode("utf-8") for k in dict.fromkeys(keys)]
         if not wanted:
             return {}
-        found = self._call(f"reading {len(wanted)} rows",
-                           lambda conn: conn.table(WEBTABLE).rows(wanted))  # fmt: skip
+        found = self._call(
+            f"reading {len(wanted)} rows", lambda conn: conn.table(WEBTABLE).rows(wanted)
+        )
         return {k.decode("utf-8"): decode_row(k, cells) for k, cells in found}
 
     def scan_pages(self, prefix: str = "", limit: int | None = None) -> Iterator[Row]:
@@ -658,23 +715,28 @@ class HBaseStore(Store):
         """The rows counted as they were first written: one row read, no scan (its
         columns are the stores' totals; family ``c``, as ``c:`` is an empty qualifier)."""
         row, column = ROWS_COUNTER
-        cells = self._call("reading the page count", lambda conn: conn.table(COUNTERS).row(
-            row, columns=[b"c"]))  # fmt: skip
-        return sum(_LONG.unpack(v)[0] for c, v in cells.items()
-                   if c.startswith(column) and len(v) == 8)  # fmt: skip
+        cells = self._call(
+            "reading the page count", lambda conn: conn.table(COUNTERS).row(row, columns=[b"c"])
+        )
+        return sum(
+            _LONG.unpack(v)[0] for c, v in cells.items() if c.startswith(column) and len(v) == 8
+        )
 
     # -- the failpaths table ------------------------------------------------------------
 
     def failpath_row(self, site: str) -> dict[str, int]:
-        cells = self._call(f"reading failpaths of {site}",
-                           lambda conn: conn.table(FAILPATHS).row(site.encode()))  # fmt: skip
+        cells = self._call(
+            f"reading failpaths of {site}", lambda conn: conn.table(FAILPATHS).row(site.encode())
+        )
         return _counts(cells)
 
     def failpath_rows(self, prefix: str = "") -> Iterator[tuple[str, dict[str, int]]]:
         start = prefix.encode()
         stop = _prefix_stop(start) if prefix else None
-        rows = self._call("scanning failpaths", lambda conn: list(
-            conn.table(FAILPATHS).scan(row_start=start, row_stop=stop)))  # fmt: skip
+        rows = self._call(
+            "scanning failpaths",
+            lambda conn: list(conn.table(FAILPATHS).scan(row_start=start, row_stop=stop)),
+        )
         for key, cells in rows:
             counts = _counts(cells)
             if counts:
@@ -691,11 +753,13 @@ class HBaseStore(Store):
         return max(self._increment(what, FAILPATHS, row, col, int(delta)), 0)
 
     def _increment(self, what: str, table: str, row: bytes, col: bytes, delta: int) -> int:
-        return int(self._call(
-            what,
-            lambda conn: conn.table(table).counter_inc(row, col, delta),
-            idempotent=False,  # a lost reply may hide a done increment: never retried
-        ))  # fmt: skip
+        return int(
+            self._call(
+                what,
+                lambda conn: conn.table(table).counter_inc(row, col, delta),
+                idempotent=False,  # a lost reply may hide a done increment: never retried
+            )
+        )
 
     def _subtract(self, site: str, row: bytes, col: bytes, amount: int) -> int:
         """Subtract ``amount`` (> 0) from a count, which ends at 0 when it would go below.
@@ -720,14 +784,17 @@ class HBaseStore(Store):
         ``columns=None`` (an operator's clear) deletes the row."""
         row = site.encode()
         if columns is None:
-            self._call(f"deleting failpaths of {site}",
-                       lambda conn: conn.table(FAILPATHS).delete(row))  # fmt: skip
+            self._call(
+                f"deleting failpaths of {site}", lambda conn: conn.table(FAILPATHS).delete(row)
+            )
             return
         cols = [b"c:" + c.encode() for c in columns]
         if not cols:
             return
-        current = self._call(f"reading failpaths of {site}",
-                             lambda conn: conn.table(FAILPATHS).row(row, columns=cols))  # fmt: skip
+        current = self._call(
+            f"reading failpaths of {site}",
+            lambda conn: conn.table(FAILPATHS).row(row, columns=cols),
+        )
         for level, value in _counts(current).items():
             self._subtract(site, row, b"c:" + level.encode(), value)
 
@@ -753,8 +820,15 @@ class HBaseStore(Store):
 
         def scan(conn: Any) -> list[tuple[bytes, dict[bytes, bytes]]]:
             table = conn.table(FRONTIER)
-            return list(table.scan(row_start=start, row_stop=stop, limit=n,
-                                   batch_size=min(n, 1000), columns=[ENTRY]))  # fmt: skip
+            return list(
+                table.scan(
+                    row_start=start,
+                    row_stop=stop,
+                    limit=n,
+                    batch_size=min(n, 1000),
+                    columns=[ENTRY],
+                )
+            )
 
         rows = self._call(f"scanning the frontier at {prefix!r}", scan)
         return [(key.decode(), cells[ENTRY]) for key, cells in rows if ENTRY in cells]
@@ -788,8 +862,12 @@ class HBaseStore(Store):
             from Hbase_thrift import Mutation
 
             mine = Mutation(column=column, value=uuid.uuid4().hex.encode())
-            self._call("recording the store's id", lambda conn: conn.client.checkAndPut(
-                conn.table(FRONTIER).name, row, column, None, mine, {}))  # fmt: skip
+            self._call(
+                "recording the store's id",
+                lambda conn: conn.client.checkAndPut(
+                    conn.table(FRONTIER).name, row, column, None, mine, {}
+                ),
+            )
             found = self._call("reading the store's id", read)
             if found is None:
                 raise StoreError(f"{self.url}: the store's id was recorded but reads as absent")
@@ -804,16 +882,19 @@ class HBaseStore(Store):
 
         disabled = self._call("checking the tables", check)
         if disabled:
-            raise StoreError(f"{self.url}: table(s) {', '.join(disabled)} disabled: "
-                             "no writes possible")  # fmt: skip
+            raise StoreError(
+                f"{self.url}: table(s) {', '.join(disabled)} disabled: no writes possible"
+            )
 
     def close(self) -> None:
         if self._unsettled and self._pool is not None:
             self._count_new([])  # the markers still unsettled, read back once more
             if self._unsettled:
-                logger.warning("The page count may be %d short: the markers of %s could "
-                               "not be settled", len(self._unsettled),
-                               list(self._unsettled)[:5])  # fmt: skip
+                logger.warning(
+                    "The page count may be %d short: the markers of %s could not be settled",
+                    len(self._unsettled),
+                    list(self._unsettled)[:5],
+                )
         with self._lock:
             pool, self._pool, self._ready = self._pool, None, False
             self._closed = True
@@ -833,8 +914,11 @@ def _close_pool(pool: Any) -> None:
 
 def _counts(cells: dict[bytes, bytes]) -> dict[str, int]:
     """Level -> count of a failpaths row; a counter at 0 or below is a cleared one (absent)."""
-    counts = {col[2:].decode(): _LONG.unpack(v)[0] for col, v in cells.items()
-              if col.startswith(b"c:") and len(v) == 8}  # fmt: skip
+    counts = {
+        col[2:].decode(): _LONG.unpack(v)[0]
+        for col, v in cells.items()
+        if col.startswith(b"c:") and len(v) == 8
+    }
     return {level: n for level, n in counts.items() if n > 0}
 
 

@@ -74,13 +74,16 @@ class SQLiteStore(Store):
         rest = url[len(prefix) :] if url.startswith(prefix) else ""
         path, _, query = rest.partition("?")
         if not path:
-            raise ValueError(f"WEBCRAWL_STORE_URL: expected sqlite:///PATH[?timeout=SECONDS], "
-                             f"got {url!r}")  # fmt: skip
+            raise ValueError(
+                f"WEBCRAWL_STORE_URL: expected sqlite:///PATH[?timeout=SECONDS], got {url!r}"
+            )
         options = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
         unknown = sorted(set(options) - {"timeout"})
         if unknown:
-            raise ValueError(f"WEBCRAWL_STORE_URL: unknown sqlite option(s) {', '.join(unknown)} "
-                             "(known: timeout)")  # fmt: skip
+            raise ValueError(
+                f"WEBCRAWL_STORE_URL: unknown sqlite option(s) {', '.join(unknown)} "
+                "(known: timeout)"
+            )
         timeout = cls.DEFAULT_TIMEOUT
         if "timeout" in options:
             try:
@@ -88,8 +91,10 @@ class SQLiteStore(Store):
             except ValueError:
                 timeout = math.nan
             if not (math.isfinite(timeout) and timeout >= 0):
-                raise ValueError(f"WEBCRAWL_STORE_URL: timeout must be a number of seconds "
-                                 f">= 0, got {options['timeout']!r}")  # fmt: skip
+                raise ValueError(
+                    f"WEBCRAWL_STORE_URL: timeout must be a number of seconds "
+                    f">= 0, got {options['timeout']!r}"
+                )
         return cls(path, busy_timeout=timeout)
 
     @contextmanager
@@ -241,21 +246,30 @@ class SQLiteStore(Store):
             if columns is None:
                 conn.execute("DELETE FROM failpaths WHERE site = ?", (site,))
             else:
-                conn.executemany("DELETE FROM failpaths WHERE site = ? AND level = ?",
-                                 [(site, c) for c in columns])  # fmt: skip
+                conn.executemany(
+                    "DELETE FROM failpaths WHERE site = ? AND level = ?",
+                    [(site, c) for c in columns],
+                )
 
     def frontier_put(self, entries: Sequence[tuple[str, bytes]]) -> None:
         with self._errors(f"writing {len(entries)} frontier entries"), self._conn() as conn:
-            conn.executemany("INSERT OR REPLACE INTO frontier (key, entry) VALUES (?, ?)",
-                             [(k, bytes(e)) for k, e in entries])  # fmt: skip
+            conn.executemany(
+                "INSERT OR REPLACE INTO frontier (key, entry) VALUES (?, ?)",
+                [(k, bytes(e)) for k, e in entries],
+            )
 
     def frontier_scan(self, prefix: str, limit: int) -> list[tuple[str, bytes]]:
         if limit <= 0:
             return []
         with self._errors(f"scanning the frontier at {prefix!r}"):
-            return [(k, bytes(e)) for k, e in self._conn().execute(
-                "SELECT key, entry FROM frontier WHERE key >= ? AND key < ? ORDER BY key "
-                "LIMIT ?", (prefix, prefix + "\U0010ffff", int(limit)))]  # fmt: skip
+            return [
+                (k, bytes(e))
+                for k, e in self._conn().execute(
+                    "SELECT key, entry FROM frontier WHERE key >= ? AND key < ? ORDER BY key "
+                    "LIMIT ?",
+                    (prefix, prefix + "\U0010ffff", int(limit)),
+                )
+            ]
 
     def frontier_delete(self, keys: Sequence[str]) -> None:
         with self._errors(f"deleting {len(keys)} frontier entries"), self._conn() as conn:
@@ -265,8 +279,10 @@ class SQLiteStore(Store):
         """Kept in the file's ``meta`` table (row ``store_id``): the first writer's id wins."""
         if self._identity is None:
             with self._errors("reading the store's id"), self._conn() as conn:
-                conn.execute("INSERT OR IGNORE INTO meta (name, value) VALUES ('store_id', ?)",
-                             (uuid.uuid4().hex,))  # fmt: skip
+                conn.execute(
+                    "INSERT OR IGNORE INTO meta (name, value) VALUES ('store_id', ?)",
+                    (uuid.uuid4().hex,),
+                )
                 ((self._identity,),) = conn.execute(
                     "SELECT value FROM meta WHERE name = 'store_id'"
                 ).fetchall()

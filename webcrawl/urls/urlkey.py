@@ -58,8 +58,20 @@ def canonical_url(url: str) -> str:
 
 # Query and path parameters that carry a session (Java's jsessionid, PHP's PHPSESSID,
 # ColdFusion's CFID/CFTOKEN, ASP's ASPSESSIONID<x>, ...): one page, one URL.
-SESSION_PARAMS = frozenset({"jsessionid", "phpsessid", "sid", "sessionid", "session_id",
-                            "sessid", "cfid", "cftoken", "zenid", "oscsid"})  # fmt: skip
+SESSION_PARAMS = frozenset(
+    {
+        "jsessionid",
+        "phpsessid",
+        "sid",
+        "sessionid",
+        "session_id",
+        "sessid",
+        "cfid",
+        "cftoken",
+        "zenid",
+        "oscsid",
+    }
+)
 # ASP.NET's cookieless sessions: a path segment like (S(kdh3ocbq5ydfa42mm5rm0zuy))
 _ASPNET_SESSION = re.compile(r"^\((?:[A-Z]\([^()/]*\))+\)$")
 
