@@ -32,19 +32,21 @@ ROBOTSTXT_UNREACHABLE_TRIES = 3
 # Scrapy's retry middleware, replaced by ours: retries go back to the frontier
 # with back-off instead of being retried at once by the same worker.
 DOWNLOADER_MIDDLEWARES = {
+    # Scrapy's own, replaced by ours (robots.txt in the frontier; retries through it)
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
-    "middlewares.revisit.RevisitPrecheckMiddleware": 90,
-    "middlewares.robotstxt.RobotsTxtMiddleware": 100,
-    "middlewares.robotstxt.RobotsTxtLimitMiddleware": 595,
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
+    # in priority order: fails the request that records a refused queue entry's page,
+    # before all others
+    "middlewares.entries.RefusedEntryMiddleware": 10,
+    "middlewares.revisit.RevisitPrecheckMiddleware": 90,
+    "middlewares.failpath.FailPathMiddleware": 95,
+    "middlewares.robotstxt.RobotsTxtMiddleware": 100,
     "middlewares.retry.FrontierRetryMiddleware": 550,
     "middlewares.adaptive_delay.AdaptiveDelayMiddleware": 560,
-    "middlewares.failpath.FailPathMiddleware": 95,
-    # fails the request that records a refused queue entry's page, before all others
-    "middlewares.entries.RefusedEntryMiddleware": 10,
-    "middlewares.politeness.PolitenessMiddleware": 950,
     "middlewares.schemes.SchemeGuardMiddleware": 580,
+    "middlewares.robotstxt.RobotsTxtLimitMiddleware": 595,
     "middlewares.redirects.RedirectLoopMiddleware": 610,
+    "middlewares.politeness.PolitenessMiddleware": 950,
 }
 # Download handlers: Scrapy's HTTP/1.1 handler with the address policy checked on
 # each new connection (handlers/http.py): no fetch reaches a loopback, private,

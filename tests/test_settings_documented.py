@@ -7,7 +7,10 @@ from pathlib import Path
 import scrapy.settings.default_settings as scrapy_defaults
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["webcrawl", "spiders", "middlewares", "pipelines"]
+# every package of the repository (tests aside): a component anywhere reads settings
+PACKAGES = sorted(
+    p.parent.name for p in ROOT.glob("*/__init__.py") if p.parent.name not in ("tests",)
+)
 NAME = re.compile(r"^[A-Z][A-Z0-9]*(_[A-Z0-9]+)+$")
 READERS = {
     "get",
@@ -19,6 +22,7 @@ READERS = {
     "getwithbase",
     "positive_int",
     "positive_float",
+    "non_negative_int",
     "non_negative_float",
     "choice",
 }
@@ -45,8 +49,11 @@ def settings_read() -> dict[str, str]:
 
 
 def _environ(func: ast.expr) -> bool:
-    """``os.environ.get(...)``: an environment variable (JAVA_HOME ...), not a setting."""
+    """``os.environ.get(...)`` or a WSGI ``environ.get(...)``: an environment variable
+    (JAVA_HOME, HTTP_HOST ...), not a setting."""
     owner = getattr(func, "value", None)
+    if isinstance(owner, ast.Name):
+        return owner.id == "environ"
     return isinstance(owner, ast.Attribute) and owner.attr == "environ"
 
 
@@ -113,3 +120,12 @@ def test_consoles_that_run_code_are_off():
 
     assert base.TELNETCONSOLE_ENABLED is False
     assert base.REMOTE_CONTROL_ENABLED is False
+
+
+def test_components_are_listed_in_priority_order():
+    """Read top to bottom, the lists say the order Scrapy runs them in."""
+    from settings import base
+
+    for name in ("DOWNLOADER_MIDDLEWARES", "SPIDER_MIDDLEWARES", "ITEM_PIPELINES", "EXTENSIONS"):
+        orders = [order for order in getattr(base, name, {}).values() if order is not None]
+        assert orders == sorted(orders), name
