@@ -220,9 +220,10 @@ FRONTIER_REVISIT_HORIZON = 86400.0
 # traps/host_budget, and `webcrawl status` lists the host.  Revisits do not count.
 # 0: no limit.
 FRONTIER_MAX_PAGES_PER_HOST = 100_000
-# Times a failed request (connection error, DNS error, timeout, RETRY_HTTP_CODES)
-# goes back to the queue before it is recorded as failed.
-FRONTIER_RETRY_TIMES = 3
+# Scrapy's RETRY_TIMES (its default: 2): times a failed request (connection error, DNS
+# error, timeout, RETRY_HTTP_CODES) goes back to the queue, after FRONTIER_RETRY_BACKOFF,
+# before it is recorded as failed (middlewares/retry.py).
+RETRY_TIMES = 3
 # Seconds before the first retry; doubled for each further one (1, 2, 4 s).
 FRONTIER_RETRY_BACKOFF = 1.0
 # Requests popped per Redis round trip (at most 20), leased and handed to the

@@ -33,7 +33,7 @@ def test_dead_directory_is_dropped_and_recovered_host_comes_back(tmp_path):
     # a link counts one failure, after its retry; a directory is dead after HEIGHTEN + 1
     settings = (
         "FAILPATH_HEIGHTEN=2",
-        "FRONTIER_RETRY_TIMES=1",
+        "RETRY_TIMES=1",
         "FAILPATH_PROBE_INTERVAL=2",
         "FRONTIER_HOST_DELAY=0.2",
     )
@@ -70,7 +70,7 @@ def test_dead_directory_is_dropped_and_recovered_host_comes_back(tmp_path):
     tried = Counter(
         r["path"] for r in requests if r["host"] == dead_host and r["path"].startswith("/s2/a")
     )
-    # without the filter every dead URL is tried 1 + FRONTIER_RETRY_TIMES times (re-probes,
+    # without the filter every dead URL is tried 1 + RETRY_TIMES times (re-probes,
     # a few sampled links every 2 s, come on top)
     probes = stat(stats, "failpath/probes")
     assert len(dead) >= 6 and sum(tried.values()) - probes < 2 * len(dead), (tried, dead)
@@ -254,7 +254,7 @@ def stat(log: str, name: str) -> int:
 def test_a_site_with_over_a_quarter_of_its_links_working_is_not_given_up(tmp_path):
     """A dead link counts one failure, after its retries (seed 000 counts per link): 37 %
     of host 0's links work, more than the share 1/(1+FAILPATH_SUCCESS_SCALE) = 25 % under
-    which a site is given up.  Counted per attempt (1 + FRONTIER_RETRY_TIMES failures
+    which a site is given up.  Counted per attempt (1 + RETRY_TIMES failures
     against one success) it was given up.  No directory has more than FAILPATH_HEIGHTEN
     dead links, so none is dropped: every link is tried and the share rule decides."""
     prefixes = ("/s0/sub", "/s1/sub", "/s2/sub", "/s0/a", "/s2/a", "/old/")
@@ -317,7 +317,7 @@ def test_a_re_probe_waits_for_the_one_running(redis_server, redis_client, tmp_pa
                     f"REDIS_URL={redis_server.url}",
                     *FAST,
                     "FAILPATH_PROBE_INTERVAL=3600",
-                    "FRONTIER_RETRY_TIMES=1",
+                    "RETRY_TIMES=1",
                 ),  # dead links fail for good sooner
                 cwd=ROOT,
                 env=crawl_env(),

@@ -179,7 +179,7 @@ def test_failures_are_requeued_with_backoff_then_recorded(tmp_path):
             assert row["kind"] == "failed" and row["status"] == 0, row
             assert "Connection" in row["error"], row["error"]
             assert {s for _, s in attempts} == {0}
-            assert 4 <= len(attempts) <= 8  # 1 + FRONTIER_RETRY_TIMES (+ Twisted's at once)
+            assert 4 <= len(attempts) <= 8  # 1 + RETRY_TIMES (+ Twisted's at once)
             # back-off 0.2 + 0.4 + 0.8 s between the first attempt and the last
             assert attempts[-1][0] - attempts[0][0] >= 1.4, attempts
         else:

@@ -49,7 +49,7 @@ class Page:
     last_modified: str | None = None
     content_length: int | None = None
     redirects: list[str] = field(default_factory=list)  # URLs that redirected here, in order
-    error: str = ""  # kind "failed": why (after FRONTIER_RETRY_TIMES retries)
+    error: str = ""  # kind "failed": why (after RETRY_TIMES retries)
     simhash: str | None = None
     previous_simhash: str | None = None
     distance: int | None = None
