@@ -116,23 +116,20 @@ class RefusedQueueEntry(Exception):
     """The failure of a refused entry's page (its request is never sent)."""
 
 
+def _port_ok(parts: object) -> bool:
+    """Whether a split URL's port is one Request takes (``.port`` raises otherwise)."""
+    try:
+        parts.port  # type: ignore[attr-defined]  # noqa: B018
+    except (ValueError, AttributeError):
+        return False
+    return True
+
+
 # the generic spiders' own callbacks, which their requests name
 _GENERIC_CALLBACKS = {CrawlSpider: {"_callback", "_errback"}, SitemapSpider: {"_parse_sitemap"}}
 # set by Scrapy on every request it downloads (a redirect or a retry copies them): left out
 # quietly, the worker that fetches sets its own
 _SCRAPYS = frozenset({"download_slot", "_auth_proxy", "download_timeout"})
-
-
-def _page_url(url: object) -> str | None:
-    """``url`` when it is an http(s) URL with a host (and a valid port), else None."""
-    if not isinstance(url, str):
-        return None
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises for a port out of range
-    except ValueError:
-        return None
-    return url if parts.scheme.lower() in FETCHED_SCHEMES and parts.hostname else None
 
 
 class EntryCodec:
@@ -252,18 +249,19 @@ class EntryCodec:
         if not isinstance(d, dict) or not isinstance(d.get("url"), str):
             raise RefusedEntry("unreadable", "not a serialised request")
         url = d["url"]
-        try:
+        try:  # (one parse of the URL per entry: this runs for every request popped)
             parts = urlsplit(url)
             scheme, host = parts.scheme.lower(), parts.hostname
         except ValueError:
-            scheme, host = "", None
+            scheme, host, parts = "", None, None
         if scheme not in self.rules.schemes:
             allowed = ", ".join(sorted(self.rules.schemes))
             why = f"URL of scheme {scheme or 'none'!r} (FRONTIER_SCHEMES allows {allowed})"
             raise RefusedEntry("scheme", f"{why}: {url[:200]}")
         if not host:
             raise RefusedEntry("url", f"URL without a host: {url[:200]}")
-        page = _page_url(url)
+        # the page a refusal is recorded for (an http(s) URL Request takes)
+        page = url if scheme in FETCHED_SCHEMES and _port_ok(parts) else None
         self._check_fields(d, url, page)
         ref = d.pop("_ref", None)
         if isinstance(ref, str) and "headers" not in d:
