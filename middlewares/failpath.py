@@ -632,7 +632,7 @@ class FailPathMiddleware:
             self._later(2 * self.cache.ttl + 1, self._send_back_unblocked, frontier, site)
 
     async def _probe_one(self, url: str) -> int:
-        from middlewares.robotstxt import ForbiddenByRobotsTxt  # (it imports this module)
+        from webcrawl.middlewares.robotstxt import ForbiddenByRobotsTxt  # (it imports this module)
 
         request = Request(url, dont_filter=True, meta={"failpath_probe": True, "dont_retry": True})
         try:

@@ -20,7 +20,7 @@ from scrapy.http import Response
 from scrapy.statscollectors import StatsCollector
 from w3lib.url import safe_url_string
 
-from middlewares.schemes import REDIRECTS
+from webcrawl.middlewares.schemes import REDIRECTS
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ header missing or different, an error) lets the GET go ahead.  Servers
 that answer conditional GETs with 304 make this unnecessary; it helps with
 those that ignore If-None-Match and If-Modified-Since.  The HEAD is a request
 to the host like any other: it takes the host's politeness turn (the
-politeness middleware paces it), and a GET that follows takes the next one.
+download handler paces it), and a GET that follows takes the next one.
 
 Stats: ``revisit/head_precheck`` (HEADs sent), ``revisit/head_skipped``.
 """

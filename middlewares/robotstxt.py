@@ -12,7 +12,7 @@ answer, a 503 included, is parsed as if it were the file.
   Each worker keeps what it read (up to 10 000 hosts) until the entry's time is
   up.
 - **Politely.**  The fetch is paced by the frontier like any request to the
-  host (``meta["robots_txt"]``, see middlewares/politeness.py): it takes the
+  host (``meta["robots_txt"]``, see webcrawl/handlers/politeness.py): it takes the
   host's turn, and the request that needed it waits for the next one.
 - **RFC 9309** (the rules: :mod:`webcrawl.safety.robots`): only the first
   500 KiB are read, after decompression (``RobotsTxtLimitMiddleware`` below);
@@ -27,7 +27,7 @@ answer, a 503 included, is parsed as if it were the file.
 - **No answer at all** (no connection, DNS, or none within the failed-path
   filter's wait) with ``FAILPATH_ENABLED``: the site is dead, not waiting.
   Its requests are dropped with
-  :class:`~middlewares.failpath.SiteUnanswered` (the failed-path filter
+  :class:`~webcrawl.middlewares.failpath.SiteUnanswered` (the failed-path filter
   records the site dead and remembers them), so a crawl does not wait for a
   host that is gone; a failed-path re-probe's requests fetch the file again
   at once, and a site that answers gets its URLs back.  A failure while Redis
@@ -63,9 +63,9 @@ from twisted.internet import reactor, task
 from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
 
-from middlewares.failpath import FAILURES, FailPathMiddleware, SiteUnanswered
 from webcrawl.frontier.lock import RedisLock
 from webcrawl.frontier.redisconn import RoundTrips
+from webcrawl.middlewares.failpath import FAILURES, FailPathMiddleware, SiteUnanswered
 from webcrawl.safety import robots
 from webcrawl.settings_check import positive_float, positive_int
 

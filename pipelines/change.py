@@ -11,7 +11,7 @@ content.
 A row that could not be read is not a missing row: the pages of a failed
 read raise :class:`~webcrawl.frontier.requeue.Requeue` (nothing is written for them,
 their requests go back to the frontier) and the worker pauses until the
-store answers (:mod:`pipelines.outage`).  A 304 for a page whose content is
+store answers (:mod:`webcrawl.pipelines.outage`).  A 304 for a page whose content is
 not stored (:func:`webcrawl.incremental.change.holds_content`) writes nothing either:
 the page is fetched again at once, without conditional headers.
 
@@ -35,10 +35,10 @@ from twisted.internet.defer import Deferred
 from twisted.internet.threads import deferToThreadPool
 from twisted.python.threadpool import ThreadPool
 
-from pipelines.outage import StoreOutage
 from webcrawl.frontier.requeue import Requeue
 from webcrawl.incremental.change import NoStoredContent, compare
 from webcrawl.page import Page
+from webcrawl.pipelines.outage import StoreOutage
 from webcrawl.settings_check import non_negative_float, non_negative_int, positive_int
 from webcrawl.store import Row, Store, open_store, store_url_from_settings
 from webcrawl.urls.urlkey import url_to_key

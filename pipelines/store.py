@@ -10,7 +10,7 @@ retried ``WEBCRAWL_STORE_RETRY_TIMES`` times with back-off; a batch that
 still fails is not acknowledged: its items raise
 :class:`~webcrawl.frontier.requeue.Requeue`, so their requests go back to the
 frontier, and the worker pauses its fetches until the store accepts writes
-again (:mod:`pipelines.outage`).  While it is paused, batches are tried once,
+again (:mod:`webcrawl.pipelines.outage`).  While it is paused, batches are tried once,
 without the back-off.  Counted: ``store/requeued_rows``; logged once per
 outage.  Closing the spider waits for every buffered row.
 """
@@ -29,9 +29,9 @@ from twisted.internet.defer import Deferred, DeferredList
 from twisted.internet.threads import deferToThreadPool
 from twisted.python.threadpool import ThreadPool
 
-from pipelines.outage import StoreOutage
 from webcrawl.frontier.requeue import Requeue
 from webcrawl.page import store_row
+from webcrawl.pipelines.outage import StoreOutage
 from webcrawl.settings_check import non_negative_float, positive_float, positive_int
 from webcrawl.store import Store, StoreError, open_store, store_url_from_settings
 

@@ -1,7 +1,7 @@
 """Profile for a cluster of workers sharing one Redis.
 
     export REDIS_URL=redis://redis.internal:6379/0
-    SCRAPY_SETTINGS_MODULE=settings.cluster scrapy crawl web -a seeds=seeds.txt
+    SCRAPY_SETTINGS_MODULE=webcrawl.settings.cluster scrapy crawl web -a seeds=seeds.txt
 
 Every worker needs the same REDIS_URL and the same store (WEBCRAWL_STORE_URL: HBase
 on several machines): a worker whose store is not the crawl's is refused at start.
@@ -9,7 +9,7 @@ on several machines): a worker whose store is not the crawl's is refused at star
 
 import os
 
-from settings.base import *  # noqa: F403
+from webcrawl.settings.base import *  # noqa: F403
 
 REDIS_URL = os.environ.get("REDIS_URL") or None
 # Workers on several machines cannot share an embedded Redis: fail at start

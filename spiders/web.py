@@ -12,7 +12,6 @@ link, so a page linking back to a seed does not fetch it again.
 
 from __future__ import annotations
 
-import base64
 import logging
 import os
 import time
@@ -23,16 +22,13 @@ from redis.exceptions import RedisError
 from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest
-from scrapy.http import Response, TextResponse
+from scrapy.http import Response
 from scrapy.utils.misc import load_object
-from scrapy.utils.response import get_base_url
 from twisted.internet import task
 from twisted.python.failure import Failure
 
-from webcrawl import extract
 from webcrawl.frontier.known import by_url, url_key, url_key_of
-from webcrawl.links import page_links
-from webcrawl.page import Page
+from webcrawl.page import Page, page_from_response
 from webcrawl.safety.bindings import SeedBindings, bind_seeds
 from webcrawl.safety.policy import address_policy
 from webcrawl.safety.seal import Seal
@@ -49,13 +45,6 @@ from webcrawl.urls.scope import MODES, Scope
 from webcrawl.urls.seeds import parse_seed_lines, read_seeds
 
 logger = logging.getLogger(__name__)
-
-_HTML_TYPES = ("text/html", "application/xhtml+xml")
-
-
-def _header(response: Response, name: str) -> str | None:
-    value = response.headers.get(name)
-    return value.decode("latin-1") if value is not None else None
 
 
 def refused_answer(exc: BaseException) -> tuple[str, str] | None:
@@ -292,45 +281,14 @@ class WebSpider(Spider):
         )
 
     def parse(self, response: Response) -> Iterator[Page | Request]:
-        redirects = [str(u) for u in response.meta.get("redirect_urls", [])]
-        content_type = (_header(response, "Content-Type") or "").split(";")[0].strip().lower()
-        length = _header(response, "Content-Length")
-        page = Page(
-            url=redirects[0] if redirects else response.url,
-            final_url=response.url,
-            status=response.status,
-            fetched_at=time.time(),
-            depth=int(response.meta.get("depth", 0)),
-            kind="html",
-            content_type=content_type,
-            etag=_header(response, "ETag"),
-            last_modified=_header(response, "Last-Modified"),
-            content_length=int(length) if length and length.isdigit() else len(response.body),
-            redirects=redirects,
+        page = page_from_response(
+            response, keep_content=self.keep_content, deny_extensions=self.deny_extensions
         )
-        if response.status == 304:  # a revisit's stored version is current: no parse
-            page.kind = "not_modified"
+        if page.kind != "html" or not 200 <= page.status < 300:  # recorded, not parsed
             yield page
             return
-        if self.keep_content:
-            page.content = base64.b64encode(response.body).decode("ascii")
-        is_html = isinstance(response, TextResponse) and (
-            content_type in _HTML_TYPES or (not content_type and b"<html" in response.body[:1024])
-        )
-        if not is_html or not 200 <= response.status < 300:
-            page.kind = "html" if is_html else "other"
-            yield page
-            return
-        page.title = extract.title(response.selector)
-        page.text = extract.visible_text(response.selector)
         outlinks = []
-        for url in page_links(
-            response.selector.root,
-            response.url,
-            get_base_url(response),
-            response.encoding,
-            deny_extensions=self.deny_extensions,
-        ):
+        for url in page.outlinks:
             trap = self.trap_rules.why(url)
             if trap is not None:  # neither followed nor kept as an outlink
                 self.crawler.stats.inc_value(f"traps/{trap}")

@@ -169,7 +169,7 @@ CONNECT = """
 import sys
 from twisted.internet import reactor
 from twisted.internet.endpoints import TCP4ClientEndpoint
-from handlers.http import GuardedConnectionPool
+from webcrawl.handlers.http import GuardedConnectionPool
 from webcrawl.safety.addresses import AddressPolicy
 
 port, kind = int(sys.argv[1]), sys.argv[2]

@@ -23,7 +23,9 @@ def test_plain_spider_crawls_the_pages_the_web_spider_does(demo, tmp_path):
 
 def test_project_must_be_a_webcrawl_checkout(tmp_path):
     env, cwd = project_env(str(ROOT))
-    assert cwd == ROOT and env["PYTHONPATH"].split(":")[0] == str(ROOT)
+    installed = Path(env["PYTHONPATH"].split(":")[0])
+    assert cwd == ROOT and (installed / "webcrawl" / "spiders" / "web.py").is_file()
+    assert not (installed / "spiders").exists()  # one package, webcrawl
     with pytest.raises(SystemExit, match="not a webcrawl checkout"):
         project_env(str(tmp_path))
 

@@ -67,7 +67,7 @@ def test_full_crawl_stores_every_reachable_page_once(demo, tmp_path):
     assert sorted(i["status"] for i in items if i["status"] != 200) == [404] * 8
 
     # the components we promise, and the consoles we promise are off
-    assert "webcrawl.frontier.scheduler" in log and "pipelines.store.StorePipeline" in log
+    assert "webcrawl.frontier.scheduler" in log and "webcrawl.pipelines.store.StorePipeline" in log
     assert "Telnet console listening" not in log
     assert "TelnetConsole" not in log and "RemoteControl" not in log
     assert " ERROR: " not in log and "Traceback" not in log

@@ -17,12 +17,12 @@ from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.test import get_crawler
 
-from middlewares.failpath import FailPathMiddleware, ProbeTurns
 from webcrawl.demo import demo_server
 from webcrawl.demo.web import DemoWeb
 from webcrawl.failpath import FAIL, SITE, site_of
 from webcrawl.frontier.keys import CrawlKeys
 from webcrawl.frontier.lock import RedisLock
+from webcrawl.middlewares.failpath import FailPathMiddleware, ProbeTurns
 from webcrawl.store import open_store
 
 FAST = ("FAILPATH_MIN_DELAY=0.5", "FAILPATH_MAX_DELAY=1", "FRONTIER_RETRY_BACKOFF=0.2")
@@ -99,7 +99,7 @@ def test_dead_directory_is_dropped_and_recovered_host_comes_back(tmp_path):
 
 @pytest.fixture
 def middleware(tmp_path):
-    from settings import base
+    from webcrawl.settings import base
 
     settings = {k: getattr(base, k) for k in dir(base) if k.isupper()}
     settings.update(WEBCRAWL_DATA_DIR=str(tmp_path), FAILPATH_MIN_DELAY=2, FAILPATH_MAX_DELAY=10)
@@ -180,9 +180,9 @@ def test_robots_txt_gets_the_sites_wait_and_its_silence_makes_the_site_dead(
     from scrapy.exceptions import DownloadTimeoutError
     from twisted.internet import defer
 
-    from middlewares import failpath
-    from middlewares.failpath import SiteUnanswered
     from webcrawl.failpath import ROBOTS
+    from webcrawl.middlewares import failpath
+    from webcrawl.middlewares.failpath import SiteUnanswered
 
     mw = middleware
     site = site_of("http://silent.example/")
@@ -225,7 +225,7 @@ def test_a_read_begun_before_a_recovery_does_not_put_its_dead_levels_back(middle
     into the cache: the site's links would be dropped after it recovered."""
     from twisted.internet import defer
 
-    from middlewares import failpath
+    from webcrawl.middlewares import failpath
 
     mw = middleware
     reads: list[defer.Deferred] = []
@@ -472,9 +472,9 @@ def test_dropped_links_that_nothing_blocks_go_back_and_a_forbidden_sample_answer
     from Redis proves nothing: a later review saw a dead host "recovered" that way)."""
     from twisted.internet import defer
 
-    from middlewares import failpath
-    from middlewares.failpath import Remembered
-    from middlewares.robotstxt import ForbiddenByRobotsTxt
+    from webcrawl.middlewares import failpath
+    from webcrawl.middlewares.failpath import Remembered
+    from webcrawl.middlewares.robotstxt import ForbiddenByRobotsTxt
 
     mw = middleware
     monkeypatch.setattr(

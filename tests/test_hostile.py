@@ -9,9 +9,9 @@ import pytest
 from conftest import ROOT, crawl_cmd, crawl_env
 from scrapy.exceptions import IgnoreRequest
 
-from spiders.web import refused_answer
 from webcrawl.demo import demo_server
 from webcrawl.demo.web import DemoWeb
+from webcrawl.spiders.web import refused_answer
 from webcrawl.store import open_store
 
 pytestmark = pytest.mark.slow

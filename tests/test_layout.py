@@ -2,6 +2,11 @@
 
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_policies_import_no_scrapy_and_no_network_client():
@@ -19,3 +24,17 @@ def test_policies_import_no_scrapy_and_no_network_client():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_one_installed_package_and_every_folder_of_it_listed():
+    """pip installs webcrawl alone: spiders/, middlewares/, pipelines/ and settings/ of the
+    repository go inside it (package-dir), and a new folder is not forgotten."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    packages = config["packages"]
+    assert all(p == "webcrawl" or p.startswith("webcrawl.") for p in packages)
+    mapped = config["package-dir"]
+    folders = {str(p.parent.relative_to(ROOT)) for p in (ROOT / "webcrawl").rglob("__init__.py")}
+    folders |= {f for f in mapped.values() if (ROOT / f / "__init__.py").is_file()}
+    listed = {mapped.get(p, p.replace(".", "/")) for p in packages}
+    assert listed == folders

@@ -14,8 +14,8 @@ from scrapy.http import HtmlResponse
 from scrapy.linkextractors import LinkExtractor
 from scrapy.utils.response import get_base_url
 
-from settings.base import WEBCRAWL_DENY_EXTENSIONS
 from webcrawl.links import LinkResolver, page_links
+from webcrawl.settings.defaults import WEBCRAWL_DENY_EXTENSIONS
 from webcrawl.urls.urlkey import BadURLError, canonical_url
 
 DENY = {f".{e}" for e in WEBCRAWL_DENY_EXTENSIONS}

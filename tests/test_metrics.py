@@ -58,7 +58,7 @@ def test_bad_metrics_settings_fail_at_start_with_their_name(tmp_path):
 def test_a_port_range_all_taken_is_refused_with_the_setting_names():
     from prometheus_client import CollectorRegistry
 
-    from extensions.metrics import serve
+    from webcrawl.extensions.metrics import serve
 
     with socket.socket() as a, socket.socket() as b:
         a.bind(("127.0.0.1", 0))

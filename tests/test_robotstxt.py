@@ -20,7 +20,7 @@ def test_requests_waiting_for_robots_txt_are_checked(slow_demo, tmp_path, middle
     settings = ["CONCURRENT_REQUESTS_PER_DOMAIN=16"]
     if middleware == "stock":  # the control run: Scrapy 2.19's own middleware
         settings.append(
-            'DOWNLOADER_MIDDLEWARES={"middlewares.robotstxt.RobotsTxtMiddleware": null, '
+            'DOWNLOADER_MIDDLEWARES={"webcrawl.middlewares.robotstxt.RobotsTxtMiddleware": null, '
             f'"{STOCK}": 100}}'
         )
     result = run_crawl(seeds, tmp_path / "data", *settings, "DEPTH_LIMIT=1")
@@ -191,9 +191,9 @@ from types import SimpleNamespace  # noqa: E402
 from scrapy import Request  # noqa: E402
 from scrapy.utils.test import get_crawler  # noqa: E402
 
-from middlewares.robotstxt import RobotsTxtMiddleware  # noqa: E402
 from webcrawl.frontier.keys import CrawlKeys  # noqa: E402
 from webcrawl.frontier.lock import RedisLock  # noqa: E402
+from webcrawl.middlewares.robotstxt import RobotsTxtMiddleware  # noqa: E402
 from webcrawl.safety import robots as rules  # noqa: E402
 
 ORIGIN = "http://lock.example:80"
@@ -260,7 +260,7 @@ def test_a_long_robots_fetch_renews_its_lock_and_says_once_when_it_was_lost(redi
     RobotsTxtMiddleware._renew(lock, "x")
     assert lock.deadline > first and redis_client.pttl(lock.key) > 900
     redis_client.delete(lock.key)  # expired
-    with caplog.at_level(logging.WARNING, logger="middlewares.robotstxt"):
+    with caplog.at_level(logging.WARNING, logger="webcrawl.middlewares.robotstxt"):
         RobotsTxtMiddleware._renew(lock, "x")
         RobotsTxtMiddleware._renew(lock, "x")
     assert [r.message for r in caplog.records].count(
@@ -297,7 +297,7 @@ def test_sites_are_dropped_for_no_answer_only_where_the_failed_path_filter_recor
     from scrapy.settings import Settings
     from scrapy.utils.project import get_project_settings
 
-    from middlewares.robotstxt import _failpath_on
+    from webcrawl.middlewares.robotstxt import _failpath_on
 
     project = get_project_settings()
     assert _failpath_on(project)
@@ -306,7 +306,7 @@ def test_sites_are_dropped_for_no_answer_only_where_the_failed_path_filter_recor
     assert not _failpath_on(off)
     removed = Settings(project.copy_to_dict())  # enabled, but its middleware taken out
     middlewares = project.getdict("DOWNLOADER_MIDDLEWARES")
-    middlewares["middlewares.failpath.FailPathMiddleware"] = None
+    middlewares["webcrawl.middlewares.failpath.FailPathMiddleware"] = None
     removed.set("DOWNLOADER_MIDDLEWARES", middlewares)
     assert not _failpath_on(removed)
     # a disabled middleware is not imported (it may not be installed), as Scrapy does
@@ -323,8 +323,8 @@ def test_a_silent_sites_requests_are_dropped_but_an_opted_out_one_waits(redis_cl
     answer is dropped (SiteUnanswered: the filter remembers it); one opted out of the
     filter (``meta["failpath"] = False``) is not the filter's to remember: it waits for
     the file, as RFC 9309 says (found by a review: it was dropped and lost)."""
-    from middlewares.failpath import SiteUnanswered
-    from middlewares.robotstxt import RobotsTxtWait
+    from webcrawl.middlewares.failpath import SiteUnanswered
+    from webcrawl.middlewares.robotstxt import RobotsTxtWait
 
     crawler = get_crawler(
         settings_dict={
@@ -334,7 +334,7 @@ def test_a_silent_sites_requests_are_dropped_but_an_opted_out_one_waits(redis_cl
             "ROBOTSTXT_UNREACHABLE_WAIT": 300.0,
             "ROBOTSTXT_UNREACHABLE_TRIES": 3,
             "FAILPATH_ENABLED": True,
-            "DOWNLOADER_MIDDLEWARES": {"middlewares.failpath.FailPathMiddleware": 95},
+            "DOWNLOADER_MIDDLEWARES": {"webcrawl.middlewares.failpath.FailPathMiddleware": 95},
         }
     )
     mw = RobotsTxtMiddleware(crawler)
@@ -360,7 +360,7 @@ def test_a_silent_sites_requests_are_dropped_but_an_opted_out_one_waits(redis_cl
 def test_a_refusal_says_whether_the_rules_were_fetched_for_the_request(redis_client, monkeypatch):
     """A failed-path re-probe counts a sample robots.txt forbids as an answer only when
     the rules were fetched for it: a copy (up to a day old) says nothing of the host now."""
-    from middlewares.robotstxt import ForbiddenByRobotsTxt
+    from webcrawl.middlewares.robotstxt import ForbiddenByRobotsTxt
 
     async def fetch(origin, previous, request):
         return rules.from_response(

@@ -116,21 +116,24 @@ def test_deploy_two_workers_to_scrapyd(scrapyd, slow_demo, redis_server, redis_c
 
 def test_the_egg_holds_every_package_of_the_project(tmp_path):
     """scrapyd on another machine has only the egg: each package pyproject.toml installs
-    (handlers/ for the download handler, ...) must be in it, with its package data (the
-    frontier's Lua scripts, the monitor's page, HBase's pom.xml)."""
+    (webcrawl.spiders from spiders/, ...) must be in it, under webcrawl alone, with its
+    package data (the frontier's Lua scripts, the monitor's page, HBase's pom.xml)."""
     import zipfile
 
-    from webcrawl.deploy import PACKAGE_DATA, PACKAGES, build_egg
+    from webcrawl.deploy import PACKAGE_DATA, PACKAGE_DIR, PACKAGES, build_egg
 
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    installed = {p.rstrip("*") for p in config["tool"]["setuptools"]["packages"]["find"]["include"]}
-    assert installed == set(PACKAGES)
-    assert config["tool"]["setuptools"]["package-data"] == PACKAGE_DATA
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert config["packages"] == list(PACKAGES)
+    assert config["package-dir"] == PACKAGE_DIR
+    assert config["package-data"] == PACKAGE_DATA
     egg = build_egg(ROOT, tmp_path, "1")
     files = set(zipfile.ZipFile(egg).namelist())
-    assert set(PACKAGES) <= {n.split("/")[0] for n in files}
-    assert "handlers/http.py" in files
+    assert {n.split("/")[0] for n in files} == {"webcrawl", "EGG-INFO"}
+    for package in PACKAGES:
+        assert package.replace(".", "/") + "/__init__.py" in files, package
+    assert "webcrawl/handlers/http.py" in files
+    assert "webcrawl/spiders/web.py" in files
     for package, patterns in PACKAGE_DATA.items():
         folder = ROOT / package.replace(".", "/")
         for pattern in patterns:

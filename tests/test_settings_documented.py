@@ -1,4 +1,4 @@
-"""Every setting a component reads is defined, with a comment, in settings/base.py."""
+"""Every setting a component reads is defined, with a comment, in settings/defaults.py."""
 
 import ast
 import re
@@ -58,8 +58,8 @@ def _environ(func: ast.expr) -> bool:
 
 
 def documented() -> dict[str, bool]:
-    """NAME -> whether the assignment in settings/base.py has a comment above it."""
-    lines = (ROOT / "settings" / "base.py").read_text().splitlines()
+    """NAME -> whether the assignment in settings/defaults.py has a comment above it."""
+    lines = (ROOT / "settings" / "defaults.py").read_text().splitlines()
     names = {}
     for i, line in enumerate(lines):
         match = re.match(r"^([A-Z][A-Z0-9_]+) = ", line)
@@ -91,7 +91,7 @@ def test_every_setting_read_is_documented():
         for name, where in settings_read().items()
         if name not in docs and not hasattr(scrapy_defaults, name)
     }
-    assert missing == {}, f"read but not in settings/base.py: {missing}"
+    assert missing == {}, f"read but not in settings/defaults.py: {missing}"
 
 
 def test_our_settings_have_comments_and_prefixes():
@@ -112,20 +112,20 @@ def test_our_settings_have_comments_and_prefixes():
         if hasattr(scrapy_defaults, name):
             continue  # a Scrapy setting we override
         assert name.startswith(prefixes), f"{name}: no component prefix"
-        assert commented, f"{name}: no comment in settings/base.py"
+        assert commented, f"{name}: no comment in settings/defaults.py"
 
 
 def test_consoles_that_run_code_are_off():
-    from settings import base
+    from webcrawl.settings import defaults
 
-    assert base.TELNETCONSOLE_ENABLED is False
-    assert base.REMOTE_CONTROL_ENABLED is False
+    assert defaults.TELNETCONSOLE_ENABLED is False
+    assert defaults.REMOTE_CONTROL_ENABLED is False
 
 
 def test_components_are_listed_in_priority_order():
     """Read top to bottom, the lists say the order Scrapy runs them in."""
-    from settings import base
+    from webcrawl.settings import defaults
 
     for name in ("DOWNLOADER_MIDDLEWARES", "SPIDER_MIDDLEWARES", "ITEM_PIPELINES", "EXTENSIONS"):
-        orders = [order for order in getattr(base, name, {}).values() if order is not None]
+        orders = [order for order in getattr(defaults, name, {}).values() if order is not None]
         assert orders == sorted(orders), name

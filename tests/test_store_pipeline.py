@@ -5,9 +5,9 @@ import logging
 import pytest
 from scrapy.utils.test import get_crawler
 
-from pipelines.store import StorePipeline
 from webcrawl.frontier.requeue import Requeue
 from webcrawl.page import Page
+from webcrawl.pipelines.store import StorePipeline
 from webcrawl.store import StoreError, open_store
 
 
@@ -25,7 +25,7 @@ class FlakyStore:
 
 
 def pipeline(tmp_path, **overrides):
-    import settings.base as defaults
+    import webcrawl.settings.base as defaults
 
     base = {k: v for k, v in vars(defaults).items() if k.isupper()}
     base |= {"WEBCRAWL_STORE_URL": f"sqlite:///{tmp_path}/w.db", "WEBCRAWL_STORE_RETRY_TIMES": 2}

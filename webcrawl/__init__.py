@@ -5,6 +5,11 @@ The core, in rooms: :mod:`webcrawl.frontier` (the shared frontier in Redis),
 :mod:`webcrawl.failpath` (seed 000's failed-path rules), :mod:`webcrawl.urls`
 (canonical URLs, scope, seeds) and :mod:`webcrawl.store` (the webtable); the
 tools :mod:`webcrawl.demo` and :mod:`webcrawl.bench` stand beside them.  The
-Scrapy adapters live in the project's ``spiders/``, ``middlewares/`` and
-``pipelines/``.
+Scrapy adapters are :mod:`webcrawl.spiders`, :mod:`webcrawl.middlewares` and
+:mod:`webcrawl.pipelines` (the repository's ``spiders/``, ``middlewares/`` and
+``pipelines/``), turned on in any Scrapy project by the add-on, :class:`webcrawl.Addon`.
 """
+
+from webcrawl._lazy import lazy
+
+__getattr__ = lazy(__name__, {"Addon": "addon"})

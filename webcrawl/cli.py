@@ -14,7 +14,7 @@
                                   HBase store on one machine
 
 Settings come from the Scrapy project (``scrapy.cfg``, or
-``SCRAPY_SETTINGS_MODULE``, e.g. ``settings.cluster``), with ``-s NAME=VALUE``
+``SCRAPY_SETTINGS_MODULE``, e.g. ``webcrawl.settings.cluster``), with ``-s NAME=VALUE``
 overrides, exactly as for ``scrapy crawl``.
 """
 
@@ -42,9 +42,16 @@ def load_settings(overrides: list[str] | None = None) -> Settings:
     """The project's settings (as ``scrapy crawl`` sees them) plus ``-s`` overrides."""
     from scrapy.utils.project import get_project_settings
 
+    from webcrawl.addon import apply
+
     settings = get_project_settings()
-    if settings.get("WEBCRAWL_DATA_DIR") is None:  # not inside the project: use our defaults
-        settings.setmodule("settings.base", priority="project")
+    if not settings.getdict("ADDONS"):  # not inside a project: this project's settings
+        settings.setmodule("webcrawl.settings.base", priority="project")
+    if not apply(settings):
+        raise SystemExit(
+            "webcrawl: the project's ADDONS do not include webcrawl.Addon (its settings "
+            f"module is {os.environ.get('SCRAPY_SETTINGS_MODULE') or 'from scrapy.cfg'})"
+        )
     for item in overrides or []:
         name, sep, value = item.partition("=")
         if not sep:

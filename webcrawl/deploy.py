@@ -32,8 +32,33 @@ from urllib.parse import urlencode
 
 from scrapy.utils.conf import closest_scrapy_cfg, get_config
 
-# every top-level package of the project (pyproject.toml lists the same; a test checks)
-PACKAGES = ("webcrawl", "spiders", "middlewares", "pipelines", "handlers", "extensions", "settings")
+# the packages pyproject.toml installs, and the folders of the repository it maps into
+# webcrawl's namespace (a test checks both against pyproject.toml)
+PACKAGES = (
+    "webcrawl",
+    "webcrawl.bench",
+    "webcrawl.demo",
+    "webcrawl.extensions",
+    "webcrawl.failpath",
+    "webcrawl.frontier",
+    "webcrawl.handlers",
+    "webcrawl.incremental",
+    "webcrawl.localhbase",
+    "webcrawl.monitor",
+    "webcrawl.safety",
+    "webcrawl.store",
+    "webcrawl.urls",
+    "webcrawl.middlewares",
+    "webcrawl.pipelines",
+    "webcrawl.settings",
+    "webcrawl.spiders",
+)
+PACKAGE_DIR = {
+    "webcrawl.middlewares": "middlewares",
+    "webcrawl.pipelines": "pipelines",
+    "webcrawl.settings": "settings",
+    "webcrawl.spiders": "spiders",
+}
 # files other than modules the packages need (pyproject.toml's package-data; a test checks)
 PACKAGE_DATA = {
     "webcrawl.localhbase": ["pom.xml", "log4j2.properties"],
@@ -41,12 +66,13 @@ PACKAGE_DATA = {
     "webcrawl.frontier": ["lua/*.lua"],
 }
 SETUP_PY = """\
-from setuptools import find_packages, setup
+from setuptools import setup
 
 setup(
     name="webcrawl",
     version="{version}",
-    packages=find_packages(include={packages!r}),
+    packages={packages!r},
+    package_dir={package_dir!r},
     package_data={package_data!r},
     entry_points={{"scrapy": ["settings = {settings}"]}},
 )
@@ -94,18 +120,21 @@ def targets_from_config(names: list[str]) -> list[Target]:
 
 def build_egg(project_dir: Path, out_dir: Path, version: str) -> Path:
     """Build the project's egg in a temporary copy of ``project_dir``."""
-    settings = get_config().get("settings", "default", fallback="settings.base")
+    settings = get_config().get("settings", "default", fallback="webcrawl.settings.base")
     with tempfile.TemporaryDirectory(prefix="webcrawl-egg-") as tmp:
         work = Path(tmp)
-        for package in PACKAGES:
+        for folder in ("webcrawl", *PACKAGE_DIR.values()):
             shutil.copytree(
-                project_dir / package, work / package, ignore=shutil.ignore_patterns("__pycache__")
+                project_dir / folder, work / folder, ignore=shutil.ignore_patterns("__pycache__")
             )
         shutil.copy(project_dir / "scrapy.cfg", work / "scrapy.cfg")
-        include = [p for name in PACKAGES for p in (name, f"{name}.*")]
         (work / "setup.py").write_text(
             SETUP_PY.format(
-                version=version, packages=include, package_data=PACKAGE_DATA, settings=settings
+                version=version,
+                packages=list(PACKAGES),
+                package_dir=PACKAGE_DIR,
+                package_data=PACKAGE_DATA,
+                settings=settings,
             )
         )
         result = subprocess.run(

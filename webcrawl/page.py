@@ -1,13 +1,26 @@
-"""The item the ``web`` spider yields for every fetched page, and its store row."""
+"""The item the ``web`` spider yields for every fetched page, and its store row.
+
+A project's own spider stores its pages the same way: ``yield page_from_response(response)``
+(with the add-on on, the change, revisit and store pipelines take it from there).
+"""
 
 from __future__ import annotations
 
+import base64
+import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
 
+from webcrawl import extract
+from webcrawl.links import page_links
 from webcrawl.urls.urlkey import url_to_key
+
+if TYPE_CHECKING:
+    from scrapy.http import Response
+
+_HTML_TYPES = ("text/html", "application/xhtml+xml")
 
 
 @dataclass
@@ -24,7 +37,7 @@ class Page:
     A 304 answer to a revisit has ``kind`` "not_modified" (the change pipeline
     fills in the stored content).
 
-    Change detection (``pipelines.change``) and revisits (``pipelines.revisit``)
+    Change detection (``webcrawl.pipelines.change``) and revisits (``webcrawl.pipelines.revisit``)
     add: ``simhash`` (16 hex digits) and ``previous_simhash``, ``distance``
     between them, ``changed`` (None on a first visit), ``visits`` (the history
     the revisit policy reads: ``[fetched_at, 1|0|None, last_modified|None]``),
@@ -59,6 +72,61 @@ class Page:
     next_visit: float | None = None
     revisit_method: str = ""
     content: str | None = None  # the raw body in base64, with WEBCRAWL_STORE_CONTENT
+
+
+def page_from_response(
+    response: Response, *, keep_content: bool = False, deny_extensions: tuple[str, ...] = ()
+) -> Page:
+    """The :class:`Page` of a response: its headers, and for a 2xx HTML page its title,
+    visible text and links (``outlinks``, canonical, minus ``deny_extensions`` such as
+    ``".png"``).  A 304 is a ``not_modified`` page; ``keep_content`` keeps the body."""
+    from scrapy.http import TextResponse
+    from scrapy.utils.response import get_base_url
+
+    redirects = [str(u) for u in response.meta.get("redirect_urls", [])]
+    content_type = (_header(response, "Content-Type") or "").split(";")[0].strip().lower()
+    length = _header(response, "Content-Length")
+    page = Page(
+        url=redirects[0] if redirects else response.url,
+        final_url=response.url,
+        status=response.status,
+        fetched_at=time.time(),
+        depth=int(response.meta.get("depth", 0)),
+        kind="html",
+        content_type=content_type,
+        etag=_header(response, "ETag"),
+        last_modified=_header(response, "Last-Modified"),
+        content_length=int(length) if length and length.isdigit() else len(response.body),
+        redirects=redirects,
+    )
+    if response.status == 304:  # a revisit's stored version is current: no parse
+        page.kind = "not_modified"
+        return page
+    if keep_content:
+        page.content = base64.b64encode(response.body).decode("ascii")
+    is_html = isinstance(response, TextResponse) and (
+        content_type in _HTML_TYPES or (not content_type and b"<html" in response.body[:1024])
+    )
+    if not is_html or not 200 <= response.status < 300:
+        page.kind = "html" if is_html else "other"
+        return page
+    page.title = extract.title(response.selector)
+    page.text = extract.visible_text(response.selector)
+    page.outlinks = list(
+        page_links(
+            response.selector.root,
+            response.url,
+            get_base_url(response),
+            response.encoding,
+            deny_extensions=deny_extensions,
+        )
+    )
+    return page
+
+
+def _header(response: Response, name: str) -> str | None:
+    value = response.headers.get(name)
+    return value.decode("latin-1") if value is not None else None
 
 
 def store_row(item: Any) -> dict[str, Any]:

@@ -64,6 +64,24 @@ def non_negative_int(settings: BaseSettings, name: str) -> int:
 ENVIRONMENT_SETTINGS = ("REDIS_URL", "WEBCRAWL_DATA_DIR", "WEBCRAWL_STORE_URL", "WEBCRAWL_CRAWL")
 
 
+# scrapy-redis settings with no meaning here: a value that asks for what they did fails
+UNSUPPORTED = {
+    "SCHEDULER_PERSIST": (
+        False,
+        "the frontier belongs to the crawl and a closing worker never wipes it; "
+        "drop the setting, and use `webcrawl reset` to start a crawl over",
+    ),
+}
+
+
+def refuse_unsupported(settings: BaseSettings) -> None:
+    """Fail at start, naming the setting, on a value of :data:`UNSUPPORTED`."""
+    for name, (refused, why) in UNSUPPORTED.items():
+        value = settings.get(name)
+        if value is not None and settings.getbool(name) == refused:
+            raise ValueError(f"{name}={value}: {why}")
+
+
 def environment_overridden(settings: BaseSettings, environ: Mapping[str, str]) -> list[str]:
     """A message for each of :data:`ENVIRONMENT_SETTINGS` that ``environ`` sets but that
     has another value in ``settings`` (a settings file or ``-s`` won): never silently."""

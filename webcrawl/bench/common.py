@@ -5,10 +5,13 @@ numbers read from Scrapy's stats."""
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -60,9 +63,14 @@ def plain_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "SCRAPY_SETTINGS_MODULE"}
 
 
+_INSTALLED: dict[Path, Path] = {}
+
+
 def project_env(project: str | None) -> tuple[dict[str, str], Path | None]:
     """Environment and directory for ``scrapy crawl web`` of this webcrawl, or of the
-    checkout in ``project`` (its code first on the path: a before-and-after)."""
+    checkout in ``project`` (a before-and-after): that checkout is installed once into
+    a temporary directory put first on the path, since its spiders/, middlewares/, ...
+    are importable only as installed (inside the webcrawl package)."""
     from webcrawl.demo import scrapy_env
 
     env = scrapy_env()
@@ -71,8 +79,26 @@ def project_env(project: str | None) -> tuple[dict[str, str], Path | None]:
     root = Path(project).resolve()
     if not (root / "spiders" / "web.py").is_file():
         raise SystemExit(f"--project {project}: not a webcrawl checkout (no spiders/web.py)")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    if root not in _INSTALLED:
+        _INSTALLED[root] = _install(root)
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(_INSTALLED[root]), env.get("PYTHONPATH")])
+    )
     return env, root
+
+
+def _install(root: Path) -> Path:
+    target = Path(tempfile.mkdtemp(prefix="webcrawl-project-"))
+    atexit.register(shutil.rmtree, target, True)
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", target, root],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode:
+        raise SystemExit(f"--project {root}: pip install failed:\n{result.stderr[-2000:]}")
+    return target
 
 
 def serve(args: argparse.Namespace) -> Any:

