@@ -8,7 +8,7 @@ reference of the docs is generated from this module.
 
 import os
 
-from scrapy.linkextractors import IGNORED_EXTENSIONS
+from scrapy import linkextractors
 
 # --- Identity and politeness ------------------------------------------------
 # Say who you are: sites block anonymous crawlers.  Put a contact URL here.
@@ -268,15 +268,16 @@ WEBCRAWL_SCOPE = "host"
 WEBCRAWL_CONTINUOUS = False
 # Seconds between two checks of the crawl's start key for `webcrawl submit` seeds.
 WEBCRAWL_SUBMIT_POLL_INTERVAL = 2.0
-# Link extensions not followed: Scrapy's list, minus documents worth recording.
 # Crawl traps (webcrawl/safety/traps.py): links longer than this many characters are
 # not followed (0: no limit)...
 WEBCRAWL_MAX_URL_LENGTH = 2048
 # ...nor links whose path has one segment more than this many times
 # (/a/b/a/b/a/b: "a" three times).  0: no limit.
 WEBCRAWL_MAX_SEGMENT_REPEATS = 2
+# Link extensions not followed: Scrapy's list, minus documents worth recording.
 WEBCRAWL_DENY_EXTENSIONS = sorted(
-    set(IGNORED_EXTENSIONS) - {"pdf", "doc", "docx", "odt", "xls", "xlsx", "ods", "ppt", "pptx"}
+    set(linkextractors.IGNORED_EXTENSIONS)
+    - {"pdf", "doc", "docx", "odt", "xls", "xlsx", "ods", "ppt", "pptx"}
 )
 
 # --- Store (the webtable) -----------------------------------------------------
