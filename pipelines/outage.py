@@ -4,9 +4,9 @@ Pages fetched while the store cannot be read or written could only be
 dropped or re-fetched; so on the first failure (after the backend's and the
 pipeline's own retries) the store pipelines raise
 :class:`~webcrawl.frontier.requeue.Requeue` for the pages concerned (their requests go
-back to the frontier, ``WEBCRAWL_STORE_OUTAGE_WAIT`` seconds later) and
+back to the frontier, ``STORE_OUTAGE_WAIT`` seconds later) and
 begin an outage: the engine stops taking new requests, requests already
-downloading finish, and every ``WEBCRAWL_STORE_OUTAGE_WAIT`` seconds the
+downloading finish, and every ``STORE_OUTAGE_WAIT`` seconds the
 store is asked whether it accepts a write (:meth:`Store.check_writable`).
 When it does, the engine resumes.  One outage per crawler, shared by the
 pipelines; logged once when it begins and once when it ends.
@@ -38,7 +38,7 @@ class StoreOutage:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.stats = crawler.stats
-        self.wait = positive_float(crawler.settings, "WEBCRAWL_STORE_OUTAGE_WAIT")
+        self.wait = positive_float(crawler.settings, "STORE_OUTAGE_WAIT")
         self.store_url = store_url_from_settings(crawler.settings)
         self._store: Store | None = None  # opened on the first outage only
         self._pool: ThreadPool | None = None

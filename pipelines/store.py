@@ -1,12 +1,12 @@
 """Write every page to the webtable, in batches, off the reactor thread.
 
 Rows are buffered and written by one dedicated thread in batches of
-``WEBCRAWL_STORE_BATCH_SIZE`` (or every ``WEBCRAWL_STORE_FLUSH_INTERVAL``
+``STORE_BATCH_SIZE`` (or every ``STORE_FLUSH_INTERVAL``
 seconds).  An item is done when its batch is written: until then Scrapy keeps
 its request in progress, so the frontier acknowledges a request only once its
 page is in the store (a worker killed before that loses nothing: the lease
 expires and another worker fetches the page again).  A failed batch is
-retried ``WEBCRAWL_STORE_RETRY_TIMES`` times with back-off; a batch that
+retried ``STORE_RETRY_TIMES`` times with back-off; a batch that
 still fails is not acknowledged: its items raise
 :class:`~webcrawl.frontier.requeue.Requeue`, so their requests go back to the
 frontier, and the worker pauses its fetches until the store accepts writes
@@ -43,10 +43,10 @@ class StorePipeline:
         settings = crawler.settings
         self.stats = crawler.stats
         self.store_url = store_url_from_settings(settings)
-        self.batch_size = positive_int(settings, "WEBCRAWL_STORE_BATCH_SIZE")
-        self.flush_interval = positive_float(settings, "WEBCRAWL_STORE_FLUSH_INTERVAL")
-        self.retry_times = int(non_negative_float(settings, "WEBCRAWL_STORE_RETRY_TIMES"))
-        self.connect_wait = non_negative_float(settings, "WEBCRAWL_STORE_CONNECT_WAIT")
+        self.batch_size = positive_int(settings, "STORE_BATCH_SIZE")
+        self.flush_interval = positive_float(settings, "STORE_FLUSH_INTERVAL")
+        self.retry_times = int(non_negative_float(settings, "STORE_RETRY_TIMES"))
+        self.connect_wait = non_negative_float(settings, "STORE_CONNECT_WAIT")
         self.store: Store = open_store(self.store_url)  # validates the URL; connects lazily
         self._buffer: list[Any] = []
         self._waiters: list[Deferred[None]] = []  # one per buffered item, fired when written
@@ -61,7 +61,7 @@ class StorePipeline:
 
     async def open_spider(self) -> None:
         """Reach the store before the first page (waiting for a server that does not
-        answer yet, ``WEBCRAWL_STORE_CONNECT_WAIT``); a wrong URL stops the crawl here."""
+        answer yet, ``STORE_CONNECT_WAIT``); a wrong URL stops the crawl here."""
         self._pool.start()
         try:
             await maybe_deferred_to_future(

@@ -3,7 +3,7 @@
     export REDIS_URL=redis://redis.internal:6379/0
     SCRAPY_SETTINGS_MODULE=webcrawl.settings.cluster scrapy crawl web -a seeds=seeds.txt
 
-Every worker needs the same REDIS_URL and the same store (WEBCRAWL_STORE_URL: HBase
+Every worker needs the same REDIS_URL and the same store (STORE_URL: HBase
 on several machines): a worker whose store is not the crawl's is refused at start.
 """
 
@@ -14,7 +14,7 @@ from webcrawl.settings.base import *  # noqa: F403
 REDIS_URL = os.environ.get("REDIS_URL") or None
 # Workers on several machines cannot share an embedded Redis: fail at start
 # when REDIS_URL is missing instead of crawling alone.
-WEBCRAWL_EMBEDDED_REDIS = False
+REDIS_EMBEDDED = False
 # More in flight per worker; politeness per host is unchanged.
 CONCURRENT_REQUESTS = 64
 # Workers on other machines: give a dead worker a little longer before it is written off.

@@ -49,7 +49,7 @@ DOWNLOADER_MIDDLEWARES = {
 # webcrawl/handlers/politeness.py) and the address policy checked on
 # each new connection (webcrawl/handlers/http.py): no fetch reaches a loopback, private,
 # link-local, CGNAT, multicast or reserved address, whatever the URL's host name
-# resolves to, unless the seeds' own hosts or WEBCRAWL_ALLOWED_NETWORKS allow it.
+# resolves to, unless the seeds' own hosts or ADDRESSES_ALLOWED_NETWORKS allow it.
 # Scrapy's file, ftp, s3 and data handlers are off: a URL of those schemes (a forged
 # queue entry, a link) fails instead of reading local files or other stores.
 DOWNLOAD_HANDLERS = {
@@ -63,7 +63,7 @@ DOWNLOAD_HANDLERS = {
 # Networks (CIDR, or single addresses) workers may connect to although they are not
 # globally reachable, e.g. ["10.20.0.0/16", "fd00:1::/64"] for an intranet crawl.
 # The seeds' hosts (host and port) are always allowed.  Empty: none.
-WEBCRAWL_ALLOWED_NETWORKS = []
+ADDRESSES_ALLOWED_NETWORKS = []
 # A secret every worker of a crawl on a shared Redis (REDIS_URL), and `webcrawl
 # submit`, is given (e.g. in the environment): it seals the seeds' bindings and the
 # submitted seeds kept in Redis (webcrawl/safety/seal.py), so that whoever can write
@@ -100,7 +100,12 @@ FAILPATH_CACHE_TTL = 5.0
 # and to send back when their path recovers; the oldest are forgotten.
 FAILPATH_REMEMBER_LINKS = 1000
 # Adapt each host's delay (for all workers) to 429/503 + Retry-After, latency
-# and robots.txt Crawl-delay; see middlewares/adaptive_delay.py.
+# and robots.txt Crawl-delay; see middlewares/adaptive_delay.py.  What Scrapy's
+# AutoThrottle (AUTOTHROTTLE_*, off) does for one process's download slot, for the
+# host's delay in Redis that every worker keeps: its latency rule is AutoThrottle's
+# (delay -> latency / ADAPTIVE_DELAY_TARGET_CONCURRENCY), and a back-off holds
+# whichever worker answers next.  Turned on as well, AutoThrottle only slows each
+# worker further, as DOWNLOAD_DELAY does.
 ADAPTIVE_DELAY_ENABLED = True
 # Seconds: the most a host's delay between two requests grows to.
 ADAPTIVE_DELAY_MAX = 60.0
@@ -163,7 +168,7 @@ SCHEDULER_FLUSH_ON_START = False
 REDIS_URL = os.environ.get("REDIS_URL") or None
 # Start (or join) the embedded Redis when REDIS_URL is unset; False makes
 # REDIS_URL mandatory (the cluster profile does this).
-WEBCRAWL_EMBEDDED_REDIS = True
+REDIS_EMBEDDED = True
 # Extra keyword arguments for redis.Redis (e.g. {"password": "..."}); its
 # socket_timeout and retry override FRONTIER_REDIS_TIMEOUT.
 REDIS_PARAMS = {}
@@ -198,7 +203,7 @@ FRONTIER_DELAY_SLACK = 0.01
 # go back to the queue).
 FRONTIER_LEASE_TIMEOUT = 60.0
 # Requests of one host kept in its queue in Redis (the hot tier); the rest of the
-# host's queue waits in the store's frontier table (WEBCRAWL_STORE_URL: SQLite on
+# host's queue waits in the store's frontier table (STORE_URL: SQLite on
 # one machine, HBase on a cluster), in the same order, and moves up when the queue
 # falls below half.  Enough to keep a host busy between two refills.  0: every
 # queued request stays in Redis (no store needed; memory grows with the crawl).
@@ -255,7 +260,7 @@ FRONTIER_START_GRACE = 15.0
 
 # --- The crawl ----------------------------------------------------------------
 # Directory for embedded data: redis files, the SQLite webtable (also read from the
-# WEBCRAWL_DATA_DIR environment variable, as are WEBCRAWL_STORE_URL, WEBCRAWL_CRAWL
+# WEBCRAWL_DATA_DIR environment variable, as are WEBCRAWL_STORE_URL (for STORE_URL), WEBCRAWL_CRAWL
 # and REDIS_URL; -s and settings files win, with a warning that names both).
 WEBCRAWL_DATA_DIR = os.environ.get("WEBCRAWL_DATA_DIR") or ".webcrawl"
 # Namespace of the crawl in Redis; empty means the spider's name ("web").
@@ -270,12 +275,12 @@ WEBCRAWL_CONTINUOUS = False
 WEBCRAWL_SUBMIT_POLL_INTERVAL = 2.0
 # Crawl traps (webcrawl/safety/traps.py): links longer than this many characters are
 # not followed (0: no limit)...
-WEBCRAWL_MAX_URL_LENGTH = 2048
+TRAPS_MAX_URL_LENGTH = 2048
 # ...nor links whose path has one segment more than this many times
 # (/a/b/a/b/a/b: "a" three times).  0: no limit.
-WEBCRAWL_MAX_SEGMENT_REPEATS = 2
+TRAPS_MAX_SEGMENT_REPEATS = 2
 # Link extensions not followed: Scrapy's list, minus documents worth recording.
-WEBCRAWL_DENY_EXTENSIONS = sorted(
+LINKS_DENY_EXTENSIONS = sorted(
     set(linkextractors.IGNORED_EXTENSIONS)
     - {"pdf", "doc", "docx", "odt", "xls", "xlsx", "ods", "ppt", "pptx"}
 )
@@ -285,23 +290,23 @@ WEBCRAWL_DENY_EXTENSIONS = sorted(
 # sqlite:///<WEBCRAWL_DATA_DIR>/webtable.sqlite3.  A cluster: HBase's Thrift1
 # server, hbase://HOST:9090?table_prefix=NAME&transport=buffered&protocol=binary
 # (options in webcrawl/store/hbase.py).
-WEBCRAWL_STORE_URL = os.environ.get("WEBCRAWL_STORE_URL") or ""
+STORE_URL = os.environ.get("WEBCRAWL_STORE_URL") or ""
 # Keep each page's raw response body in its row (the item's `content`, base64;
 # raw bytes in HBase's f:cnt, as Nutch).  Off: title, visible text and links only.
-WEBCRAWL_STORE_CONTENT = False
+STORE_CONTENT = False
 # Rows per write batch, and seconds at most a row waits in the buffer.
-WEBCRAWL_STORE_BATCH_SIZE = 200
-WEBCRAWL_STORE_FLUSH_INTERVAL = 0.2
+STORE_BATCH_SIZE = 200
+STORE_FLUSH_INTERVAL = 0.2
 # Seconds a worker waits at start for a store server that does not answer yet
 # (HBase starting, restarting): logged when the wait begins and every 30 s; the
 # crawl stops with an error after that.  A wrong URL fails at once.
-WEBCRAWL_STORE_CONNECT_WAIT = 120.0
+STORE_CONNECT_WAIT = 120.0
 # Times a failed batch write is retried (back-off 0.5 s doubling, at most 30 s).
-WEBCRAWL_STORE_RETRY_TIMES = 5
+STORE_RETRY_TIMES = 5
 # Seconds: while the store cannot be read or written, the worker pauses its
 # fetches and checks the store this often; the pages it could not store or
 # compare go back to the frontier, to be fetched again this long later.
-WEBCRAWL_STORE_OUTAGE_WAIT = 5.0
+STORE_OUTAGE_WAIT = 5.0
 
 ITEM_PIPELINES = {
     "webcrawl.pipelines.change.ChangePipeline": 200,
@@ -341,16 +346,16 @@ STATUS_HEARTBEAT_TTL = 30.0
 EXTENSIONS = {"webcrawl.extensions.metrics.MetricsExporter": 500}
 # Serve this worker's metrics (its Scrapy stats, CPU and memory) on this port for
 # Prometheus: http://127.0.0.1:PORT/metrics.  0: off.
-WEBCRAWL_METRICS_PORT = 0
+METRICS_PORT = 0
 # The address the metrics server listens on; 0.0.0.0 (or ::) to let another machine's
-# Prometheus scrape it, which also needs WEBCRAWL_METRICS_PUBLIC.
-WEBCRAWL_METRICS_BIND = "127.0.0.1"
-# Allow a WEBCRAWL_METRICS_BIND that is not a loopback address (anyone who reaches it
+# Prometheus scrape it, which also needs METRICS_PUBLIC.
+METRICS_BIND = "127.0.0.1"
+# Allow a METRICS_BIND that is not a loopback address (anyone who reaches it
 # reads the worker's stats), as `webcrawl monitor --public` does.
-WEBCRAWL_METRICS_PUBLIC = False
+METRICS_PUBLIC = False
 # Names the metrics server is reached by (the Host of Prometheus's requests, e.g.
 # ["worker1.corp"]), besides its address and localhost: others are answered 421 (a web
 # page cannot rebind its own name to a worker and read its stats).
-WEBCRAWL_METRICS_ALLOWED_HOSTS = []
+METRICS_ALLOWED_HOSTS = []
 # Workers on one machine: when the port is taken, the next free one of this many.
-WEBCRAWL_METRICS_PORT_RANGE = 20
+METRICS_PORT_RANGE = 20

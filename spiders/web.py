@@ -76,10 +76,10 @@ class WebSpider(Spider):
         else:
             spider.scope = Scope(choice(crawler.settings, "WEBCRAWL_SCOPE", MODES))
         spider.submit_poll = positive_float(crawler.settings, "WEBCRAWL_SUBMIT_POLL_INTERVAL")
-        spider.keep_content = crawler.settings.getbool("WEBCRAWL_STORE_CONTENT")
+        spider.keep_content = crawler.settings.getbool("STORE_CONTENT")
         # as LinkExtractor(deny_extensions=...) takes them: ".png" is a suffix of the path
         spider.deny_extensions = tuple(
-            {f".{e}" for e in crawler.settings.getlist("WEBCRAWL_DENY_EXTENSIONS")}
+            {f".{e}" for e in crawler.settings.getlist("LINKS_DENY_EXTENSIONS")}
         )
         # URLs handed to Scrapy's own scheduler (the frontier knows its own)
         spider._scheduled = set()
@@ -88,8 +88,8 @@ class WebSpider(Spider):
         spider._by_url = by_url(load_object(crawler.settings.get("REQUEST_FINGERPRINTER_CLASS")))
         spider._scope_refreshed = spider._seed_hosts_read = 0.0
         spider.trap_rules = TrapRules(
-            non_negative_int(crawler.settings, "WEBCRAWL_MAX_URL_LENGTH"),
-            non_negative_int(crawler.settings, "WEBCRAWL_MAX_SEGMENT_REPEATS"),
+            non_negative_int(crawler.settings, "TRAPS_MAX_URL_LENGTH"),
+            non_negative_int(crawler.settings, "TRAPS_MAX_SEGMENT_REPEATS"),
         )
         for message in environment_overridden(crawler.settings, os.environ):
             logger.warning(message)

@@ -127,7 +127,7 @@ def test_a_fresh_scrapy_project_crawls_with_the_addon(small_demo, redis_server, 
             ADDONS = {{"webcrawl.Addon": 0}}
             REDIS_URL = {redis_server.url!r}
             WEBCRAWL_DATA_DIR = {str(data)!r}
-            WEBCRAWL_ALLOWED_NETWORKS = ["127.0.0.0/8"]  # the demo web is on loopback
+            ADDRESSES_ALLOWED_NETWORKS = ["127.0.0.0/8"]  # the demo web is on loopback
             FRONTIER_HOST_DELAY = {delay}
             CONCURRENT_REQUESTS_PER_DOMAIN = 4
             """)

@@ -154,7 +154,7 @@ def test_an_ipv4_mapped_binding_allows_the_ipv4_address_a_resolver_connects_to()
 
 @pytest.mark.parametrize("bad", ["10.0.0.0/33", "intranet", "10.0.0.0/8,"])
 def test_a_bad_network_names_the_setting(bad):
-    with pytest.raises(BadNetworkError, match="WEBCRAWL_ALLOWED_NETWORKS"):
+    with pytest.raises(BadNetworkError, match="ADDRESSES_ALLOWED_NETWORKS"):
         parse_networks([bad])
 
 
@@ -173,6 +173,6 @@ def test_the_environments_proxies_are_read_as_scrapy_reads_them(monkeypatch):
 
     monkeypatch.setenv("http_proxy", "127.0.0.1:3128")
     monkeypatch.setenv("https_proxy", "https://Proxy.corp:8443")
-    policy = address_policy(get_crawler(settings_dict={"WEBCRAWL_ALLOWED_NETWORKS": []}))
+    policy = address_policy(get_crawler(settings_dict={"ADDRESSES_ALLOWED_NETWORKS": []}))
     assert policy.trusted >= {("127.0.0.1", 3128), ("proxy.corp", 8443)}
     assert policy.check("127.0.0.1", "127.0.0.1", 3128, proxy=True) is None

@@ -137,7 +137,7 @@ def test_links_redirects_and_names_into_loopback_are_refused(servers, tmp_path):
 
 def test_allowed_networks_open_the_demo_webs_other_hosts(demo, tmp_path):
     """The demo web's hosts are loopback addresses: seeding one lets only it through;
-    WEBCRAWL_ALLOWED_NETWORKS opens the others."""
+    ADDRESSES_ALLOWED_NETWORKS opens the others."""
     seed = demo.seeds[:1]
     result = run_crawl(seed, tmp_path / "a", "WEBCRAWL_SCOPE=broad")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -148,7 +148,7 @@ def test_allowed_networks_open_the_demo_webs_other_hosts(demo, tmp_path):
     assert {f"{r['host']}" for r in demo.requests()} == {seed_host}
 
     result = run_crawl(
-        seed, tmp_path / "b", "WEBCRAWL_SCOPE=broad", "WEBCRAWL_ALLOWED_NETWORKS=127.0.0.0/8"
+        seed, tmp_path / "b", "WEBCRAWL_SCOPE=broad", "ADDRESSES_ALLOWED_NETWORKS=127.0.0.0/8"
     )
     assert result.returncode == 0, result.stderr[-3000:]
     urls = {r["url"] for r in stored_rows(tmp_path / "b")}
@@ -159,10 +159,10 @@ def test_a_bad_allowed_network_fails_at_start(tmp_path):
     result = run_crawl(
         [f"http://127.0.0.2:{free_port()}/"],
         tmp_path / "d",
-        "WEBCRAWL_ALLOWED_NETWORKS=10.0.0.0/33",
+        "ADDRESSES_ALLOWED_NETWORKS=10.0.0.0/33",
     )
     assert result.returncode != 0
-    assert "WEBCRAWL_ALLOWED_NETWORKS: '10.0.0.0/33' is not a network" in result.stderr
+    assert "ADDRESSES_ALLOWED_NETWORKS: '10.0.0.0/33' is not a network" in result.stderr
 
 
 CONNECT = """

@@ -112,7 +112,7 @@ def test_scope_broad_follows_other_hosts(demo, tmp_path):
         demo.seeds[:1],
         tmp_path / "data",
         "WEBCRAWL_SCOPE=broad",
-        "WEBCRAWL_ALLOWED_NETWORKS=127.0.0.0/8",
+        "ADDRESSES_ALLOWED_NETWORKS=127.0.0.0/8",
     )  # the other demo hosts
     assert result.returncode == 0
     urls = {r["url"] for r in stored_rows(tmp_path / "data")}

@@ -67,8 +67,8 @@ def test_two_workers_store_every_page_once_in_hbase(
             tmp_path / "data",
             redis_server.url,
             path,
-            f"WEBCRAWL_STORE_URL={url}",
-            "WEBCRAWL_STORE_CONTENT=True",
+            f"STORE_URL={url}",
+            "STORE_CONTENT=True",
             *PACED,
         )
     logs = [finish(w) for w in workers]
@@ -115,7 +115,7 @@ def test_a_thrift_gateway_killed_mid_crawl_loses_no_row(
         tmp_path / "data",
         redis_server.url,
         tmp_path / "a.jsonl",
-        f"WEBCRAWL_STORE_URL={url}",
+        f"STORE_URL={url}",
         *PACED,
     )
     wait_for_fetches(slow_demo, 60)
@@ -148,8 +148,8 @@ def test_hbase_killed_mid_crawl_replays_its_log_and_the_crawl_goes_on(
             tmp_path / "data",
             redis_server.url,
             tmp_path / "a.jsonl",
-            f"WEBCRAWL_STORE_URL={url}",
-            "WEBCRAWL_STORE_OUTAGE_WAIT=2",
+            f"STORE_URL={url}",
+            "STORE_OUTAGE_WAIT=2",
             *PACED,
         )
         wait_for_fetches(slow_demo, 80)
@@ -187,8 +187,8 @@ def test_connections_the_server_drops_when_idle_lose_nothing(
         tmp_path / "data",
         redis_server.url,
         tmp_path / "a.jsonl",
-        f"WEBCRAWL_STORE_URL={url}",
-        "WEBCRAWL_STORE_FLUSH_INTERVAL=1.0",
+        f"STORE_URL={url}",
+        "STORE_FLUSH_INTERVAL=1.0",
         *PACED,
     )
     log = finish(worker, timeout=300)

@@ -40,7 +40,7 @@ def test_continuous_crawl_revisits_changed_pages_and_leaves_unchanged_ones_alone
         # revisits due in more than 5 s wait in the store, and move to Redis with
         # the heartbeats (every 0.5 s) as they come within 5 s
         "FRONTIER_REVISIT_HORIZON=5",
-        f"WEBCRAWL_STORE_URL={store_url}",
+        f"STORE_URL={store_url}",
         "LOG_LEVEL=INFO",
         f"WEBCRAWL_CRAWL=incr-{time.monotonic_ns()}",
     ]

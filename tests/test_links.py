@@ -15,16 +15,16 @@ from scrapy.linkextractors import LinkExtractor
 from scrapy.utils.response import get_base_url
 
 from webcrawl.links import LinkResolver, page_links
-from webcrawl.settings.defaults import WEBCRAWL_DENY_EXTENSIONS
+from webcrawl.settings.defaults import LINKS_DENY_EXTENSIONS
 from webcrawl.urls.urlkey import BadURLError, canonical_url
 
-DENY = {f".{e}" for e in WEBCRAWL_DENY_EXTENSIONS}
+DENY = {f".{e}" for e in LINKS_DENY_EXTENSIONS}
 PAGES = Path(__file__).parent / "data" / "pages"
 
 
 def reference(response: HtmlResponse) -> list[str]:
     """What the spider took before: LinkExtractor, then canonical_url on each link."""
-    extractor = LinkExtractor(deny_extensions=WEBCRAWL_DENY_EXTENSIONS, unique=True)
+    extractor = LinkExtractor(deny_extensions=LINKS_DENY_EXTENSIONS, unique=True)
     out: dict[str, None] = {}
     for link in extractor.extract_links(response):
         try:

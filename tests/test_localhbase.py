@@ -41,7 +41,7 @@ def test_start_status_stop_as_a_user(tmp_path):
     out = webcrawl("hbase", "start", "--home", str(home), "--port", str(port), timeout=600).stdout
     url = f"hbase://127.0.0.1:{port}?table_prefix=crawl"
     try:
-        assert f"WEBCRAWL_STORE_URL={url}" in out
+        assert f"STORE_URL={url}" in out
         pids = [pid for _, pid, alive in LocalHBase(home).processes() if alive]
         assert len(pids) == 2  # the master (ZooKeeper, RegionServer) and the Thrift gateway
         assert listening_addresses(pids) == {"0100007F"}  # 127.0.0.1 only, never 0.0.0.0
@@ -50,14 +50,14 @@ def test_start_status_stop_as_a_user(tmp_path):
             store.put_pages([row])
         status = webcrawl("hbase", "status", "--home", str(home))
         assert re.search(r"master\s+running", status.stdout)
-        assert f"WEBCRAWL_STORE_URL={url}" in status.stdout
+        assert f"STORE_URL={url}" in status.stdout
         again = webcrawl("hbase", "start", "--home", str(home), "--port", str(port)).stdout
-        assert f"WEBCRAWL_STORE_URL={url}" in again  # already up: the same one
+        assert f"STORE_URL={url}" in again  # already up: the same one
         assert [p for _, p, alive in LocalHBase(home).processes() if alive] == pids
         # the crawl's status reads the page count, on HBase as on SQLite
         report = json.loads(
             webcrawl(
-                "status", "--json", "-s", f"WEBCRAWL_STORE_URL={url}", data_dir=tmp_path / "data"
+                "status", "--json", "-s", f"STORE_URL={url}", data_dir=tmp_path / "data"
             ).stdout
         )
         assert report["stored"] == 1

@@ -37,22 +37,22 @@ def test_bad_metrics_settings_fail_at_start_with_their_name(tmp_path):
     result = run_crawl(
         ["http://127.0.0.2:1/"],
         tmp_path / "data",
-        "WEBCRAWL_METRICS_PORT=9",
-        "WEBCRAWL_METRICS_BIND=localhost",
+        "METRICS_PORT=9",
+        "METRICS_BIND=localhost",
     )
     assert result.returncode != 0
-    assert "WEBCRAWL_METRICS_BIND must be an IP address" in result.stderr
+    assert "METRICS_BIND must be an IP address" in result.stderr
     result = run_crawl(
         ["http://127.0.0.2:1/"],
         tmp_path / "data",
-        "WEBCRAWL_METRICS_PORT=9",
-        "WEBCRAWL_METRICS_BIND=0.0.0.0",
+        "METRICS_PORT=9",
+        "METRICS_BIND=0.0.0.0",
     )
     assert result.returncode != 0
-    assert "WEBCRAWL_METRICS_BIND 0.0.0.0 is not a local address" in result.stderr
-    assert "WEBCRAWL_METRICS_PUBLIC=True" in result.stderr
-    result = run_crawl(["http://127.0.0.2:1/"], tmp_path / "data", "WEBCRAWL_METRICS_PORT=-1")
-    assert "WEBCRAWL_METRICS_PORT must be" in result.stderr
+    assert "METRICS_BIND 0.0.0.0 is not a local address" in result.stderr
+    assert "METRICS_PUBLIC=True" in result.stderr
+    result = run_crawl(["http://127.0.0.2:1/"], tmp_path / "data", "METRICS_PORT=-1")
+    assert "METRICS_PORT must be" in result.stderr
 
 
 def test_a_port_range_all_taken_is_refused_with_the_setting_names():

@@ -107,7 +107,7 @@ def test_the_page_shows_the_workers_and_the_count_grows(slow_demo, tmp_path):
                     data,
                     "FRONTIER_HOST_DELAY=0.3",
                     "STATUS_HEARTBEAT_INTERVAL=0.5",
-                    f"WEBCRAWL_METRICS_PORT={metrics}",
+                    f"METRICS_PORT={metrics}",
                 ),
                 cwd=ROOT,
                 env=crawl_env(),

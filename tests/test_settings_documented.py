@@ -77,7 +77,7 @@ def test_the_scan_finds_what_components_read():
         "WEBCRAWL_DATA_DIR",
         "FRONTIER_BATCH_SIZE",
         "WEBCRAWL_SCOPE",
-        "WEBCRAWL_STORE_BATCH_SIZE",
+        "STORE_BATCH_SIZE",
         "STATUS_HEARTBEAT_TTL",
         "REDIS_URL",
     ):
@@ -97,6 +97,11 @@ def test_every_setting_read_is_documented():
 def test_our_settings_have_comments_and_prefixes():
     prefixes = (
         "WEBCRAWL_",
+        "STORE_",
+        "METRICS_",
+        "TRAPS_",
+        "LINKS_",
+        "ADDRESSES_",
         "FRONTIER_",
         "FAILPATH_",
         "ADAPTIVE_DELAY_",

@@ -127,7 +127,7 @@ def test_the_store_is_recorded_and_a_worker_with_another_refused(redis_client):
     assert str(refused.value) == (
         "crawl 'web' keeps its frontier and pages in sqlite:////srv/data/webtable.sqlite3 on "
         "host m1 (store id 1a); this worker's store is sqlite:////home/w/.webcrawl/webtable."
-        "sqlite3 on host m2 (store id 2b): set WEBCRAWL_STORE_URL to the crawl's store (every "
+        "sqlite3 on host m2 (store id 2b): set STORE_URL to the crawl's store (every "
         "worker of a crawl must share one store: on several machines, HBase) or start over "
         "with `webcrawl reset --crawl web --yes`"
     )

@@ -422,7 +422,7 @@ def test_a_store_keeps_its_id_and_another_store_has_another(backend):
 
 
 def test_bad_urls():
-    with pytest.raises(ValueError, match="WEBCRAWL_STORE_URL: unsupported store"):
+    with pytest.raises(ValueError, match="STORE_URL: unsupported store"):
         open_store("mysql://x/")
     with pytest.raises(ValueError, match="expected sqlite:///PATH"):
         open_store("sqlite://")

@@ -201,7 +201,7 @@ def test_connect_names_the_transport_the_server_speaks(hbase, gateway, client, s
         store.connect(wait=60)  # a mismatch is not waited for
     assert time.monotonic() - began < 15  # the probes time out in 5 s (the default: 30)
     message = str(failed.value)
-    assert message.startswith(f"WEBCRAWL_STORE_URL={url}: ")
+    assert message.startswith(f"STORE_URL={url}: ")
     assert f"speaks {spoken}, not {client}" in message
     transport, protocol = spoken.split("+")
     assert f"add transport={transport}&protocol={protocol} to the URL" in message
@@ -214,7 +214,7 @@ def test_connect_reports_a_namespace_hbase_does_not_have(hbase):
         store.connect(wait=60)
     assert time.monotonic() - began < 15
     message = str(failed.value)
-    assert message.startswith("WEBCRAWL_STORE_URL=") and "refused" in message
+    assert message.startswith("STORE_URL=") and "refused" in message
     assert "NamespaceNotFoundException" in message and "nosuchns" in message
     assert unclosed_sockets() == []  # the connection that tried to make the tables
 
@@ -253,7 +253,7 @@ def test_connect_tells_a_listener_that_is_not_thrift():
             http.shutdown()
             thread.join()
     message = str(failed.value)
-    assert message.startswith(f"WEBCRAWL_STORE_URL={url}: ")
+    assert message.startswith(f"STORE_URL={url}: ")
     assert "does not answer as a Thrift1 server" in message
 
 
@@ -290,8 +290,8 @@ def test_connect_gives_up_after_the_wait():
         store.connect(wait=3)
     assert 3 <= time.monotonic() - began < 15
     message = str(failed.value)
-    assert message.startswith(f"WEBCRAWL_STORE_URL={url}: ")
-    assert "did not answer within 3 s (WEBCRAWL_STORE_CONNECT_WAIT)" in message
+    assert message.startswith(f"STORE_URL={url}: ")
+    assert "did not answer within 3 s (STORE_CONNECT_WAIT)" in message
 
 
 @pytest.mark.parametrize(
@@ -306,7 +306,7 @@ def test_connect_gives_up_after_the_wait():
 )
 def test_bad_urls_are_refused_before_any_connection(url, complaint):
     for parse in (parse_hbase_url, open_store):
-        with pytest.raises(ValueError, match="WEBCRAWL_STORE_URL") as failed:
+        with pytest.raises(ValueError, match="STORE_URL") as failed:
             parse(url)
         assert complaint in str(failed.value)
 

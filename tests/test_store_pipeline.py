@@ -28,7 +28,7 @@ def pipeline(tmp_path, **overrides):
     import webcrawl.settings.base as defaults
 
     base = {k: v for k, v in vars(defaults).items() if k.isupper()}
-    base |= {"WEBCRAWL_STORE_URL": f"sqlite:///{tmp_path}/w.db", "WEBCRAWL_STORE_RETRY_TIMES": 2}
+    base |= {"STORE_URL": f"sqlite:///{tmp_path}/w.db", "STORE_RETRY_TIMES": 2}
     return StorePipeline(get_crawler(settings_dict={**base, **overrides}))
 
 
@@ -47,7 +47,7 @@ def test_retries_then_writes(tmp_path, caplog):
 
 
 def test_a_batch_that_cannot_be_written_is_requeued_not_acknowledged(tmp_path, caplog):
-    p = pipeline(tmp_path, WEBCRAWL_STORE_RETRY_TIMES=0)
+    p = pipeline(tmp_path, STORE_RETRY_TIMES=0)
     p.store = FlakyStore(open_store(f"sqlite:///{tmp_path}/w.db"), failures=1)
     batch = [page("http://a.example/x")]
     with pytest.raises(StoreError):
@@ -79,9 +79,9 @@ def test_a_bad_item_does_not_sink_its_batch(tmp_path, caplog):
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [
-        ("WEBCRAWL_STORE_BATCH_SIZE", "0", "WEBCRAWL_STORE_BATCH_SIZE must be a positive integer"),
-        ("WEBCRAWL_STORE_FLUSH_INTERVAL", "soon", "WEBCRAWL_STORE_FLUSH_INTERVAL must be a number"),
-        ("WEBCRAWL_STORE_URL", "mongodb://x/", "WEBCRAWL_STORE_URL: unsupported store"),
+        ("STORE_BATCH_SIZE", "0", "STORE_BATCH_SIZE must be a positive integer"),
+        ("STORE_FLUSH_INTERVAL", "soon", "STORE_FLUSH_INTERVAL must be a number"),
+        ("STORE_URL", "mongodb://x/", "STORE_URL: unsupported store"),
     ],
 )
 def test_bad_settings(tmp_path, name, value, message):
@@ -126,9 +126,9 @@ def test_a_store_locked_past_every_retry_mid_crawl_loses_no_page(slow_demo, tmp_
         result = run_crawl(
             demo.seeds,
             tmp_path / "data",
-            f"WEBCRAWL_STORE_URL=sqlite:///{db}?timeout=0.5",
-            "WEBCRAWL_STORE_RETRY_TIMES=1",
-            "WEBCRAWL_STORE_OUTAGE_WAIT=1",
+            f"STORE_URL=sqlite:///{db}?timeout=0.5",
+            "STORE_RETRY_TIMES=1",
+            "STORE_OUTAGE_WAIT=1",
             "FRONTIER_HOST_DELAY=0.05",
             env=crawl_env(),
             timeout=180,

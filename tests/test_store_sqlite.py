@@ -86,7 +86,7 @@ def test_store_url_takes_a_busy_timeout(tmp_path, monkeypatch):
         "sqlite:///?timeout=1",
         "sqlite://w.db",
     ):
-        with pytest.raises(ValueError, match="WEBCRAWL_STORE_URL"):
+        with pytest.raises(ValueError, match="STORE_URL"):
             SQLiteStore.from_url(bad)
 
 

@@ -76,7 +76,7 @@ def test_a_worker_killed_in_a_refill_loses_and_repeats_nothing(
         redis_server.url,
         tmp_path / "steady.jsonl",
         *TINY,
-        f"WEBCRAWL_STORE_URL={url}",
+        f"STORE_URL={url}",
         "USER_AGENT=steady",
     )
     wait_for_fetches(demo, 10)
@@ -87,7 +87,7 @@ def test_a_worker_killed_in_a_refill_loses_and_repeats_nothing(
         redis_server.url,
         tmp_path / "victim.jsonl",
         *TINY,
-        f"WEBCRAWL_STORE_URL={url}",
+        f"STORE_URL={url}",
         "USER_AGENT=victim",
         code=DIES_IN_A_REFILL,
     )
@@ -129,7 +129,7 @@ def test_two_workers_crawl_breadth_first_per_host_through_the_store(
             redis_server.url,
             tmp_path / f"{name}.jsonl",
             *TINY,
-            f"WEBCRAWL_STORE_URL={url}",
+            f"STORE_URL={url}",
         )
     logs = [finish(w) for w in workers]
     assert max(demo.page_fetches().values()) == 1  # each page fetched once

@@ -519,7 +519,7 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
     if why:
         print(
             f"webcrawl submit: {why}: the seeds' hosts are allowed no private or loopback "
-            "address (WEBCRAWL_ALLOWED_NETWORKS allows networks)",
+            "address (ADDRESSES_ALLOWED_NETWORKS allows networks)",
             file=sys.stderr,
         )
     print(
@@ -553,7 +553,7 @@ def cmd_reset(args: argparse.Namespace, settings: Settings) -> int:
                     print(
                         f"webcrawl reset: crawl {crawl!r} keeps its queued requests in "
                         f"{describe_store(crawl_store)}, not in this command's store "
-                        f"{store_url}: nothing deleted (set WEBCRAWL_STORE_URL to the "
+                        f"{store_url}: nothing deleted (set STORE_URL to the "
                         "crawl's store)",
                         file=sys.stderr,
                     )

@@ -43,7 +43,7 @@ class Page:
     the revisit policy reads: ``[fetched_at, 1|0|None, last_modified|None]``),
     ``revisit_interval``, ``next_visit`` and ``revisit_method``.
 
-    With ``WEBCRAWL_STORE_CONTENT`` the response body is kept too, as
+    With ``STORE_CONTENT`` the response body is kept too, as
     ``content`` (base64, so that feed exports and SQLite's JSON rows hold it;
     HBase stores the raw bytes, in Nutch's ``f:cnt``).
     """
@@ -71,7 +71,7 @@ class Page:
     revisit_interval: float | None = None
     next_visit: float | None = None
     revisit_method: str = ""
-    content: str | None = None  # the raw body in base64, with WEBCRAWL_STORE_CONTENT
+    content: str | None = None  # the raw body in base64, with STORE_CONTENT
 
 
 def page_from_response(

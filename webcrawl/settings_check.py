@@ -60,8 +60,14 @@ def non_negative_int(settings: BaseSettings, name: str) -> int:
     return int(value)
 
 
-# Deployment settings read from the environment as well (settings/base.py)
-ENVIRONMENT_SETTINGS = ("REDIS_URL", "WEBCRAWL_DATA_DIR", "WEBCRAWL_STORE_URL", "WEBCRAWL_CRAWL")
+# Deployment settings read from the environment as well (settings/defaults.py):
+# setting -> environment variable
+ENVIRONMENT_SETTINGS = {
+    "REDIS_URL": "REDIS_URL",
+    "WEBCRAWL_DATA_DIR": "WEBCRAWL_DATA_DIR",
+    "STORE_URL": "WEBCRAWL_STORE_URL",
+    "WEBCRAWL_CRAWL": "WEBCRAWL_CRAWL",
+}
 
 
 # scrapy-redis settings with no meaning here: a value that asks for what they did fails
@@ -89,12 +95,12 @@ def environment_overridden(settings: BaseSettings, environ: Mapping[str, str]) -
 
     where = {v: k for k, v in SETTINGS_PRIORITIES.items()}
     messages = []
-    for name in ENVIRONMENT_SETTINGS:
-        wanted, value = environ.get(name), settings.get(name)
+    for name, variable in ENVIRONMENT_SETTINGS.items():
+        wanted, value = environ.get(variable), settings.get(name)
         if wanted and str(value or "") != wanted:
             source = where.get(settings.getpriority(name) or 0, "a settings module")
             messages.append(
-                f"{name}={wanted} in the environment is overridden by "
+                f"{variable}={wanted} in the environment is overridden by "
                 f"{name}={value or ''} ({source} settings)"
             )
     return messages

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         f"REVISIT_MAX_INTERVAL={30 * DAY / speed}",
         f"REVISIT_INITIAL_INTERVAL={DAY / speed}",
         "LOG_LEVEL=INFO",
-        f"WEBCRAWL_STORE_URL=sqlite:///{workdir / 'webtable.sqlite3'}",
+        f"STORE_URL=sqlite:///{workdir / 'webtable.sqlite3'}",
     ]
     try:
         with (

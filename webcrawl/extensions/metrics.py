@@ -1,17 +1,17 @@
-"""Serve this worker's Prometheus metrics on ``WEBCRAWL_METRICS_PORT`` (off: 0).
+"""Serve this worker's Prometheus metrics on ``METRICS_PORT`` (off: 0).
 
-    scrapy crawl web -s WEBCRAWL_METRICS_PORT=9410 ...
+    scrapy crawl web -s METRICS_PORT=9410 ...
     curl http://127.0.0.1:9410/metrics
 
 The metrics are the worker's Scrapy stats, mapped by
 :func:`webcrawl.metrics.stats_metrics` when Prometheus scrapes (nothing is
 counted twice, and a page costs nothing more), and its CPU and memory
 (prometheus-client's process collector).  The server listens on
-``WEBCRAWL_METRICS_BIND`` (127.0.0.1; an address that is not loopback needs
-``WEBCRAWL_METRICS_PUBLIC``, as ``webcrawl monitor --public``) and answers only
+``METRICS_BIND`` (127.0.0.1; an address that is not loopback needs
+``METRICS_PUBLIC``, as ``webcrawl monitor --public``) and answers only
 ``Host`` headers naming its address, ``localhost``, or a name of
-``WEBCRAWL_METRICS_ALLOWED_HOSTS`` (the one Prometheus scrapes it by); another worker on the machine
-already on the port moves this one up, within ``WEBCRAWL_METRICS_PORT_RANGE``
+``METRICS_ALLOWED_HOSTS`` (the one Prometheus scrapes it by); another worker on the machine
+already on the port moves this one up, within ``METRICS_PORT_RANGE``
 ports, and the log says where it went.
 """
 
@@ -68,26 +68,24 @@ class MetricsExporter:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> MetricsExporter:
         settings = crawler.settings
-        port = non_negative_int(settings, "WEBCRAWL_METRICS_PORT")
+        port = non_negative_int(settings, "METRICS_PORT")
         if not port:
             raise NotConfigured
-        bind = str(settings.get("WEBCRAWL_METRICS_BIND") or "")
+        bind = str(settings.get("METRICS_BIND") or "")
         try:
             ipaddress.ip_address(bind)
         except ValueError:
             raise ValueError(
-                f"WEBCRAWL_METRICS_BIND must be an IP address to listen on "
+                f"METRICS_BIND must be an IP address to listen on "
                 f"(127.0.0.1, 0.0.0.0, ::1), got {bind!r}"
             ) from None
-        if not ipaddress.ip_address(bind).is_loopback and not settings.getbool(
-            "WEBCRAWL_METRICS_PUBLIC"
-        ):
+        if not ipaddress.ip_address(bind).is_loopback and not settings.getbool("METRICS_PUBLIC"):
             raise ValueError(
-                f"WEBCRAWL_METRICS_BIND {bind} is not a local address: anyone who reaches it "
-                "reads this worker's stats; set WEBCRAWL_METRICS_PUBLIC=True if that is meant"
+                f"METRICS_BIND {bind} is not a local address: anyone who reaches it "
+                "reads this worker's stats; set METRICS_PUBLIC=True if that is meant"
             )
-        ports = positive_int(settings, "WEBCRAWL_METRICS_PORT_RANGE")
-        names = settings.getlist("WEBCRAWL_METRICS_ALLOWED_HOSTS")
+        ports = positive_int(settings, "METRICS_PORT_RANGE")
+        names = settings.getlist("METRICS_ALLOWED_HOSTS")
         exporter = cls(crawler, port, bind, ports, names)
         crawler.signals.connect(exporter.opened, signal=signals.spider_opened)
         crawler.signals.connect(exporter.closed, signal=signals.engine_stopped)
@@ -137,12 +135,10 @@ def serve(
             server = _start(registry, bind, candidate, list(names))
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
-                raise ValueError(
-                    f"WEBCRAWL_METRICS_BIND {bind}: cannot listen there ({exc})"
-                ) from None
+                raise ValueError(f"METRICS_BIND {bind}: cannot listen there ({exc})") from None
             continue
         return server, candidate
     raise ValueError(
-        f"WEBCRAWL_METRICS_PORT: ports {port} to {last} are all in use (raise "
-        "WEBCRAWL_METRICS_PORT_RANGE, or choose another port)"
+        f"METRICS_PORT: ports {port} to {last} are all in use (raise "
+        "METRICS_PORT_RANGE, or choose another port)"
     )

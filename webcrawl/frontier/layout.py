@@ -133,7 +133,7 @@ def _join_store(client: Any, keys: CrawlKeys, ours: dict[str, str]) -> None:
         )
         raise CrawlLayoutError(
             f"crawl {keys.crawl!r} keeps its frontier and pages in {describe_store(recorded)}; "
-            f"this worker's store is {describe_store(ours)}{anew}: set WEBCRAWL_STORE_URL to "
+            f"this worker's store is {describe_store(ours)}{anew}: set STORE_URL to "
             "the crawl's store (every worker of a crawl must share one store: on several "
             "machines, HBase) or start over with "
             f"`webcrawl reset --crawl {keys.crawl} --yes`"

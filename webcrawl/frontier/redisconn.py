@@ -183,9 +183,9 @@ class CrawlRedis:
         url = settings.get("REDIS_URL") or None
         if url is not None and not isinstance(url, str):
             raise ValueError(f"REDIS_URL must be a redis:// URL string, got {url!r}")
-        if url is None and not settings.getbool("WEBCRAWL_EMBEDDED_REDIS"):
+        if url is None and not settings.getbool("REDIS_EMBEDDED"):
             raise ValueError(
-                "REDIS_URL is not set and WEBCRAWL_EMBEDDED_REDIS is False: set REDIS_URL "
+                "REDIS_URL is not set and REDIS_EMBEDDED is False: set REDIS_URL "
                 "(environment or -s REDIS_URL=redis://host:6379/0) so workers share one Redis"
             )
         if timeout is None:

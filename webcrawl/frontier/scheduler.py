@@ -209,7 +209,7 @@ class Scheduler(RedisScheduler):
         # the crawl's store (the pipelines' one, the cold tier's): connected in open(), off
         # the reactor, and checked to be the one the crawl records
         self.store = open_store(store_url_from_settings(settings))
-        self.store_connect_wait = non_negative_float(settings, "WEBCRAWL_STORE_CONNECT_WAIT")
+        self.store_connect_wait = non_negative_float(settings, "STORE_CONNECT_WAIT")
         self.entry_rules = entry_rules(settings)
         self.lease_timeout = positive_float(settings, "FRONTIER_LEASE_TIMEOUT")
         self.heartbeat_interval = positive_float(settings, "STATUS_HEARTBEAT_INTERVAL")

@@ -183,7 +183,7 @@ def connection_target(key: Any) -> Target | None:
 class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
     """``DOWNLOAD_HANDLERS`` for http and https: Scrapy's, with the address policy."""
 
-    lazy = False  # made at start: a bad WEBCRAWL_ALLOWED_NETWORKS fails there
+    lazy = False  # made at start: a bad ADDRESSES_ALLOWED_NETWORKS fails there
 
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)

@@ -15,7 +15,7 @@ are judged by the IPv4 address they carry.  The table is ours, not
 :attr:`ipaddress.IPv4Address.is_global`'s: Python's answer changed between versions
 (3.11.10 and 3.12.4 corrected it) and it counts multicast as global.
 
-Allowed anyway: networks the user names (``WEBCRAWL_ALLOWED_NETWORKS``); a proxy the
+Allowed anyway: networks the user names (``ADDRESSES_ALLOWED_NETWORKS``); a proxy the
 operator's environment names; and a seed's host (``host:port``) at the addresses it
 was *bound* to when the crawl was seeded, so that a crawl seeded on an intranet or on
 the demo web keeps working without a setting, and only as the user meant it: an
@@ -82,7 +82,7 @@ _IPV4_FORMS = re.compile(r"(?:0[xX][0-9a-fA-F]*|[0-9]+)(?:\.(?:0[xX][0-9a-fA-F]*
 
 
 class BadNetworkError(ValueError):
-    """A network in WEBCRAWL_ALLOWED_NETWORKS that is not one."""
+    """A network in ADDRESSES_ALLOWED_NETWORKS that is not one."""
 
 
 class BlockedAddress(Exception):
@@ -157,7 +157,7 @@ def bare_address(address: str) -> IPAddress | None:
 
 
 def parse_networks(
-    values: Iterable[str], setting: str = "WEBCRAWL_ALLOWED_NETWORKS"
+    values: Iterable[str], setting: str = "ADDRESSES_ALLOWED_NETWORKS"
 ) -> list[Network]:
     """Networks (``10.0.0.0/8``, ``fd00::/8``, or one address) from a setting's values;
     a bad one raises :class:`BadNetworkError` naming the setting."""

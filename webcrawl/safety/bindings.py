@@ -211,7 +211,7 @@ async def bind_seeds(
             logger.warning(
                 "Seed host %s does not resolve now: it is bound to no address (should it "
                 "resolve to a special-use one later, that is refused unless "
-                "WEBCRAWL_ALLOWED_NETWORKS covers it)",
+                "ADDRESSES_ALLOWED_NETWORKS covers it)",
                 seed[0],
             )
             continue

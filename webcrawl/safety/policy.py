@@ -18,12 +18,12 @@ if TYPE_CHECKING:
 
 
 def address_policy(crawler: Crawler) -> AddressPolicy:
-    """The crawler's policy (made on first use from ``WEBCRAWL_ALLOWED_NETWORKS``; a bad
+    """The crawler's policy (made on first use from ``ADDRESSES_ALLOWED_NETWORKS``; a bad
     network fails the crawl at start with the setting's name).  The proxies the
     environment names (``http_proxy``...) are the operator's: trusted."""
     policy = getattr(crawler, "_webcrawl_address_policy", None)
     if policy is None:
-        allowed = parse_networks(crawler.settings.getlist("WEBCRAWL_ALLOWED_NETWORKS"))
+        allowed = parse_networks(crawler.settings.getlist("ADDRESSES_ALLOWED_NETWORKS"))
         policy = AddressPolicy(allowed)
         # as Scrapy's HttpProxyMiddleware reads them: a proxy without a scheme is http
         proxies = (_with_scheme(v) for k, v in getproxies().items() if k != "no")

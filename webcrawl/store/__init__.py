@@ -13,8 +13,8 @@ __all__ = ["Row", "Store", "StoreError", "open_store", "store_url_from_settings"
 
 
 def store_url_from_settings(settings: BaseSettings) -> str:
-    """``WEBCRAWL_STORE_URL``, or the SQLite file in ``WEBCRAWL_DATA_DIR``."""
-    url = settings.get("WEBCRAWL_STORE_URL")
+    """``STORE_URL``, or the SQLite file in ``WEBCRAWL_DATA_DIR``."""
+    url = settings.get("STORE_URL")
     if url:
         return str(url)
     return f"sqlite:///{Path(settings.get('WEBCRAWL_DATA_DIR')) / 'webtable.sqlite3'}"
@@ -34,6 +34,5 @@ def open_store(url: str) -> Store:
 
         return HBaseStore(url)
     raise ValueError(
-        f"WEBCRAWL_STORE_URL: unsupported store {url!r} "
-        "(supported: sqlite:///PATH, hbase://HOST:PORT?...)"
+        f"STORE_URL: unsupported store {url!r} (supported: sqlite:///PATH, hbase://HOST:PORT?...)"
     )

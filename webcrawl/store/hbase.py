@@ -17,7 +17,7 @@ version, as Nutch's mapping does):
   HBase's ``Bytes`` (and Gora) encode them: family ``f`` (fetch: ``bas``
   final URL, ``st`` status as int, ``ts`` fetch time as a double of Unix
   seconds, ``fi`` revisit interval, ``nft`` next fetch time, ``typ`` content
-  type, ``cnt`` the raw body with ``WEBCRAWL_STORE_CONTENT``, ...), ``p``
+  type, ``cnt`` the raw body with ``STORE_CONTENT``, ...), ``p``
   (parse: ``t`` title, ``c`` text, ``sig`` and ``psig`` the SimHash and the
   previous one as 8 raw bytes, ...), ``h`` (headers:
   ``ETag``, ``Last-Modified``, ``Content-Length``).  Lists and fields of
@@ -240,7 +240,7 @@ def parse_hbase_url(url: str) -> dict[str, Any]:
     """Connection options from ``hbase://host:port?...``; ValueError names what is wrong."""
     parts = urlsplit(url)
     if parts.scheme != "hbase" or not parts.hostname:
-        raise ValueError(f"WEBCRAWL_STORE_URL: expected hbase://HOST[:PORT][?...], got {url!r}")
+        raise ValueError(f"STORE_URL: expected hbase://HOST[:PORT][?...], got {url!r}")
     query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
     known = {
         "table_prefix",
@@ -255,19 +255,17 @@ def parse_hbase_url(url: str) -> dict[str, Any]:
     unknown = sorted(set(query) - known)
     if unknown:
         raise ValueError(
-            f"WEBCRAWL_STORE_URL: unknown hbase option(s) {', '.join(unknown)} "
+            f"STORE_URL: unknown hbase option(s) {', '.join(unknown)} "
             f"(known: {', '.join(sorted(known))})"
         )
     try:
         port = parts.port or 9090
     except ValueError:
-        raise ValueError(
-            f"WEBCRAWL_STORE_URL: the port of {url!r} is not a port number (1-65535)"
-        ) from None
+        raise ValueError(f"STORE_URL: the port of {url!r} is not a port number (1-65535)") from None
     prefix = query.get("table_prefix") or None
     if prefix is not None and (not _PREFIX.fullmatch(prefix) or len(prefix) > 200):
         raise ValueError(
-            f"WEBCRAWL_STORE_URL: table_prefix {prefix!r} is not a legal HBase "
+            f"STORE_URL: table_prefix {prefix!r} is not a legal HBase "
             "table name ([namespace:]name of letters, digits, '_', '-', '.', "
             "not starting with '-' or '.', at most 200 characters)"
         )
@@ -280,12 +278,10 @@ def parse_hbase_url(url: str) -> dict[str, Any]:
     }
     if opts["transport"] not in ("buffered", "framed"):
         raise ValueError(
-            f"WEBCRAWL_STORE_URL: transport must be buffered or framed, got {opts['transport']!r}"
+            f"STORE_URL: transport must be buffered or framed, got {opts['transport']!r}"
         )
     if opts["protocol"] not in ("binary", "compact"):
-        raise ValueError(
-            f"WEBCRAWL_STORE_URL: protocol must be binary or compact, got {opts['protocol']!r}"
-        )
+        raise ValueError(f"STORE_URL: protocol must be binary or compact, got {opts['protocol']!r}")
     for name, kind, default in (
         ("pool_size", int, 4),
         ("timeout", float, 30.0),
@@ -297,9 +293,9 @@ def parse_hbase_url(url: str) -> dict[str, Any]:
         try:
             value = kind(raw) if raw is not None else default
         except ValueError:
-            raise ValueError(f"WEBCRAWL_STORE_URL: {name} must be a number, got {raw!r}") from None
+            raise ValueError(f"STORE_URL: {name} must be a number, got {raw!r}") from None
         if value < (0 if name == "retries" else 1):
-            raise ValueError(f"WEBCRAWL_STORE_URL: {name} is out of range: {raw!r}")
+            raise ValueError(f"STORE_URL: {name} is out of range: {raw!r}")
         opts[name] = value
     return opts
 
@@ -480,12 +476,12 @@ class HBaseStore(Store):
                 self._reset_pool()
                 fatal = self._diagnose(exc)
                 if fatal:
-                    raise StoreError(f"WEBCRAWL_STORE_URL={self.url}: {fatal}") from exc
+                    raise StoreError(f"STORE_URL={self.url}: {fatal}") from exc
                 waited = time.monotonic() - began
                 if waited >= wait:
                     raise StoreError(
-                        f"WEBCRAWL_STORE_URL={self.url}: {self._where()} did not answer "
-                        f"within {wait:.0f} s (WEBCRAWL_STORE_CONNECT_WAIT): {_describe(exc)}"
+                        f"STORE_URL={self.url}: {self._where()} did not answer "
+                        f"within {wait:.0f} s (STORE_CONNECT_WAIT): {_describe(exc)}"
                     ) from exc
                 if not logged or waited - logged >= 30:
                     logger.warning(

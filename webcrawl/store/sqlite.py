@@ -74,15 +74,12 @@ class SQLiteStore(Store):
         rest = url[len(prefix) :] if url.startswith(prefix) else ""
         path, _, query = rest.partition("?")
         if not path:
-            raise ValueError(
-                f"WEBCRAWL_STORE_URL: expected sqlite:///PATH[?timeout=SECONDS], got {url!r}"
-            )
+            raise ValueError(f"STORE_URL: expected sqlite:///PATH[?timeout=SECONDS], got {url!r}")
         options = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
         unknown = sorted(set(options) - {"timeout"})
         if unknown:
             raise ValueError(
-                f"WEBCRAWL_STORE_URL: unknown sqlite option(s) {', '.join(unknown)} "
-                "(known: timeout)"
+                f"STORE_URL: unknown sqlite option(s) {', '.join(unknown)} (known: timeout)"
             )
         timeout = cls.DEFAULT_TIMEOUT
         if "timeout" in options:
@@ -92,7 +89,7 @@ class SQLiteStore(Store):
                 timeout = math.nan
             if not (math.isfinite(timeout) and timeout >= 0):
                 raise ValueError(
-                    f"WEBCRAWL_STORE_URL: timeout must be a number of seconds "
+                    f"STORE_URL: timeout must be a number of seconds "
                     f">= 0, got {options['timeout']!r}"
                 )
         return cls(path, busy_timeout=timeout)
