@@ -44,6 +44,10 @@ DOWNLOADER_MIDDLEWARES = {
     "webcrawl.middlewares.robotstxt.RobotsTxtLimitMiddleware": 595,
     "webcrawl.middlewares.redirects.RedirectLoopMiddleware": 610,
 }
+# Spider middlewares: start requests are seeds of the shared crawl, taken once however
+# many workers send them (Scrapy's Spider.start marks them dont_filter; see
+# middlewares/start.py).
+SPIDER_MIDDLEWARES = {"webcrawl.middlewares.start.SharedStartMiddleware": 30}
 # Download handlers: Scrapy's HTTP/1.1 handler with each host's politeness turn taken
 # in Redis as the request leaves (after any wait in Scrapy's download slot: see
 # webcrawl/handlers/politeness.py) and the address policy checked on

@@ -230,7 +230,7 @@ def test_a_call_to_a_hung_redis_fails_well_within_a_second(tmp_path):
     server = RedisServer(f"redis://127.0.0.1:{port}/0", port, tmp_path)
     server.start()
     settings = Settings()
-    settings.setmodule("webcrawl.settings.base")
+    settings.setmodule("webcrawl.settings.defaults")
     settings.set("REDIS_URL", server.url)
     conn = CrawlRedis.from_settings(settings)
     try:

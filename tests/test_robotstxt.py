@@ -297,9 +297,11 @@ def test_sites_are_dropped_for_no_answer_only_where_the_failed_path_filter_recor
     from scrapy.settings import Settings
     from scrapy.utils.project import get_project_settings
 
+    from webcrawl.addon import apply
     from webcrawl.middlewares.robotstxt import _failpath_on
 
     project = get_project_settings()
+    assert apply(project)  # as a crawler does: the add-on's components and defaults
     assert _failpath_on(project)
     off = Settings(project.copy_to_dict())
     off.set("FAILPATH_ENABLED", False)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 from scrapy import Request
-from scrapy.utils.project import get_project_settings
 from scrapy.utils.test import get_crawler
 
 from webcrawl.frontier.scheduler import Scheduler
@@ -12,8 +11,9 @@ from webcrawl.frontier.scheduler import Scheduler
 
 def _crawler(**overrides: object) -> object:
     """A crawler of the project's settings (the reactor: whichever this process has)."""
-    settings = get_project_settings().copy_to_dict()
-    settings = {k: v for k, v in settings.items() if not k.startswith("TWISTED_REACTOR")}
+    from webcrawl.settings import base
+
+    settings = {k: getattr(base, k) for k in dir(base) if k.isupper()}
     return get_crawler(settings_dict={**settings, **overrides})
 
 

@@ -314,7 +314,7 @@ def test_bad_tier_settings_fail_at_start_with_their_name(given, message):
     from webcrawl.frontier.scheduler import tier_settings
 
     settings = Settings()
-    settings.setmodule("webcrawl.settings.base")
+    settings.setmodule("webcrawl.settings.defaults")
     assert tier_settings(settings) == (100, 500_000, 86400.0)
     settings.setdict(given)
     with pytest.raises(ValueError, match=message):

@@ -410,11 +410,6 @@ class Scheduler(RedisScheduler):
     # -- scheduler interface -------------------------------------------------
 
     def enqueue_request(self, request: Request) -> bool:
-        if request.dont_filter and request.meta.get("is_start_request"):
-            # A start request is a seed of the shared crawl: every worker of it sends the
-            # same ones (Scrapy's own Spider.start marks them dont_filter), so the crawl
-            # takes each once, and a link back to it later is known.
-            request = request.replace(dont_filter=False)
         key: bytes | int | None = None  # what _seen will know it by
         fingerprint = b""
         if not request.dont_filter:
