@@ -328,16 +328,9 @@ def read_items(path: Path) -> list[dict]:
 
 
 def frontier_totals(client, crawl: str = "web") -> dict[str, int]:
-    """A crawl's seen, queued and leased counts, summed over its shards."""
+    """A crawl's seen, queued (Redis and store, revisits not) and leased counts."""
+    from webcrawl.frontier.inspection import Inspector
     from webcrawl.frontier.layout import existing_crawl
 
     keys, _ = existing_crawl(client, crawl, 16)
-    pipe = client.pipeline(transaction=False)
-    for k in keys.all_shards():
-        pipe.scard(k.seen).get(k.queued).zcard(k.delayed).zcard(k.leases)
-    replies = pipe.execute()
-    return {
-        "seen": sum(int(n) for n in replies[0::4]),
-        "queued": sum(int(n or 0) for n in replies[1::4]) + sum(replies[2::4]),
-        "leased": sum(replies[3::4]),
-    }
+    return Inspector(client, keys).totals()

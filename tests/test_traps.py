@@ -59,7 +59,7 @@ def test_a_hosts_new_urls_stop_at_its_page_budget(redis_client):
     affected."""
     from scrapy import Request, Spider
 
-    from webcrawl.cli import _hosts_over_budget
+    from webcrawl.frontier.inspection import Inspector
     from webcrawl.frontier.keys import CrawlKeys
     from webcrawl.frontier.queue import HostQueue
 
@@ -80,7 +80,7 @@ def test_a_hosts_new_urls_stop_at_its_page_budget(redis_client):
     assert push(workers[0], ["http://trap/99"]).over_budget == 1
     assert push(workers[0], ["http://trap/0"], fingerprint=False).added == 1  # a retry
     assert push(workers[1], [f"http://ok/{i}" for i in range(2, 6)]).over_budget == 0
-    assert _hosts_over_budget(redis_client, keys) == [(5, "trap")]
+    assert Inspector(redis_client, keys).hosts_over_budget() == [(5, "trap")]
     popped = set()
     while result := workers[0].step(now=0, pop=10):
         if not result.popped:

@@ -138,3 +138,23 @@ def _join_store(client: Any, keys: CrawlKeys, ours: dict[str, str]) -> None:
             "machines, HBase) or start over with "
             f"`webcrawl reset --crawl {keys.crawl} --yes`"
         )
+
+
+def submit_seeds(client: Any, keys: CrawlKeys, urls: list[str]) -> None:
+    """Queue seeds for the crawl: its workers poll this list (WEBCRAWL_SUBMIT_POLL_INTERVAL)."""
+    client.rpush(keys.start, *urls)
+
+
+def delete_crawl(client: Any, keys: CrawlKeys) -> int:
+    """Delete every key of the crawl in Redis (on each node of a cluster); how many."""
+    names = sorted(
+        {
+            name
+            for pattern in keys.all_patterns()
+            for name in client.scan_iter(match=pattern, count=1000)
+            if keys.owns(name)
+        }
+    )
+    for i in range(0, len(names), 1000):
+        client.delete(*names[i : i + 1000])
+    return len(names)

@@ -20,6 +20,7 @@ from scrapy import Request, Spider
 from webcrawl.frontier import scripts
 from webcrawl.frontier.cold import clear_cold
 from webcrawl.frontier.entry import EntryCodec, EntryRules, RefusedEntry
+from webcrawl.frontier.inspection import shard_counts
 from webcrawl.frontier.keys import CrawlKeys
 from webcrawl.frontier.scripts import now_arg, seen_key
 from webcrawl.frontier.shards import Call, ShardRouter
@@ -524,14 +525,12 @@ class HostQueue:
     def counts(self, *, now: float | None = None) -> tuple[int, int, int]:
         """Over all shards: (queued: host queues, delayed and the cold tier; revisits due
         now; leases)."""
-        calls = [scripts.COUNT.call(k, [now_arg(now)]) for k in self.keys.all_shards()]
-        totals = [0, 0, 0]
-        for call in self.router.run(calls):
-            if call.error is not None:
-                raise call.error
-            for i, value in enumerate(call.result):
-                totals[i] += int(value)
-        return totals[0], totals[1], totals[2]
+        counts = shard_counts(self.router, self.keys, now)
+        return (
+            sum(hot + cold for hot, cold, _, _ in counts),
+            sum(due for _, _, due, _ in counts),
+            sum(leases for _, _, _, leases in counts),
+        )
 
     def __len__(self) -> int:
         """Requests queued (ready or waiting for their host's turn, or delayed)."""
