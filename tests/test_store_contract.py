@@ -2,9 +2,7 @@
 
 HBase is the real thing: the session's standalone HBase 2.6 (conftest's ``hbase``),
 through its buffered+binary and its framed+compact Thrift1 gateways, each test in
-tables of its own (a fresh ``table_prefix``), dropped after.  The emulator
-(``support.hbase_emulator``), which the fault tests still use, meets the same
-contract.
+tables of its own (a fresh ``table_prefix``), dropped after.
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from support.hbase_emulator import EmulatorServer
 
 from webcrawl.failpath import SITE, FailPathParams, FailPathPolicy
 from webcrawl.frontier.cold import cold_key, host_prefix, parse_cold_key
@@ -68,14 +65,11 @@ def drop_tables(url: str) -> None:
         conn.close()
 
 
-@pytest.fixture(params=["sqlite", "hbase", "hbase-framed-compact", "emulator"])
+@pytest.fixture(params=["sqlite", "hbase", "hbase-framed-compact"])
 def backend(request, tmp_path):
     kind = request.param
     if kind == "sqlite":
         yield Backend(f"sqlite:///{tmp_path}/w.db")
-    elif kind == "emulator":
-        with EmulatorServer(idle_timeout=None, data=tmp_path / "hbase.data") as server:
-            yield Backend(_hbase_url(*server.address, "buffered", "binary"), server.restart)
     else:
         hbase = request.getfixturevalue("hbase")
         name = "framed" if "framed" in kind else "thrift"

@@ -5,10 +5,11 @@ On the real thing wherever it can show it: the session's standalone HBase 2.6
 (conftest's ``hbase``), through its shared gateways and through gateways of this
 file's own (``idle``: closes client sockets idle over 1 s; ``own``: stopped,
 killed and started again here, never the shared ones), each test in tables of a
-fresh prefix, dropped after.  The emulator (``support.hbase_emulator``) only for
-faults the real server cannot be made to produce on demand: an IOError reply,
-a reply lost after the mutation was applied, a clock frozen within one
-millisecond.  The contract every backend meets is in test_store_contract.py.
+fresh prefix, dropped after.  Faults the real server cannot be made to produce on
+demand go through a proxy in front of it (``support.thrift_proxy``): a connection
+reset, a stalled call, a reply lost after the server applied the call, an IOError
+or internal-error reply, every write within one millisecond.  The contract every
+backend meets is in test_store_contract.py.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from contextlib import contextmanager, suppress
 
 import happybase
 import pytest
-from support.hbase_emulator import EmulatorServer
+from support.thrift_proxy import ThriftProxy
 
 from webcrawl.frontier.cold import clear_cold
 from webcrawl.localhbase.launcher import free_port
@@ -491,18 +492,12 @@ def test_a_server_that_stays_down_is_a_store_error(hbase):
             store.put_pages([page()])
 
 
-@pytest.mark.parametrize("where", ["real", "emulator"])
-def test_a_frontier_row_written_again_after_its_delete_stays_deleted(where, request):
+def test_a_frontier_row_written_again_after_its_delete_stays_deleted(real):
     """Found by a review: a put retried on a fresh connection whose first attempt the
     gateway applies late, after the row was moved up and deleted, brought the row back
     (at the server's time, newer than the delete marker) and it was queued twice.
     Frontier rows are written at a fixed old time: the marker hides the late copy."""
-    url = (
-        request.getfixturevalue("real").url()
-        if where == "real"
-        else emulator_url(request.getfixturevalue("server"))
-    )
-    with open_store(url) as store:
+    with open_store(real.url()) as store:
         store.frontier_put([("web/0000/a.example/1", b"one"), ("web/0000/a.example/2", b"two")])
         store.frontier_put([("web/0000/a.example/1", b"one")])  # a retry: harmless
         assert len(store.frontier_scan("web/", 10)) == 2
@@ -511,22 +506,19 @@ def test_a_frontier_row_written_again_after_its_delete_stays_deleted(where, requ
         assert store.frontier_scan("web/", 10) == [("web/0000/a.example/2", b"two")]
 
 
-@pytest.mark.parametrize("where", ["real", "emulator-frozen-clock"])
-def test_rewrites_and_resets_within_one_millisecond_lose_nothing(where, request):
+@pytest.mark.parametrize("clock", ["real", "frozen"])
+def test_rewrites_and_resets_within_one_millisecond_lose_nothing(clock, real, proxy):
     """A delete marker takes the server's time and hides any put of the same
     millisecond (HBASE-2256): the store must not rely on deletes.  The real server
-    cannot be made to write twice in one millisecond; the emulator's clock can."""
-    if where == "real":
-        url = request.getfixturevalue("real").url()
-        with open_store(url) as store:
-            _rewrite_and_reset(store)
+    cannot be made to write twice in one millisecond; through the proxy, every write
+    happens in one."""
+    if clock == "real":
+        url = real.url()
     else:
-        clock = lambda: 1_763_877_600_000  # noqa: E731
-        with (
-            EmulatorServer(idle_timeout=None, clock=clock) as server,
-            open_store(emulator_url(server)) as store,
-        ):
-            _rewrite_and_reset(store)
+        proxy.freeze_clock(int(time.time() * 1000))
+        url = proxied(real, proxy)
+    with open_store(url) as store:
+        _rewrite_and_reset(store)
 
 
 def _rewrite_and_reset(store) -> None:
@@ -549,24 +541,36 @@ def _rewrite_and_reset(store) -> None:
     assert store.failpath_row("com.a:http") == {"/a/": 1}
 
 
-# -- faults only the emulator produces ----------------------------------------------------
+# -- faults through a proxy in front of the real server ----------------------------------
 
 
 @pytest.fixture
-def server(tmp_path):
-    with EmulatorServer(idle_timeout=None, data=tmp_path / "hbase.data") as s:
-        yield s
+def proxy(hbase) -> Iterator[ThriftProxy]:
+    """A fault-injecting proxy in front of the session's buffered+binary gateway."""
+    with ThriftProxy(("127.0.0.1", hbase.gateway("thrift").port)) as p:
+        yield p
 
 
-def emulator_url(server, **extra) -> str:
-    query = "&".join(f"{k}={v}" for k, v in {"table_prefix": "crawl", **extra}.items())
-    return f"hbase://{server.host}:{server.port}?{query}"
+def proxied(real: Real, proxy: ThriftProxy, **extra: object) -> str:
+    """A store URL through the proxy, in tables of a fresh prefix (dropped after)."""
+    prefix = f"t{uuid.uuid4().hex[:10]}"
+    real.prefixes.append(prefix)
+    return proxy.url(prefix, **extra)
 
 
-def test_errors_that_would_repeat_are_not_retried(server, caplog):
-    with open_store(emulator_url(server)) as store:
+def test_the_proxy_passes_calls_through_unchanged(real, proxy):
+    with open_store(proxied(real, proxy)) as store:
+        store.put_pages([page()])
+        assert store.get_page(url_to_key(URL)) == page()
+        assert store.failpath_add("com.a:http", "/x/", 2) == 2
+        assert store.count_pages() == 1
+    assert {"mutateRows", "getRowWithColumns", "atomicIncrement"} <= set(proxy.calls)
+
+
+def test_errors_that_would_repeat_are_not_retried(real, proxy, caplog):
+    with open_store(proxied(real, proxy)) as store:
         store.failpath_row("warm-up")
-        server.inject_errors("getRowWithColumns", count=1, kind="internal")
+        proxy.fail("getRowWithColumns", "internal")
         with caplog.at_level(logging.WARNING), pytest.raises(StoreError, match="reading"):
             store.get_page("k")
         assert "retry" not in caplog.text
@@ -574,38 +578,61 @@ def test_errors_that_would_repeat_are_not_retried(server, caplog):
         store.get_page("k")
 
 
-def test_injected_io_errors_are_retried_then_reported(server, caplog):
-    with open_store(emulator_url(server)) as store:
+def test_io_error_replies_are_retried_then_reported(real, proxy, caplog):
+    with open_store(proxied(real, proxy)) as store:
         store.failpath_row("warm-up")
-        server.inject_errors("mutateRows", count=2)
+        proxy.fail("mutateRows", "ioerror", count=2)
         with caplog.at_level(logging.WARNING):
             store.put_pages([page()])
         assert "IOError" in caplog.text and "retry 2/4" in caplog.text
         assert store.get_page(url_to_key(URL)) is not None
-    with open_store(emulator_url(server, retries=1)) as store:
-        server.inject_errors("mutateRows", count=2)
+    with open_store(proxied(real, proxy, retries=1)) as store:
+        proxy.fail("mutateRows", "ioerror", count=2)
         with pytest.raises(StoreError, match="writing 1 rows failed"):
             store.put_pages([page()])
 
 
-def test_counters_are_never_retried_blindly(server):
-    with open_store(emulator_url(server)) as store:
+def test_a_reset_connection_is_retried_on_a_fresh_one(real, proxy, caplog):
+    with open_store(proxied(real, proxy)) as store:
+        store.failpath_row("warm-up")
+        proxy.fail("mutateRows", "reset")
+        with caplog.at_level(logging.WARNING):
+            store.put_pages([page()])
+        assert "retry 1/4" in caplog.text and proxy.pending() == 0
+        assert store.get_page(url_to_key(URL)) == page()
+        assert store.count_pages() == 1
+
+
+def test_a_stalled_call_times_out_and_is_retried(real, proxy, caplog):
+    with open_store(proxied(real, proxy, timeout=1)) as store:
+        store.put_pages([page()])
+        proxy.fail("getRowWithColumns", "stall", seconds=3)
+        started = time.monotonic()
+        with caplog.at_level(logging.WARNING):
+            assert store.get_page(url_to_key(URL)) == page()
+        assert "retry 1/4" in caplog.text
+        assert time.monotonic() - started < 3  # the stalled call was not waited for
+
+
+def test_counters_are_never_retried_blindly(real, proxy):
+    with open_store(proxied(real, proxy)) as store:
         store.failpath_row("warm-up")
         # the increment is done, but its reply is lost
-        server.inject_errors("atomicIncrement", count=1, kind="disconnect", apply=True)
+        proxy.fail("atomicIncrement", "lose_reply")
         with pytest.raises(StoreError, match="counting a failure"):
             store.failpath_add("com.a:http", "/x/", 1)
         assert store.failpath_row("com.a:http") == {"/x/": 1}  # counted once, not twice
         assert store.failpath_add("com.a:http", "/x/", 1) == 2
 
 
-def test_a_store_id_whose_reply_was_lost_is_read_back_not_made_twice(server):
-    with open_store(emulator_url(server)) as store:
+def test_a_store_id_whose_reply_was_lost_is_read_back_not_made_twice(real, proxy):
+    url = proxied(real, proxy)
+    with open_store(url) as store:
         store.failpath_row("warm-up")
         # the id is put, but the reply is lost: the retry finds one there and puts nothing
-        server.inject_errors("checkAndPut", count=1, kind="disconnect", apply=True)
+        proxy.fail("checkAndPut", "lose_reply")
         ident = store.identity()
-    with open_store(emulator_url(server)) as store:
+    with open_store(url) as store:
         assert store.identity() == ident
 
 
