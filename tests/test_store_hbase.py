@@ -567,6 +567,25 @@ def test_the_proxy_passes_calls_through_unchanged(real, proxy):
     assert {"mutateRows", "getRowWithColumns", "atomicIncrement"} <= set(proxy.calls)
 
 
+def test_the_frozen_clock_makes_a_delete_hide_a_later_put(real, proxy):
+    """The fault is real: through the frozen proxy, HBase itself hides a put behind a
+    delete of the same millisecond (what the store must not rely on deletes for)."""
+    proxy.freeze_clock(int(time.time() * 1000))
+    url = proxied(real, proxy)
+    with open_store(url) as store:
+        store.connect()  # the tables
+    with happybase_connection(url) as conn:
+        table = conn.table("failpaths")
+        table.put(b"r", {b"c:a": b"1"})
+        table.delete(b"r")
+        table.put(b"r", {b"c:a": b"2"})
+        assert table.row(b"r") == {}  # hidden by the marker of its own millisecond
+    proxy.freeze_clock(None)
+    with happybase_connection(url) as conn:
+        conn.table("failpaths").put(b"r", {b"c:a": b"3"})
+        assert conn.table("failpaths").row(b"r") == {b"c:a": b"3"}
+
+
 def test_errors_that_would_repeat_are_not_retried(real, proxy, caplog):
     with open_store(proxied(real, proxy)) as store:
         store.failpath_row("warm-up")

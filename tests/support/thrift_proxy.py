@@ -33,7 +33,8 @@ import happybase  # noqa: F401  (loads Hbase.thrift as the module Hbase_thrift)
 import Hbase_thrift as H
 from thriftpy2.protocol.binary import TBinaryProtocol
 from thriftpy2.thrift import TApplicationException, TMessageType
-from thriftpy2.transport import TBufferedTransport, TSocket, TTransportException
+from thriftpy2.transport import TSocket, TTransportException
+from thriftpy2.transport.buffered import TBufferedTransport  # pure Python, as the protocol
 
 KINDS = ("reset", "stall", "lose_reply", "ioerror", "internal")
 LONG = struct.Struct(">q")
