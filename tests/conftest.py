@@ -175,7 +175,7 @@ def hbase(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HBaseServer]:
 @pytest.fixture(scope="session")
 def redis_cluster_server(tmp_path_factory: pytest.TempPathFactory):
     """A real Redis Cluster on loopback: three masters, each with a replica."""
-    from webcrawl.frontier.localcluster import LocalRedisCluster
+    from tools.localcluster import LocalRedisCluster
 
     cluster = LocalRedisCluster(tmp_path_factory.mktemp("redis-cluster")).start()
     yield cluster

@@ -5,15 +5,16 @@ from pathlib import Path
 
 import pytest
 
+from tools.bench.compare import plain
+from tools.bench.stages import OTHER, read_samples, stage_of
 from webcrawl.bench.common import project_env
 from webcrawl.bench.crawl import crawl_parallel
-from webcrawl.bench.stages import OTHER, read_samples, stage_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_plain_spider_crawls_the_pages_the_web_spider_does(demo, tmp_path):
-    pages, seconds = crawl_parallel(demo.seeds, tmp_path, [], 1, plain=True)
+    pages, seconds = crawl_parallel(demo.seeds, tmp_path, [], 1, command=plain)
     ours, _ = crawl_parallel(demo.seeds, tmp_path, ["WEBCRAWL_CRAWL=bench-test"], 1)
     assert seconds > 0
     # the same web, the same robots.txt; Scrapy's deny list drops the PDFs we fetch

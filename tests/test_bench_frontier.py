@@ -1,4 +1,5 @@
-"""``webcrawl bench frontier`` runs on both setups, prints its tables and loses nothing."""
+"""``webcrawl bench frontier`` (one Redis) and ``python -m tools.bench frontier`` (one Redis and
+the local Redis Cluster) print their tables and lose nothing."""
 
 import subprocess
 import sys
@@ -14,8 +15,7 @@ def test_bench_frontier_prints_its_tables_and_loses_nothing():
     cmd = [
         sys.executable,
         "-m",
-        "webcrawl.cli",
-        "bench",
+        "tools.bench",
         "frontier",
         "--hosts",
         "300",
@@ -61,8 +61,6 @@ def test_bench_frontier_new_links_sets_the_new_links_per_page():
         "2",
         "--workers",
         "2",
-        "--target",
-        "single",
         "--new-links",
         "2",
     ]

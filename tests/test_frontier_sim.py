@@ -481,7 +481,7 @@ def sim_redis(request, tmp_path_factory, monkeypatch):
         yield client
         client.close()
         return
-    from webcrawl.frontier.localcluster import LocalRedisCluster
+    from tools.localcluster import LocalRedisCluster
 
     # a step's calls to several nodes go one after the other, on the worker's thread (a
     # worker sends them at once, from a pool: one gate holds one call at a time)

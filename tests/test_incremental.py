@@ -17,7 +17,7 @@ from collections import defaultdict
 
 from conftest import ROOT, crawl_cmd, crawl_env
 
-from webcrawl.bench.incremental import judged_visits
+from tools.bench.incremental import judged_visits
 from webcrawl.demo import demo_server
 from webcrawl.demo.web import DemoWeb
 from webcrawl.store import open_store

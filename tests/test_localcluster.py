@@ -10,7 +10,7 @@ import pytest
 import redis
 import redis.cluster
 
-from webcrawl.frontier.localcluster import SLOTS, LocalRedisCluster
+from tools.localcluster import SLOTS, LocalRedisCluster
 
 LOOPBACK_HEX = "0100007F"  # 127.0.0.1 as /proc/net/tcp writes it
 TAGS = [f"{{t{i}}}" for i in range(30)]  # hash tags, spread over the slots

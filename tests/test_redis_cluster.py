@@ -17,8 +17,8 @@ from scrapy import Request, Spider
 from test_cluster import PACED, finish, start_worker, wait_for_fetches
 from test_frontier import page_times, stored_urls
 
+from tools.localcluster import LocalRedisCluster
 from webcrawl.frontier.keys import CrawlKeys
-from webcrawl.frontier.localcluster import LocalRedisCluster
 from webcrawl.frontier.queue import HostQueue
 from webcrawl.frontier.redisconn import CrawlRedis
 from webcrawl.urls.scope import scope_key

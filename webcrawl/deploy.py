@@ -37,6 +37,7 @@ from scrapy.utils.conf import closest_scrapy_cfg, get_config
 PACKAGES = (
     "webcrawl",
     "webcrawl.bench",
+    "webcrawl.commands",
     "webcrawl.demo",
     "webcrawl.extensions",
     "webcrawl.failpath",

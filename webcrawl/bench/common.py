@@ -1,6 +1,6 @@
 """What the benchmarks share: the site a crawl benchmark crawls, the commands of its
-crawls (ours, the plain Scrapy spider, another checkout's), a Redis over TCP, and
-numbers read from Scrapy's stats."""
+crawls (this webcrawl's, another checkout's), a Redis over TCP, and numbers read from
+Scrapy's stats."""
 
 from __future__ import annotations
 
@@ -27,42 +27,6 @@ COMMON = [
     "CONCURRENT_REQUESTS_PER_DOMAIN=16",
     "LOG_LEVEL=INFO",
 ]
-PLAIN_SPIDER = [
-    # what `scrapy startproject` sets; what every setup shares
-    "ROBOTSTXT_OBEY=True",
-    "DOWNLOAD_DELAY=0",
-    "CONCURRENT_REQUESTS=16",
-    "CONCURRENT_REQUESTS_PER_DOMAIN=16",
-    "LOG_LEVEL=INFO",
-]
-
-
-def plain_command(seeds: list[str], data_dir: Path, *overrides: str) -> list[str]:
-    """``scrapy runspider`` of the plain spider with :data:`PLAIN_SPIDER`'s settings (run
-    from ``data_dir`` with :func:`plain_env`: outside any project, Scrapy's defaults)."""
-    from webcrawl.bench import plain_spider
-
-    cmd = [
-        sys.executable,
-        "-m",
-        "scrapy",
-        "runspider",
-        plain_spider.__file__,
-        "-a",
-        "seeds=" + ",".join(seeds),
-        "-o",
-        str(data_dir / "items.jsonl"),
-    ]
-    for item in (*PLAIN_SPIDER, *overrides):
-        cmd += ["-s", item]
-    return cmd
-
-
-def plain_env() -> dict[str, str]:
-    """The plain spider's environment: no project's settings."""
-    return {k: v for k, v in os.environ.items() if k != "SCRAPY_SETTINGS_MODULE"}
-
-
 _INSTALLED: dict[Path, Path] = {}
 
 

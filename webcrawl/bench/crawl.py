@@ -1,30 +1,21 @@
-"""``webcrawl bench``: pages/s of the full stack against plain Scrapy, on the demo web.
+"""``webcrawl bench crawl``: pages/s of the full stack on this machine, on the demo web.
 
-Every setup crawls the same site (the demo web, or a real static site with
-``--site``, served by nginx) as ``scrapy`` subprocesses with politeness
-off (the server is local):
-
-- plain Scrapy spider: what a user writes with Scrapy alone
-  (:mod:`webcrawl.bench.plain_spider`: a ``CrawlSpider`` following every
-  link on the seeds' hosts, an item a page to a JSON lines feed, Scrapy's
-  default settings and memory scheduler); the "x plain" column divides by it;
-- the ``web`` spider with all our pipelines (SimHash, store, revisits) on
-  Scrapy's own scheduler and dupefilter (memory queues);
-- the same on stock scrapy-redis: its scheduler, dupefilter and (pickle)
-  queue over TCP;
-- webcrawl: our scheduler, over the embedded Redis (Unix socket) and over
-  TCP, with one worker and with two.
+Every setup crawls the same site (the demo web, or a real static site with ``--site``,
+served by nginx) as ``scrapy crawl web`` subprocesses with politeness off (the server
+is local): webcrawl's scheduler over the embedded Redis (Unix socket) and over TCP,
+with one worker and with two.  (The comparisons with a plain Scrapy spider and stock
+scrapy-redis are ``python -m tools.bench compare``, in a checkout: the same table with
+those setups first.)
 
 Redis work per page is shown two ways: commands the server executed
-(``total_commands_processed``, commands inside Lua scripts included) and
-round trips the workers made (``frontier/redis_round_trips``: one per
-command or pipeline sent; webcrawl's scheduler counts them).
-Pages/s is Scrapy's ``response_received_count / elapsed_time_seconds`` (from
-spider open to close, so it includes start-up and end-of-crawl detection).
-The median of ``--runs`` runs is shown.  The demo web is served by nginx
-(static files) when it is installed, else by the Twisted demo server; both
-share the machine's cores with the crawlers, and the Twisted one (about one
-core for 200 pages/s) caps what two workers can show on a small machine.
+(``total_commands_processed``, commands inside Lua scripts included) and round trips
+the workers made (``frontier/redis_round_trips``: one per command or pipeline sent;
+webcrawl's scheduler counts them).  Pages/s is Scrapy's ``response_received_count /
+elapsed_time_seconds`` (from spider open to close, so it includes start-up and
+end-of-crawl detection).  The median of ``--runs`` runs is shown.  The demo web is
+served by nginx (static files) when it is installed, else by the Twisted demo server;
+both share the machine's cores with the crawlers, and the Twisted one (about one core
+for 200 pages/s) caps what two workers can show on a small machine.
 """
 
 from __future__ import annotations
@@ -39,32 +30,37 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
-from webcrawl.bench.common import (
-    COMMON,
-    PLAIN_SPIDER,
-    plain_command,
-    plain_env,
-    project_env,
-    serve,
-    stat,
-    tcp_redis,
-)
+from webcrawl.bench.common import COMMON, project_env, serve, stat, tcp_redis
 from webcrawl.demo import crawl_command, demo_server
 
-PLAIN = [
-    "SCHEDULER=scrapy.core.scheduler.Scheduler",
-    "DUPEFILTER_CLASS=scrapy.dupefilters.RFPDupeFilter",
-]
-STOCK_REDIS = [
-    "SCHEDULER=scrapy_redis.scheduler.Scheduler",
-    "DUPEFILTER_CLASS=scrapy_redis.dupefilter.RFPDupeFilter",
-    "SCHEDULER_QUEUE_CLASS=scrapy_redis.queue.PriorityQueue",
-    "SCHEDULER_SERIALIZER=scrapy_redis.picklecompat",
-    "SCHEDULER_PERSIST=False",
-]
+# a crawl command other than this webcrawl's: (seeds, data dir, log) -> (argv, env, cwd)
+Command = Callable[[list[str], Path, Path], tuple[list[str], dict[str, str], Path | None]]
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One row of the table: ``workers`` crawls with ``settings`` (``command``: another
+    spider's crawl, e.g. the plain Scrapy spider of the comparisons; ``redis``: whether
+    the settings name the benchmark's Redis, whose commands are counted)."""
+
+    name: str
+    settings: tuple[str, ...] = ()
+    workers: int = 1
+    command: Command | None = None
+    redis: bool = False
+
+
+def webcrawl_setups(url: str) -> list[Setup]:
+    return [
+        Setup("webcrawl, embedded Redis"),
+        Setup("webcrawl, Redis over TCP", (f"REDIS_URL={url}",), redis=True),
+        Setup("webcrawl, 2 workers, TCP", (f"REDIS_URL={url}",), 2, redis=True),
+    ]
 
 
 def crawl_parallel(
@@ -74,12 +70,12 @@ def crawl_parallel(
     workers: int,
     *,
     totals: dict[str, float] | None = None,
-    plain: bool = False,
+    command: Command | None = None,
     project: str | None = None,
 ) -> tuple[int, float]:
     """(pages, seconds) of ``workers`` ``scrapy crawl`` processes sharing one crawl (with
-    ``plain``, of the plain Scrapy spider, run from ``workdir``: no project; with
-    ``project``, of the webcrawl checkout in that directory).
+    ``command``, of another spider; with ``project``, of the webcrawl checkout in that
+    directory).
 
     Seconds: from the first worker's start to the last one's end (Scrapy's
     ``elapsed_time_seconds`` for one worker).  ``totals``, if given, gets the
@@ -89,14 +85,12 @@ def crawl_parallel(
     logs = [data / f"crawl{i}.log" for i in range(workers)]
     procs = []
     for log in logs:
-        if plain:
-            cmd = plain_command(seeds, data, *settings, f"LOG_FILE={log}")
-            procs.append(
-                subprocess.Popen(cmd, env=plain_env(), cwd=data, stdout=subprocess.DEVNULL)
-            )
-            continue
-        cmd = crawl_command(seeds, data, *COMMON, *settings, f"LOG_FILE={log}")
-        env, cwd = project_env(project)
+        if command is not None:
+            cmd, env, cwd = command(seeds, data, log)
+            cmd = [*cmd, *(x for item in settings for x in ("-s", item))]
+        else:
+            cmd = crawl_command(seeds, data, *COMMON, *settings, f"LOG_FILE={log}")
+            env, cwd = project_env(project)
         procs.append(subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL))
     codes = [p.wait() for p in procs]
     texts = [log.read_text() for log in logs]
@@ -128,20 +122,15 @@ def _commands(url: str) -> int:
     return int(redis.Redis.from_url(url).info("stats")["total_commands_processed"])
 
 
-def run_crawl(args: argparse.Namespace) -> int:
+def run_crawl(args: argparse.Namespace, before: Callable[[str], list[Setup]] | None = None) -> int:
+    """The table; ``before`` gives setups (of the benchmark's Redis URL) shown first, and
+    the "x first" column divides by the first row."""
     workdir = Path(tempfile.mkdtemp(prefix="webcrawl-bench-"))
     rows = []
     try:
         with serve(args) as info, tcp_redis(workdir) as url:
             seeds = info["seeds"]
-            setups = [
-                ("plain Scrapy spider", PLAIN_SPIDER, 1),
-                ("web spider, Scrapy's queue", PLAIN, 1),
-                ("stock scrapy-redis (TCP)", [*STOCK_REDIS, f"REDIS_URL={url}"], 1),
-                ("webcrawl, embedded Redis", [], 1),
-                ("webcrawl, Redis over TCP", [f"REDIS_URL={url}"], 1),
-                ("webcrawl, 2 workers, TCP", [f"REDIS_URL={url}"], 2),
-            ]
+            setups = [*(before(url) if before else []), *webcrawl_setups(url)]
             server = info.get("server", "twisted")
             what = f"site {info['site']}" if "site" in info else "demo web"
             if args.project:
@@ -153,55 +142,54 @@ def run_crawl(args: argparse.Namespace) -> int:
             )
             # runs interleave the setups, so a slow spell of the machine hits all alike
             # per setup and run: pages, seconds, Redis commands, round trips
-            results: dict[str, list[tuple[int, float, int, float]]] = {n: [] for n, *_ in setups}
+            results: dict[str, list[tuple[int, float, int, float]]] = {s.name: [] for s in setups}
             for i in range(args.runs):
-                for name, settings, workers in setups:
-                    extra = [f"WEBCRAWL_CRAWL=bench{i}-{time.monotonic_ns()}"]
-                    before = _commands(url)
+                for setup in setups:
+                    extra = (
+                        [] if setup.command else [f"WEBCRAWL_CRAWL=bench{i}-{time.monotonic_ns()}"]
+                    )
+                    before_commands = _commands(url)
                     trips = {"frontier/redis_round_trips": 0.0}
-                    plain = settings is PLAIN_SPIDER
                     pages, seconds = crawl_parallel(
                         seeds,
                         workdir,
-                        [] if plain else [*settings, *extra],
-                        workers,
+                        [*setup.settings, *extra],
+                        setup.workers,
                         totals=trips,
-                        plain=plain,
+                        command=setup.command,
                         project=args.project,
                     )
-                    results[name].append(
+                    results[setup.name].append(
                         (
                             pages,
                             seconds,
-                            _commands(url) - before,
+                            _commands(url) - before_commands,
                             trips["frontier/redis_round_trips"],
                         )
                     )
                 print(f"  run {i + 1}/{args.runs} done", file=sys.stderr, flush=True)
-            for name, settings, _ in setups:
-                runs = results[name]
+            for setup in setups:
+                runs = results[setup.name]
                 pages = int(statistics.median(r[0] for r in runs))
                 seconds = statistics.median(r[1] for r in runs)
                 rate = statistics.median(r[0] / r[1] for r in runs)
-                tcp = any(s.startswith("REDIS_URL=") for s in settings)
-                calls = statistics.median(r[2] / r[0] for r in runs) if tcp else None
+                calls = statistics.median(r[2] / r[0] for r in runs) if setup.redis else None
                 trips = statistics.median(r[3] / r[0] for r in runs)
-                rows.append((name, pages, seconds, rate, calls, trips))
+                rows.append((setup, pages, seconds, rate, calls, trips))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    base, one = rows[0][3], rows[4][3]  # the plain spider; one webcrawl worker over TCP
+    base = rows[0][3]
+    one = next(r[3] for r in rows if r[0].name == "webcrawl, Redis over TCP")
     print(
-        f"\n{'setup':<28} {'pages':>6} {'seconds':>8} {'pages/s':>8} {'x plain':>8} "
+        f"\n{'setup':<28} {'pages':>6} {'seconds':>8} {'pages/s':>8} {'x first':>8} "
         f"{'x 1 worker':>10} {'Redis cmds/page':>16} {'round trips/page':>17}"
     )
-    for (name, pages, seconds, rate, calls, trips), (_, _, workers) in zip(
-        rows, setups, strict=True
-    ):
+    for setup, pages, seconds, rate, calls, trips in rows:
         shown = f"{calls:.2f}" if calls is not None else "-"
-        scale = f"{rate / one:.2f}" if workers > 1 else "-"
+        scale = f"{rate / one:.2f}" if setup.workers > 1 else "-"
         per_page = f"{trips:.2f}" if trips else "-"  # (webcrawl's scheduler counts them)
         print(
-            f"{name:<28} {pages:>6} {seconds:>8.2f} {rate:>8.1f} {rate / base:>8.2f} "
+            f"{setup.name:<28} {pages:>6} {seconds:>8.2f} {rate:>8.1f} {rate / base:>8.2f} "
             f"{scale:>10} {shown:>16} {per_page:>17}"
         )
     return 0

@@ -17,8 +17,9 @@ that, as on a real site, most links of a page are duplicates: of 60 links, 45
 are the host's navigation (the same on every page of the host), 10 lead to the
 host's articles and 5 to other hosts (half of them to a home page).
 
-Each setup (one Redis; the local Redis Cluster of three masters with a replica
-each) gets fresh servers, a warm-up, then ``--duration`` measured seconds:
+Each setup (one Redis; with ``python -m tools.bench frontier`` in a checkout, also the
+local Redis Cluster of three masters with a replica each) gets fresh servers, a
+warm-up, then ``--duration`` measured seconds:
 
 - pages/s: leases acknowledged per second, over all workers;
 - Redis commands per page from ``INFO commandstats`` on the masters (Redis 6.2
@@ -51,7 +52,7 @@ import tempfile
 import time
 import traceback
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -371,36 +372,24 @@ class Servers:
 
 
 @contextlib.contextmanager
-def servers(target: str, workdir: Path, shards: int, crawl: str) -> Iterator[Servers]:
-    """Fresh Redis servers for one setup; stopped on the way out, whatever happens."""
+def one_redis(workdir: Path, shards: int, crawl: str) -> Iterator[Servers]:
+    """A fresh redis-server over TCP for one setup; stopped on the way out."""
     import redis
 
-    from webcrawl.frontier.keys import CrawlKeys
+    from webcrawl.bench.common import tcp_redis
 
-    keys = CrawlKeys(crawl, shards)
-    if target == "single":
-        from webcrawl.bench.common import tcp_redis
+    with tcp_redis(workdir) as url:
+        client = redis.Redis.from_url(url)
+        yield Servers(
+            "one Redis",
+            url,
+            {"single": client},
+            shard_master=dict.fromkeys(range(shards), "single"),
+        )
 
-        with tcp_redis(workdir) as url:
-            client = redis.Redis.from_url(url)
-            yield Servers(
-                "one Redis",
-                url,
-                {"single": client},
-                shard_master=dict.fromkeys(range(shards), "single"),
-            )
-        return
-    from webcrawl.frontier.localcluster import LocalRedisCluster
 
-    with LocalRedisCluster(workdir / "cluster", masters=3, replicas=1) as cluster:
-        masters = {f":{n.port}": cluster.client(n.port) for n in cluster.masters()}
-        replicas = {f":{n.port}": cluster.client(n.port) for n in cluster.replicas()}
-        port = int(cluster.url.rsplit(":", 1)[1])
-        with redis.RedisCluster(host="127.0.0.1", port=port) as rc:
-            owner = {
-                s: f":{rc.get_node_from_key(keys.shard(s).prefix).port}" for s in range(shards)
-            }
-        yield Servers("cluster, 3 masters", cluster.url, masters, replicas, owner)
+# a setup's servers: (workdir, shards, crawl) -> a context of Servers
+ServersOf = Callable[[Path, int, str], contextlib.AbstractContextManager[Servers]]
 
 
 @dataclass
@@ -643,8 +632,7 @@ def native_floor(
 
 
 def settings_of(args: argparse.Namespace) -> tuple[int, float, float]:
-    """(hosts, warm-up, duration): ``--hosts`` and ``--duration`` mean other things to
-    the other benchmarks, and come as None when not given."""
+    """(hosts, warm-up, duration), checked (None: the defaults)."""
     hosts = HOSTS if getattr(args, "hosts", None) is None else args.hosts
     duration = DURATION if getattr(args, "duration", None) is None else float(args.duration)
     if hosts < 1 or duration <= 0:
@@ -652,21 +640,20 @@ def settings_of(args: argparse.Namespace) -> tuple[int, float, float]:
     return hosts, min(WARMUP, max(duration / 4, 1.0)), duration
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, targets: dict[str, ServersOf] | None = None) -> int:
+    """The tables, for each of ``targets`` (default: one Redis)."""
     hosts, warmup, duration = settings_of(args)
     workers, shards = getattr(args, "workers", 4), getattr(args, "shards", 16)
     links, prefetch = getattr(args, "links", 60), getattr(args, "prefetch", 4)
-    target = getattr(args, "target", "both")
     new_links = getattr(args, "new_links", None)
     if workers < 1 or shards < 1 or links < 1 or prefetch < 1:
         raise ValueError("bench frontier: --workers, --shards, --links, --prefetch must be >= 1")
     if new_links is not None and new_links < 0:
         raise ValueError("bench frontier: --new-links must be >= 0")
-    targets = ("single", "cluster") if target == "both" else (target,)
     workdir = Path(tempfile.mkdtemp(prefix="webcrawl-bench-frontier-"))
     results = []
     try:
-        for name in targets:
+        for name, servers in (targets or {"single": one_redis}).items():
             crawl = f"benchfrontier-{name}"
             cfg = Config(
                 "",
@@ -681,7 +668,7 @@ def run(args: argparse.Namespace) -> int:
                 new_links=new_links,
             )
             (workdir / name).mkdir()
-            with servers(name, workdir / name, shards, crawl) as srv:
+            with servers(workdir / name, shards, crawl) as srv:
                 cfg.url = srv.url
                 results.append(measure(srv, cfg, workdir, warmup, duration))
             print(f"  done: {srv.name}", flush=True)

@@ -4,7 +4,7 @@ Pure Python, no network: pages with a true change process (Poisson or
 periodic), a policy deciding each next visit, and the figures seed 001 asks
 for: learned interval / true change period after N visits, share of fetches
 that found no change, and freshness (share of time the stored copy equals
-the live page).  ``webcrawl bench revisit`` prints the table.
+the live page).  ``python -m tools.bench revisit`` prints the table.
 """
 
 from __future__ import annotations

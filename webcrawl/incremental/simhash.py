@@ -20,7 +20,7 @@ ourselves:
   cache: pages of one site share most of their shingles) and the votes are
   one matrix product.  Other texts take the same steps on strings.
 
-``benchmarks``: ``webcrawl bench simhash`` compares both on real page texts.
+``benchmarks``: ``python -m tools.bench simhash`` compares both on real page texts.
 """
 
 from __future__ import annotations

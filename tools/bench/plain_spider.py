@@ -1,4 +1,4 @@
-"""The plain Scrapy spider ``webcrawl bench crawl`` measures us against.
+"""The plain Scrapy spider ``python -m tools.bench compare`` measures webcrawl against.
 
 What a Scrapy user writes to crawl a site, with nothing of ours: a
 ``CrawlSpider`` whose one rule follows every link (``LinkExtractor``),
@@ -9,7 +9,7 @@ runs it with ``scrapy runspider`` outside the project, so Scrapy's default
 settings apply, and sets what ``scrapy startproject`` would (robots.txt
 obeyed) and what every setup shares (concurrency, no delay).
 
-    scrapy runspider webcrawl/bench/plain_spider.py -a seeds=http://127.0.0.2:8080/
+    scrapy runspider tools/bench/plain_spider.py -a seeds=http://127.0.0.2:8080/
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``webcrawl bench revisit``: our revisit policy against Nutch's on a simulated clock.
+"""``python -m tools.bench revisit``: our revisit policy against Nutch's on a simulated clock.
 
 Thousands of pages with a true change process (Poisson, mean periods
 log-uniform from 1 hour to 30 days; a quarter periodic: hourly, 6-hourly,

@@ -1,4 +1,4 @@
-"""``webcrawl bench incremental``: a continuous crawl of the changing demo web, judged by
+"""``python -m tools.bench incremental``: a continuous crawl of the changing demo web, judged by
 the server.
 
 The demo web's HTML pages change (Poisson or periodic, simulated periods

@@ -1,4 +1,4 @@
-"""``webcrawl bench stages``: CPU milliseconds per page, by stage, of one crawl.
+"""``python -m tools.bench stages``: CPU milliseconds per page, by stage, of one crawl.
 
 One worker crawls the site (``--site``, served by nginx; the demo web
 without it) under py-spy, a sampling profiler that sees every thread (the
@@ -9,7 +9,7 @@ spider middlewares they go through), scheduler (fingerprints, queues,
 Redis), the pipelines, the store, the download (Twisted, the downloader
 and its middlewares), and the rest (the engine, the reactor, logging).
 
-``--setup plain`` profiles the plain Scrapy spider of ``bench crawl``
+``--setup plain`` profiles the plain Scrapy spider of ``tools.bench compare``
 instead, and ``--project DIR`` another checkout of webcrawl (a before and
 after of a change, on the same machine and site).
 
@@ -110,7 +110,8 @@ def profile_crawl(
 ) -> tuple[int, float, tuple[Counter[str], Counter[str]]]:
     """(pages, CPU seconds of the crawl process, :func:`read_samples`) of one profiled
     crawl."""
-    from webcrawl.bench.common import COMMON, plain_command, plain_env, project_env
+    from tools.bench.plain import plain_command, plain_env
+    from webcrawl.bench.common import COMMON, project_env
     from webcrawl.demo import crawl_command
 
     pyspy = shutil.which("py-spy")

@@ -1,4 +1,4 @@
-"""``webcrawl bench simhash``: our SimHash against the ``simhash`` package on real page texts.
+"""``python -m tools.bench simhash``: our SimHash against the ``simhash`` package, real texts.
 
 The texts are the visible text (:func:`webcrawl.extract.visible_text`) of
 every HTML file under ``--site`` (default: Debian's Django documentation,
