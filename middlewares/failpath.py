@@ -1,4 +1,4 @@
-"""Failed-path filtering and elastic waiting (seed 000): the Scrapy adapter.
+"""Failed-path filtering and elastic waiting: the Scrapy adapter.
 
 The rules are in :mod:`webcrawl.failpath`; this middleware reads each site's
 counts from the store's failpaths table (cached per worker, see
@@ -9,7 +9,7 @@ records outcomes, and runs the periodic sampled re-probe.
 - It sits first (95: before robots.txt, 100, so that no URL of a dead site
   waits for its robots.txt; the download timeout it sets is kept by Scrapy's
   DownloadTimeoutMiddleware, 350) and below the retry middleware (550), so
-  each link counts once, as the paper counts links: a failure or an answer
+  each link counts once, as Zhan et al.'s rules count links: a failure or an answer
   the retry middleware turns into a retry stops there, and only the outcome
   of a link's last attempt reaches this middleware.  Retries still pass
   through ``process_request``: they get a fresh wait, and are dropped under

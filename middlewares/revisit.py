@@ -1,4 +1,4 @@
-"""HEAD pre-check of revisits (``REVISIT_HEAD_PRECHECK``, off by default; seed 001).
+"""HEAD pre-check of revisits (``REVISIT_HEAD_PRECHECK``, off by default).
 
 Before the GET of a revisit, send a HEAD; when its Content-Length and
 Last-Modified both equal the stored ones, skip the GET and answer the

@@ -75,13 +75,13 @@ ADDRESSES_ALLOWED_NETWORKS = []
 # a special-use address only to the seeds it was given itself (an embedded Redis, this
 # user's own, needs none).  Empty: none.
 WEBCRAWL_SECRET = os.environ.get("WEBCRAWL_SECRET") or ""
-# Failed-path filtering and elastic waiting (seed 000; webcrawl/failpath/rules.py).
-# Defaults are the paper's first parameter set.  Each request waits
+# Failed-path filtering and elastic waiting (Zhan et al., 2011; webcrawl/failpath/rules.py).
+# Defaults are the first parameter set of its evaluation.  Each request waits
 # MIN_DELAY + (MAX_DELAY - MIN_DELAY) * c / HEIGHTEN seconds for an answer (its
 # download_timeout), c being the failures recorded on its lowest path level.
 # Its middleware sits at 95: before robots.txt (100), so that no URL of a dead site
 # waits for its robots.txt, and below the retry middleware (550): a link's failure
-# counts once, when its last retry fails (the paper counts links).  A robots.txt
+# counts once, when its last retry fails (the filter counts links).  A robots.txt
 # that gets no answer at all makes its site dead at once (a 5xx or 429 does not).
 FAILPATH_ENABLED = True
 # Seconds: the shortest wait (a path with no recorded failure).
@@ -318,7 +318,7 @@ ITEM_PIPELINES = {
     "webcrawl.pipelines.store.StorePipeline": 800,
 }
 
-# --- Change detection and revisits (seed 001) -----------------------------------
+# --- Change detection and revisits ----------------------------------------------
 # A page changed when the SimHash (64 bits) of its visible text is more than
 # this many bits away from the stored one (timestamps, adverts: 0-3 bits).
 SIMHASH_CHANGE_DISTANCE = 3

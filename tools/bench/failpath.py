@@ -1,4 +1,4 @@
-"""``python -m tools.bench failpath``: the seed-000 paper's experiment (its Tables 2 and 3).
+"""``python -m tools.bench failpath``: Zhan et al.'s failed-path experiment (their Tables 2, 3).
 
 The same seeds are crawled to depth 3 on a demo web with dead paths and dead
 hosts, for each of the paper's three parameter sets: once with the filter

@@ -1,4 +1,4 @@
-"""Failed-path filtering and elastic waiting (seed 000): the paper's rules, pure.
+"""Failed-path filtering and elastic waiting: its rules, pure (webcrawl.failpath.rules).
 
 The rules are in :mod:`webcrawl.failpath.rules`; the Scrapy adapter is
 ``middlewares/failpath.py``.  Imports no Scrapy.

@@ -1,4 +1,4 @@
-"""Failed-path filtering and elastic waiting (seed 000, Zhan et al. 2011), as pure rules.
+"""Failed-path filtering and elastic waiting (Zhan et al., 2011), as pure rules.
 
 A URL's *path levels*, highest first: its site, then every subtree above its
 directory, then its directory.  For ``http://h/bbb/ccc/d.html``: the site

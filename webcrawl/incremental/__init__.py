@@ -1,4 +1,4 @@
-"""Incremental crawling (seed 001): SimHash, change detection, revisit policy.
+"""Incremental crawling: SimHash, change detection, revisit policy.
 
 :mod:`~webcrawl.incremental.simhash` fingerprints text (bit-identical to the
 ``simhash`` package), :mod:`~webcrawl.incremental.change` decides whether a page

@@ -1,4 +1,4 @@
-"""When to fetch a page again: estimate its change rate from its visit history (seed 001).
+"""When to fetch a page again: estimate its change rate from its visit history.
 
 Pure functions; the caller passes the history and ``now``.  Inputs:
 

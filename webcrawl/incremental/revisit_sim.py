@@ -1,7 +1,7 @@
 """Revisit policies on a simulated clock: ours against Nutch's AdaptiveFetchSchedule.
 
 Pure Python, no network: pages with a true change process (Poisson or
-periodic), a policy deciding each next visit, and the figures seed 001 asks
+periodic), a policy deciding each next visit, and the figures an incremental crawler is judged by
 for: learned interval / true change period after N visits, share of fetches
 that found no change, and freshness (share of time the stored copy equals
 the live page).  ``python -m tools.bench revisit`` prints the table.

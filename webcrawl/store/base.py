@@ -49,7 +49,7 @@ class Store(abc.ABC):
     def count_pages(self) -> int:
         """Number of rows in the webtable."""
 
-    # -- the failpaths table (seed 000's filter list): row = site, column = path level
+    # -- the failpaths table (the failed-path filter list): row = site, column = path level
 
     @abc.abstractmethod
     def failpath_row(self, site: str) -> dict[str, int]:
