@@ -240,6 +240,13 @@ class Demo:
             f"http://{r['host']}{r['path']}" for r in self.requests() if r["path"] != "/robots.txt"
         )
 
+    def wait_for_fetches(self, n: int, timeout: float = 30) -> None:
+        """Wait until ``n`` pages were fetched (a crawl got going)."""
+        deadline = time.monotonic() + timeout
+        while sum(self.page_fetches().values()) < n:
+            assert time.monotonic() < deadline, "crawl did not get going"
+            time.sleep(0.05)
+
 
 def _demo(tmp_path: Path, pages: int | list[int], latency: float = 0.0) -> Iterator[Demo]:
     log = tmp_path / "requests.jsonl"
@@ -267,16 +274,22 @@ def slow_demo(tmp_path: Path) -> Iterator[Demo]:
 
 def crawl_cmd(
     seeds: list[str] | str | None,
-    data_dir: Path,
+    data_dir: Path | None,
     *settings: str,
     items: Path | None = None,
     args: tuple[str, ...] = (),
-):
+    code: str | None = None,
+) -> list[str]:
+    """The command line of a `scrapy crawl web` worker (``data_dir`` None: no
+    WEBCRAWL_DATA_DIR setting, the environment's; ``code``: Python run instead of
+    ``-m scrapy``, which must end by running Scrapy's command line)."""
     cmd = [sys.executable, "-m", "scrapy", "crawl", "web", *args]
+    if code is not None:
+        cmd[1:3] = ["-c", code]
     if seeds:
         cmd += ["-a", "seeds=" + (seeds if isinstance(seeds, str) else ",".join(seeds))]
     base = [
-        f"WEBCRAWL_DATA_DIR={data_dir}",
+        *([f"WEBCRAWL_DATA_DIR={data_dir}"] if data_dir is not None else []),
         "FRONTIER_HOST_DELAY=0",
         "CONCURRENT_REQUESTS_PER_DOMAIN=4",
         "STATUS_HEARTBEAT_INTERVAL=0.5",
@@ -309,6 +322,112 @@ def crawl_env(**extra: str) -> dict[str, str]:
     env.setdefault("WEBCRAWL_SECRET", "the tests' crawls")
     env.update(extra)
     return env
+
+
+class Worker(subprocess.Popen):
+    """A `scrapy crawl web` process whose stderr (Scrapy's log) goes to the file ``log``."""
+
+    def __init__(self, cmd: list[str], log: Path, env: dict[str, str]) -> None:
+        with open(log, "w") as err:  # a file, not a pipe: a full pipe would stall the worker
+            super().__init__(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        self.log = log
+
+    def log_text(self) -> str:
+        """The log so far."""
+        return self.log.read_text(errors="replace")
+
+
+@dataclass
+class CrawlResult:
+    """A finished crawl: its exit status and its log (``stderr``, as a completed process)."""
+
+    args: list[str]
+    returncode: int
+    log: Path
+    stderr: str
+
+
+class Crawls:
+    """The test's `scrapy crawl web` workers, started in the project directory with
+    :func:`crawl_cmd` and :func:`crawl_env`, each logging to a file of its own
+    (``<tmp_path>/crawl-logs/<name>.log``); any still running at teardown is killed."""
+
+    def __init__(self, logs: Path) -> None:
+        self.logs = logs
+        self.workers: list[Worker] = []
+
+    def start(
+        self,
+        seeds: list[str] | str | None,
+        data_dir: Path | None,
+        *settings: str,
+        items: Path | None = None,
+        env: dict[str, str] | None = None,
+        args: tuple[str, ...] = (),
+        code: str | None = None,
+        name: str | None = None,
+    ) -> Worker:
+        """Start a worker (``name`` names its log; by default its items file, or "crawl")."""
+        cmd = crawl_cmd(seeds, data_dir, *settings, items=items, args=args, code=code)
+        worker = Worker(
+            cmd, self._log(name or (items.stem if items else "crawl")), env or crawl_env()
+        )
+        self.workers.append(worker)
+        return worker
+
+    def finish(self, worker: Worker, timeout: float = 120) -> str:
+        """Wait for ``worker`` to exit, which it must do with 0; its log."""
+        worker.wait(timeout)
+        log = worker.log_text()
+        assert worker.returncode == 0, log[-3000:]
+        return log
+
+    def run(
+        self,
+        seeds: list[str] | str | None,
+        data_dir: Path | None,
+        *settings: str,
+        items: Path | None = None,
+        env: dict[str, str] | None = None,
+        args: tuple[str, ...] = (),
+        code: str | None = None,
+        name: str | None = None,
+        timeout: float = 120,
+    ) -> CrawlResult:
+        """Run a crawl to its end, whatever its exit status (killed after ``timeout``)."""
+        worker = self.start(
+            seeds, data_dir, *settings, items=items, env=env, args=args, code=code, name=name
+        )
+        try:
+            worker.wait(timeout)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+            raise
+        return CrawlResult(worker.args, worker.returncode, worker.log, worker.log_text())
+
+    def _log(self, name: str) -> Path:
+        self.logs.mkdir(exist_ok=True)
+        path, n = self.logs / f"{name}.log", 1
+        while path.exists():
+            n += 1
+            path = self.logs / f"{name}-{n}.log"
+        return path
+
+    def kill_running(self) -> None:
+        for worker in self.workers:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+
+
+@pytest.fixture
+def crawls(tmp_path: Path) -> Iterator[Crawls]:
+    """Start `scrapy crawl web` workers through this; any left running is killed after
+    the test (a failed one's included)."""
+    started = Crawls(tmp_path / "crawl-logs")
+    yield started
+    started.kill_running()
 
 
 def run_crawl(seeds, data_dir: Path, *settings: str, items=None, env=None, timeout=120, args=()):
