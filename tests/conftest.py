@@ -191,17 +191,6 @@ def redis_cluster(redis_cluster_server):
 
 
 @pytest.fixture
-def workers():
-    """Started worker processes; any left running when a test fails is killed."""
-    procs = []
-    yield procs
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-
-
-@pytest.fixture
 def redis_client(redis_server: RedisServer) -> Iterator[redis.Redis]:
     client = redis_server.client()
     client.flushall()
@@ -428,18 +417,6 @@ def crawls(tmp_path: Path) -> Iterator[Crawls]:
     started = Crawls(tmp_path / "crawl-logs")
     yield started
     started.kill_running()
-
-
-def run_crawl(seeds, data_dir: Path, *settings: str, items=None, env=None, timeout=120, args=()):
-    """Run `scrapy crawl web` in the project directory; return the completed process."""
-    return subprocess.run(
-        crawl_cmd(seeds, data_dir, *settings, items=items, args=args),
-        cwd=ROOT,
-        env=env or crawl_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def read_items(path: Path) -> list[dict]:

@@ -5,7 +5,7 @@ import itertools
 from collections import defaultdict
 
 import pytest
-from conftest import Demo, demo_server, run_crawl
+from conftest import Demo, demo_server
 
 from webcrawl.demo.web import DemoWeb
 from webcrawl.frontier.adaptive_delay import DelayPolicy, parse_retry_after
@@ -75,11 +75,11 @@ def test_retry_after(value, seconds):
     assert parse_retry_after(value, now=1000.0) == seconds
 
 
-def run_demo(tmp_path, *settings, faults=(), crawl_delays=()):
+def run_demo(crawls, tmp_path, *settings, faults=(), crawl_delays=()):
     log = tmp_path / "requests.jsonl"
     with demo_server(4, 24, log, faults=faults, crawl_delays=crawl_delays) as info:
         demo = Demo(info, DemoWeb(info["hosts"], info["pages_per_host"], info["seed"]), log)
-        result = run_crawl(demo.seeds, tmp_path / "data", *settings, "DEPTH_LIMIT=2")
+        result = crawls.run(demo.seeds, tmp_path / "data", *settings, "DEPTH_LIMIT=2")
     assert result.returncode == 0, result.stderr[-2000:]
     times = defaultdict(list)
     for r in demo.requests():
@@ -88,8 +88,10 @@ def run_demo(tmp_path, *settings, faults=(), crawl_delays=()):
     return info, times, result.stderr
 
 
-def test_429_with_retry_after_slows_the_host_for_every_request(tmp_path):
-    info, times, log = run_demo(tmp_path, "FRONTIER_HOST_DELAY=0.02", faults=["1:/s0/:429:1:1"])
+def test_429_with_retry_after_slows_the_host_for_every_request(tmp_path, crawls):
+    info, times, log = run_demo(
+        crawls, tmp_path, "FRONTIER_HOST_DELAY=0.02", faults=["1:/s0/:429:1:1"]
+    )
     host = times[info["hosts"][1]]
     t429 = next(t for t, status, _ in host if status == 429)
     # nothing else was asked of that host for the second it asked for, once the crawler
@@ -106,9 +108,13 @@ def test_429_with_retry_after_slows_the_host_for_every_request(tmp_path):
     assert min(b - a for a, b in itertools.pairwise(other)) < 0.5  # others unaffected
 
 
-def test_a_retry_after_beyond_adaptive_delay_max_is_obeyed(tmp_path):
+def test_a_retry_after_beyond_adaptive_delay_max_is_obeyed(tmp_path, crawls):
     info, times, log = run_demo(
-        tmp_path, "FRONTIER_HOST_DELAY=0.02", "ADAPTIVE_DELAY_MAX=0.3", faults=["1:/s0/:429:1:2"]
+        crawls,
+        tmp_path,
+        "FRONTIER_HOST_DELAY=0.02",
+        "ADAPTIVE_DELAY_MAX=0.3",
+        faults=["1:/s0/:429:1:2"],
     )
     host = times[info["hosts"][1]]
     t429 = min(t for t, status, _ in host if status == 429)
@@ -118,8 +124,10 @@ def test_a_retry_after_beyond_adaptive_delay_max_is_obeyed(tmp_path):
     assert "no request to it for 2.0 s" in log
 
 
-def test_robots_crawl_delay_is_a_floor(tmp_path):
-    info, times, log = run_demo(tmp_path, "FRONTIER_HOST_DELAY=0.02", crawl_delays=["2:0.3"])
+def test_robots_crawl_delay_is_a_floor(tmp_path, crawls):
+    info, times, log = run_demo(
+        crawls, tmp_path, "FRONTIER_HOST_DELAY=0.02", crawl_delays=["2:0.3"]
+    )
     slow = sorted(t for t, _, _ in times[info["hosts"][2]])
     assert min(b - a for a, b in itertools.pairwise(slow)) >= 0.3
     assert "asks for Crawl-delay 0.3 s" in log

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from conftest import ROOT, free_port, run_crawl
+from conftest import ROOT, free_port
 from test_crawl import stored_rows
 
 
@@ -74,7 +74,7 @@ def servers() -> Iterator[dict[str, ThreadingHTTPServer]]:
         server.server_close()
 
 
-def test_links_redirects_and_names_into_loopback_are_refused(servers, tmp_path):
+def test_links_redirects_and_names_into_loopback_are_refused(servers, tmp_path, crawls):
     site, target = servers["site"].server_port, servers["loopback"].server_port
     other = servers["other_port"].server_port
     refused = [
@@ -104,7 +104,7 @@ def test_links_redirects_and_names_into_loopback_are_refused(servers, tmp_path):
     )
     data = tmp_path / "data"
     # (Scrapy's default resolver answers IPv4 only: the IPv6 case needs this one)
-    result = run_crawl(
+    result = crawls.run(
         [f"http://127.0.0.2:{site}/"],
         data,
         "WEBCRAWL_SCOPE=broad",
@@ -135,11 +135,11 @@ def test_links_redirects_and_names_into_loopback_are_refused(servers, tmp_path):
     assert sorted(logged) == sorted(set(logged))  # once per host
 
 
-def test_allowed_networks_open_the_demo_webs_other_hosts(demo, tmp_path):
+def test_allowed_networks_open_the_demo_webs_other_hosts(demo, tmp_path, crawls):
     """The demo web's hosts are loopback addresses: seeding one lets only it through;
     ADDRESSES_ALLOWED_NETWORKS opens the others."""
     seed = demo.seeds[:1]
-    result = run_crawl(seed, tmp_path / "a", "WEBCRAWL_SCOPE=broad")
+    result = crawls.run(seed, tmp_path / "a", "WEBCRAWL_SCOPE=broad")
     assert result.returncode == 0, result.stderr[-3000:]
     rows = stored_rows(tmp_path / "a")
     seed_host = seed[0].split("/")[2]
@@ -147,7 +147,7 @@ def test_allowed_networks_open_the_demo_webs_other_hosts(demo, tmp_path):
     assert any("BlockedAddress" in (r.get("error") or "") for r in rows)
     assert {f"{r['host']}" for r in demo.requests()} == {seed_host}
 
-    result = run_crawl(
+    result = crawls.run(
         seed, tmp_path / "b", "WEBCRAWL_SCOPE=broad", "ADDRESSES_ALLOWED_NETWORKS=127.0.0.0/8"
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -155,8 +155,8 @@ def test_allowed_networks_open_the_demo_webs_other_hosts(demo, tmp_path):
     assert urls == set(demo.web.reachable(seed, scope="broad"))
 
 
-def test_a_bad_allowed_network_fails_at_start(tmp_path):
-    result = run_crawl(
+def test_a_bad_allowed_network_fails_at_start(tmp_path, crawls):
+    result = crawls.run(
         [f"http://127.0.0.2:{free_port()}/"],
         tmp_path / "d",
         "ADDRESSES_ALLOWED_NETWORKS=10.0.0.0/33",

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, crawl_env, read_items, run_crawl
+from conftest import ROOT, crawl_env, read_items
 from scrapy.settings import Settings
 
 from webcrawl.frontier.bloom import BloomParams
@@ -161,7 +161,7 @@ def status(data, *extra):
     return json.loads(result.stdout)
 
 
-def test_a_crawl_with_the_bloom_dupefilter(demo, tmp_path):
+def test_a_crawl_with_the_bloom_dupefilter(demo, tmp_path, crawls):
     """A crawl chosen a Bloom filter by its expected size: every page once; status reads the
     filter's size as the crawl recorded it (not its own settings) and estimates the URLs
     lost to false positives; a worker with the exact set is refused, naming both."""
@@ -170,7 +170,7 @@ def test_a_crawl_with_the_bloom_dupefilter(demo, tmp_path):
         "DUPEFILTER_CLASS=webcrawl.frontier.dupefilter.RedisBloomDupeFilter",
         "FRONTIER_EXPECTED_URLS=100000",
     )
-    result = run_crawl(demo.seeds, data, *bloom, items=tmp_path / "items.jsonl")
+    result = crawls.run(demo.seeds, data, *bloom, items=tmp_path / "items.jsonl")
     assert result.returncode == 0, result.stderr[-2000:]
     urls = [i["url"] for i in read_items(tmp_path / "items.jsonl")]
     assert sorted(urls) == sorted(demo.web.reachable())
@@ -182,7 +182,7 @@ def test_a_crawl_with_the_bloom_dupefilter(demo, tmp_path):
     assert len(urls) <= state["seen"] <= 1.2 * len(urls)
     assert filt["false_positives"] == 0  # a few hundred URLs in a filter for 100 000
     assert 0 <= filt["false_positive_rate_now"] < 1e-6
-    again = run_crawl(demo.seeds, data)  # the default: the exact set
+    again = crawls.run(demo.seeds, data)  # the default: the exact set
     assert again.returncode != 0
     assert (
         "was created with a Bloom filter for 100000 URLs at 0.001 false positives as its "

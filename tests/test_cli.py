@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from conftest import ROOT, crawl_cmd, crawl_env, run_crawl
+from conftest import ROOT, crawl_env
 
 
 def webcrawl(*args, data_dir=None, check=True, timeout=60):
@@ -21,9 +21,9 @@ def webcrawl(*args, data_dir=None, check=True, timeout=60):
     return result
 
 
-def test_show_status_reset_after_a_crawl(demo, tmp_path):
+def test_show_status_reset_after_a_crawl(demo, tmp_path, crawls):
     data = tmp_path / "data"
-    assert run_crawl(demo.seeds, data).returncode == 0
+    assert crawls.run(demo.seeds, data).returncode == 0
     expected = demo.web.reachable()
 
     row = json.loads(webcrawl("show", demo.seeds[0], data_dir=data).stdout)
@@ -50,16 +50,11 @@ def test_show_status_reset_after_a_crawl(demo, tmp_path):
     assert not (data / "redis.pid").exists()  # the embedded Redis was left, not leaked
 
 
-def test_submit_to_a_running_continuous_crawl(demo, tmp_path):
+def test_submit_to_a_running_continuous_crawl(demo, tmp_path, crawls):
     data = tmp_path / "data"
     first, second = demo.seeds[0], demo.seeds[1]
-    log = open(tmp_path / "worker.log", "w")  # noqa: SIM115
-    worker = subprocess.Popen(
-        crawl_cmd([first], data, "WEBCRAWL_CONTINUOUS=True", "WEBCRAWL_SUBMIT_POLL_INTERVAL=0.2"),
-        cwd=ROOT,
-        env=crawl_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=log,
+    worker = crawls.start(
+        [first], data, "WEBCRAWL_CONTINUOUS=True", "WEBCRAWL_SUBMIT_POLL_INTERVAL=0.2"
     )
     try:
         deadline = time.monotonic() + 60
@@ -87,11 +82,10 @@ def test_submit_to_a_running_continuous_crawl(demo, tmp_path):
     finally:
         worker.send_signal(signal.SIGINT)
         worker.wait(60)
-        log.close()
     fetched = demo.page_fetches()
     assert set(fetched) >= {u for u in expected if "/old/" not in u}
     assert max(fetched.values()) == 1
-    assert "Took 1 submitted seeds" in (tmp_path / "worker.log").read_text()
+    assert "Took 1 submitted seeds" in worker.log_text()
 
 
 def test_demo_command(tmp_path):

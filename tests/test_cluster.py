@@ -1,12 +1,11 @@
 """Several workers share one Redis: nothing fetched twice, nothing lost, nobody leaves early."""
 
 import signal
-import subprocess
 import time
 from collections import Counter
 
 import pytest
-from conftest import ROOT, crawl_cmd, crawl_env, frontier_totals, read_items, run_crawl
+from conftest import frontier_totals, read_items
 
 from webcrawl.frontier.keys import CrawlKeys
 
@@ -15,46 +14,14 @@ from webcrawl.frontier.keys import CrawlKeys
 PACED = ("FRONTIER_HOST_DELAY=0.1",)
 
 
-def start_worker(procs, seeds, data_dir, redis_url, items, *settings, code=None):
-    """A ``scrapy crawl web`` process (``code``: Python run instead of ``-m scrapy``, which
-    must end by running scrapy's command line)."""
-    log = items.with_suffix(".log")
-    cmd = crawl_cmd(seeds, data_dir, f"REDIS_URL={redis_url}", *settings, items=items)
-    if code is not None:
-        cmd[1:3] = ["-c", code]
-    with open(log, "w") as err:  # a file, not a pipe: a full pipe would stall the worker
-        proc = subprocess.Popen(
-            cmd,
-            cwd=ROOT,
-            env=crawl_env(),
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
-    proc.log = log
-    procs.append(proc)
-    return proc
-
-
-def finish(proc, timeout=120):
-    proc.wait(timeout)
-    log = proc.log.read_text()
-    assert proc.returncode == 0, log[-3000:]
-    return log
-
-
-def wait_for_fetches(demo, n, timeout=30):
-    deadline = time.monotonic() + timeout
-    while sum(demo.page_fetches().values()) < n:
-        assert time.monotonic() < deadline, "crawl did not get going"
-        time.sleep(0.05)
-
-
-def test_two_workers_share_the_crawl(slow_demo, redis_server, redis_client, tmp_path, workers):
+def test_two_workers_share_the_crawl(slow_demo, redis_server, redis_client, tmp_path, crawls):
     demo = slow_demo
     items = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
-    for path in items:  # paced so that the crawl lasts long enough for both to take a share
-        start_worker(workers, demo.seeds, tmp_path / "data", redis_server.url, path, *PACED)
-    logs = [finish(w) for w in workers]
+    redis_url = f"REDIS_URL={redis_server.url}"
+    workers = [  # paced so that the crawl lasts long enough for both to take a share
+        crawls.start(demo.seeds, tmp_path / "data", redis_url, *PACED, items=path) for path in items
+    ]
+    logs = [crawls.finish(w) for w in workers]
     expected = set(demo.web.reachable())
     per_worker = [[i["url"] for i in read_items(p)] for p in items]
     union = Counter(per_worker[0] + per_worker[1])
@@ -71,19 +38,14 @@ def test_two_workers_share_the_crawl(slow_demo, redis_server, redis_client, tmp_
     assert redis_client.scard(CrawlKeys("web").workers) == 0  # both deregistered
 
 
-def test_late_worker_joins_a_running_crawl(
-    slow_demo, redis_server, redis_client, tmp_path, workers
-):
+def test_late_worker_joins_a_running_crawl(slow_demo, redis_server, redis_client, tmp_path, crawls):
     demo = slow_demo
-    a = start_worker(
-        workers, demo.seeds, tmp_path / "data", redis_server.url, tmp_path / "a.jsonl", *PACED
-    )
-    wait_for_fetches(demo, 40)
-    b = start_worker(
-        workers, None, tmp_path / "data", redis_server.url, tmp_path / "b.jsonl", *PACED
-    )
-    finish(a)
-    log_b = finish(b)
+    redis_url = f"REDIS_URL={redis_server.url}"
+    a = crawls.start(demo.seeds, tmp_path / "data", redis_url, *PACED, items=tmp_path / "a.jsonl")
+    demo.wait_for_fetches(40)
+    b = crawls.start(None, tmp_path / "data", redis_url, *PACED, items=tmp_path / "b.jsonl")
+    crawls.finish(a)
+    log_b = crawls.finish(b)
     got_b = read_items(tmp_path / "b.jsonl")
     assert len(got_b) > 10, log_b[-2000:]  # it took work, and did not close at once
     urls = [i["url"] for p in ("a", "b") for i in read_items(tmp_path / f"{p}.jsonl")]
@@ -91,22 +53,19 @@ def test_late_worker_joins_a_running_crawl(
     assert max(demo.page_fetches().values()) == 1
 
 
-def test_stopping_a_worker_keeps_the_crawl(
-    slow_demo, redis_server, redis_client, tmp_path, workers
-):
+def test_stopping_a_worker_keeps_the_crawl(slow_demo, redis_server, redis_client, tmp_path, crawls):
     """Ctrl-C on the only worker: queue and dupefilter stay; a new worker finishes the crawl."""
     demo = slow_demo
-    a = start_worker(workers, demo.seeds, tmp_path / "data", redis_server.url, tmp_path / "a.jsonl")
-    wait_for_fetches(demo, 40)
+    redis_url = f"REDIS_URL={redis_server.url}"
+    a = crawls.start(demo.seeds, tmp_path / "data", redis_url, items=tmp_path / "a.jsonl")
+    demo.wait_for_fetches(40)
     a.send_signal(signal.SIGINT)
-    log_a = finish(a)
+    log_a = crawls.finish(a)
     assert "shutting down gracefully" in log_a
     totals = frontier_totals(redis_client)
     assert totals["queued"] > 0
     assert totals["seen"] > 0
-    result = run_crawl(
-        None, tmp_path / "data", f"REDIS_URL={redis_server.url}", items=tmp_path / "b.jsonl"
-    )
+    result = crawls.run(None, tmp_path / "data", redis_url, items=tmp_path / "b.jsonl")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "requests queued" in result.stderr
     urls = [i["url"] for p in ("a", "b") for i in read_items(tmp_path / f"{p}.jsonl")]
@@ -114,7 +73,7 @@ def test_stopping_a_worker_keeps_the_crawl(
     assert max(demo.page_fetches().values()) == 1
 
 
-def test_redis_restart_mid_crawl_loses_nothing(slow_demo, tmp_path, workers):
+def test_redis_restart_mid_crawl_loses_nothing(slow_demo, tmp_path, crawls):
     """Redis (with persistence) stops for a while and comes back: the crawl completes."""
     from conftest import RedisServer, free_port
 
@@ -123,19 +82,18 @@ def test_redis_restart_mid_crawl_loses_nothing(slow_demo, tmp_path, workers):
     server = RedisServer(f"redis://127.0.0.1:{port}/0", port, tmp_path)
     server.start(appendonly=True)
     try:
-        a = start_worker(
-            workers,
+        a = crawls.start(
             demo.seeds,
             tmp_path / "data",
-            server.url,
-            tmp_path / "a.jsonl",
+            f"REDIS_URL={server.url}",
             "FRONTIER_LEASE_TIMEOUT=3",
+            items=tmp_path / "a.jsonl",
         )
-        wait_for_fetches(demo, 40)
+        demo.wait_for_fetches(40)
         server.stop()  # saves its append-only file on the way out
         time.sleep(2)
         server.start(appendonly=True)
-        log = finish(a)
+        log = crawls.finish(a)
     finally:
         server.stop()
     assert "Could not" in log and "retrying until Redis at" in log
@@ -150,25 +108,19 @@ def test_redis_restart_mid_crawl_loses_nothing(slow_demo, tmp_path, workers):
 @pytest.mark.parametrize("grace", [15, 0])
 @pytest.mark.usefixtures("redis_client")
 def test_an_unseeded_worker_waits_for_the_seeds_of_a_worker_still_starting(
-    grace, slow_demo, redis_server, tmp_path, workers
+    grace, slow_demo, redis_server, tmp_path, crawls
 ):
     """Workers started together (scrapyd, webcrawl deploy): the one without seeds must
     not close before the one with the seeds has pushed them.  Grace 0 is the control.
     (``redis_client`` empties the shared Redis: the crawl must be new.)"""
-    data = tmp_path / "data"
-    b = start_worker(
-        workers,
-        None,
-        data,
-        redis_server.url,
-        tmp_path / "b.jsonl",
-        *PACED,
-        f"FRONTIER_START_GRACE={grace}",
+    data, redis_url = tmp_path / "data", f"REDIS_URL={redis_server.url}"
+    b = crawls.start(
+        None, data, redis_url, *PACED, f"FRONTIER_START_GRACE={grace}", items=tmp_path / "b.jsonl"
     )
     time.sleep(4)  # B is up (or, without the grace, gone) before A starts
-    a = start_worker(workers, slow_demo.seeds, data, redis_server.url, tmp_path / "a.jsonl", *PACED)
-    finish(a)
-    finish(b)
+    a = crawls.start(slow_demo.seeds, data, redis_url, *PACED, items=tmp_path / "a.jsonl")
+    crawls.finish(a)
+    crawls.finish(b)
     fetched_by_b = len(read_items(tmp_path / "b.jsonl"))
     if grace:
         assert fetched_by_b > 20
@@ -188,25 +140,18 @@ execute()
 
 
 def test_a_worker_with_a_clock_ahead_requeues_nothing_and_keeps_politeness(
-    slow_demo, redis_server, redis_client, tmp_path, workers
+    slow_demo, redis_server, redis_client, tmp_path, crawls
 ):
     """Lease deadlines, host turns and back-offs are Redis's time: the skewed worker
     does not take the others' live leases for expired (pages fetched twice)."""
     demo = slow_demo
-    a = start_worker(
-        workers, demo.seeds, tmp_path / "data", redis_server.url, tmp_path / "a.jsonl", *PACED
+    redis_url = f"REDIS_URL={redis_server.url}"
+    a = crawls.start(demo.seeds, tmp_path / "data", redis_url, *PACED, items=tmp_path / "a.jsonl")
+    demo.wait_for_fetches(10)
+    b = crawls.start(
+        None, tmp_path / "data", redis_url, *PACED, items=tmp_path / "b.jsonl", code=SKEWED
     )
-    wait_for_fetches(demo, 10)
-    b = start_worker(
-        workers,
-        None,
-        tmp_path / "data",
-        redis_server.url,
-        tmp_path / "b.jsonl",
-        *PACED,
-        code=SKEWED,
-    )
-    logs = [finish(a), finish(b)]
+    logs = [crawls.finish(a), crawls.finish(b)]
     assert all("lease_expired" not in log for log in logs), "live leases were requeued"
     fetches = demo.page_fetches()
     assert max(fetches.values()) == 1, [u for u, n in fetches.items() if n > 1]
@@ -250,7 +195,7 @@ def test_a_call_to_a_hung_redis_fails_well_within_a_second(tmp_path):
 
 
 def test_a_redis_that_hangs_mid_crawl_loses_nothing_and_charges_no_site(
-    slow_demo, tmp_path, workers
+    slow_demo, tmp_path, crawls
 ):
     import os
 
@@ -261,23 +206,22 @@ def test_a_redis_that_hangs_mid_crawl_loses_nothing_and_charges_no_site(
     server = RedisServer(f"redis://127.0.0.1:{port}/0", port, tmp_path)
     server.start()
     try:
-        a = start_worker(
-            workers,
+        a = crawls.start(
             demo.seeds,
             tmp_path / "data",
-            server.url,
-            tmp_path / "a.jsonl",
+            f"REDIS_URL={server.url}",
             "FRONTIER_LEASE_TIMEOUT=6",
             "FAILPATH_MIN_DELAY=2",
             "FAILPATH_MAX_DELAY=4",
+            items=tmp_path / "a.jsonl",
         )
-        wait_for_fetches(demo, 40)
+        demo.wait_for_fetches(40)
         # shorter than the lease timeout (leases cannot be renewed meanwhile); pops that
         # Redis runs when it wakes up, for a worker that gave up on them, expire after it
         os.kill(server.proc.pid, signal.SIGSTOP)
         time.sleep(3)
         os.kill(server.proc.pid, signal.SIGCONT)
-        log = finish(a)
+        log = crawls.finish(a)
     finally:
         os.kill(server.proc.pid, signal.SIGCONT)
         server.stop()

@@ -1,9 +1,8 @@
 """End to end: `scrapy crawl web` through the whole stack on the embedded default."""
 
 import json
-import subprocess
 
-from conftest import ROOT, crawl_cmd, crawl_env, read_items, run_crawl
+from conftest import crawl_env, read_items
 
 from webcrawl.bench.common import stat
 from webcrawl.store import open_store
@@ -30,9 +29,9 @@ def stored_rows(data_dir):
         return list(store.scan_pages())
 
 
-def test_full_crawl_stores_every_reachable_page_once(demo, tmp_path):
+def test_full_crawl_stores_every_reachable_page_once(demo, tmp_path, crawls):
     data, items_path = tmp_path / "data", tmp_path / "items.jsonl"
-    result = run_crawl(demo.seeds, data, items=items_path)
+    result = crawls.run(demo.seeds, data, items=items_path)
     assert result.returncode == 0, result.stderr[-3000:]
     log = result.stderr
     expected = demo.web.reachable()
@@ -82,10 +81,10 @@ def test_full_crawl_stores_every_reachable_page_once(demo, tmp_path):
     assert scheduled <= found - known - stat(log, "links/out_of_scope") + 2 * len(expected)
 
 
-def test_bad_seed_lines_are_reported_and_skipped(demo, tmp_path):
+def test_bad_seed_lines_are_reported_and_skipped(demo, tmp_path, crawls):
     seeds = tmp_path / "seeds.txt"
     seeds.write_text(f"# seeds\nnot-a-url\n{demo.seeds[0]}\nftp://127.0.0.2/\n")
-    result = run_crawl(str(seeds), tmp_path / "data", "DEPTH_LIMIT=1")
+    result = crawls.run(str(seeds), tmp_path / "data", "DEPTH_LIMIT=1")
     assert result.returncode == 0
     assert f"Skipping bad seed {seeds}:2: not an absolute URL" in result.stderr
     assert f"Skipping bad seed {seeds}:4: unsupported scheme 'ftp'" in result.stderr
@@ -94,21 +93,21 @@ def test_bad_seed_lines_are_reported_and_skipped(demo, tmp_path):
     assert demo.seeds[0] in urls and len(urls) > 1
 
 
-def test_missing_seed_file_fails_at_start(tmp_path):
-    result = run_crawl("no-such-file.txt", tmp_path / "data")
+def test_missing_seed_file_fails_at_start(tmp_path, crawls):
+    result = crawls.run("no-such-file.txt", tmp_path / "data")
     assert result.returncode != 0
     assert "seed file not found: 'no-such-file.txt'" in result.stderr
 
 
-def test_depth_limit(demo, tmp_path):
-    result = run_crawl(demo.seeds, tmp_path / "data", "DEPTH_LIMIT=1")
+def test_depth_limit(demo, tmp_path, crawls):
+    result = crawls.run(demo.seeds, tmp_path / "data", "DEPTH_LIMIT=1")
     assert result.returncode == 0
     urls = {r["url"] for r in stored_rows(tmp_path / "data")}
     assert urls == set(demo.web.reachable(depth_limit=1))
 
 
-def test_scope_broad_follows_other_hosts(demo, tmp_path):
-    result = run_crawl(
+def test_scope_broad_follows_other_hosts(demo, tmp_path, crawls):
+    result = crawls.run(
         demo.seeds[:1],
         tmp_path / "data",
         "WEBCRAWL_SCOPE=broad",
@@ -120,25 +119,25 @@ def test_scope_broad_follows_other_hosts(demo, tmp_path):
     assert len({u.split("/")[2] for u in urls}) == 5  # the out-of-scope host too
 
 
-def test_scope_argument_overrides_setting(demo, tmp_path):
+def test_scope_argument_overrides_setting(demo, tmp_path, crawls):
     seed = demo.seeds[0]
-    result = run_crawl(seed, tmp_path / "data", "WEBCRAWL_SCOPE=broad", args=("-a", "scope=host"))
+    result = crawls.run(seed, tmp_path / "data", "WEBCRAWL_SCOPE=broad", args=("-a", "scope=host"))
     assert result.returncode == 0
     urls = {r["url"] for r in stored_rows(tmp_path / "data")}
     assert urls == set(demo.web.reachable([seed]))
 
 
-def test_bad_setting_fails_at_start_with_its_name(tmp_path):
-    result = run_crawl(["http://127.0.0.2:1/"], tmp_path / "data", "WEBCRAWL_SCOPE=site")
+def test_bad_setting_fails_at_start_with_its_name(tmp_path, crawls):
+    result = crawls.run(["http://127.0.0.2:1/"], tmp_path / "data", "WEBCRAWL_SCOPE=site")
     assert result.returncode != 0
     assert "WEBCRAWL_SCOPE must be one of host, domain, broad; got 'site'" in result.stderr
-    result = run_crawl(["http://127.0.0.2:1/"], tmp_path / "data", "FRONTIER_BATCH_SIZE=0")
+    result = crawls.run(["http://127.0.0.2:1/"], tmp_path / "data", "FRONTIER_BATCH_SIZE=0")
     assert "FRONTIER_BATCH_SIZE must be a positive integer" in result.stderr
 
 
-def test_same_spider_on_plain_scrapy_scheduler(demo, tmp_path):
+def test_same_spider_on_plain_scrapy_scheduler(demo, tmp_path, crawls):
     """The spider does not depend on Redis: the benchmark's plain-Scrapy baseline."""
-    result = run_crawl(
+    result = crawls.run(
         demo.seeds,
         tmp_path / "data",
         "SCHEDULER=scrapy.core.scheduler.Scheduler",
@@ -149,10 +148,10 @@ def test_same_spider_on_plain_scrapy_scheduler(demo, tmp_path):
     assert stat(result.stderr, "links/known") > 0.7 * stat(result.stderr, "links/found")
 
 
-def test_with_another_fingerprinter_every_link_is_asked_of_it(demo, tmp_path):
+def test_with_another_fingerprinter_every_link_is_asked_of_it(demo, tmp_path, crawls):
     """Known URLs are skipped before a Request only with Scrapy's own fingerprinter (a GET
     is its URL); with another one the scheduler's dupefilter decides, as in Scrapy."""
-    result = run_crawl(
+    result = crawls.run(
         demo.seeds,
         tmp_path / "data",
         "REQUEST_FINGERPRINTER_CLASS=tests.support.fingerprinter.CustomFingerprinter",
@@ -163,32 +162,30 @@ def test_with_another_fingerprinter_every_link_is_asked_of_it(demo, tmp_path):
     assert stat(result.stderr, "dupefilter/filtered") > 0.7 * stat(result.stderr, "links/found")
 
 
-def test_rerun_resumes_from_redis_not_from_scratch(demo, tmp_path):
+def test_rerun_resumes_from_redis_not_from_scratch(demo, tmp_path, crawls):
     """State lives in the (embedded) Redis: a second run of a finished crawl fetches nothing."""
     data = tmp_path / "data"
-    assert run_crawl(demo.seeds, data).returncode == 0
+    assert crawls.run(demo.seeds, data).returncode == 0
     first = sum(demo.page_fetches().values())
-    result = run_crawl(demo.seeds, data)
+    result = crawls.run(demo.seeds, data)
     assert result.returncode == 0
     assert sum(demo.page_fetches().values()) == first
     assert json.dumps(demo.seeds[0])  # the seeds were filtered as seen
     assert "'dupefilter/filtered': 4" in result.stderr
 
 
-def test_deployment_settings_come_from_the_environment_too(demo, tmp_path):
+def test_deployment_settings_come_from_the_environment_too(demo, tmp_path, crawls):
     """As REDIS_URL: WEBCRAWL_DATA_DIR, WEBCRAWL_STORE_URL and WEBCRAWL_CRAWL, never ignored."""
     data = tmp_path / "from-env"
-    cmd = crawl_cmd(demo.seeds, tmp_path / "unused", "DEPTH_LIMIT=1")
-    at = cmd.index(f"WEBCRAWL_DATA_DIR={tmp_path / 'unused'}")
-    del cmd[at - 1 : at + 1]  # no -s: the environment says where
     env = crawl_env(WEBCRAWL_DATA_DIR=str(data), WEBCRAWL_CRAWL="envcrawl")
-    result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    # no WEBCRAWL_DATA_DIR -s (data_dir None): the environment says where
+    result = crawls.run(demo.seeds, None, "DEPTH_LIMIT=1", env=env)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert stored_rows(data) and not (tmp_path / "unused").exists()
+    assert stored_rows(data)
     assert "joined crawl 'envcrawl'" in result.stderr
     assert "in the environment is overridden" not in result.stderr
     # a -s that says otherwise wins, and says so
-    result = run_crawl(demo.seeds, tmp_path / "other", "DEPTH_LIMIT=0", env=env)
+    result = crawls.run(demo.seeds, tmp_path / "other", "DEPTH_LIMIT=0", env=env)
     assert result.returncode == 0, result.stderr[-2000:]
     said = (
         f"WEBCRAWL_DATA_DIR={data} in the environment is overridden by "

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 import pytest
-from conftest import ROOT, crawl_cmd, crawl_env, run_crawl
+from conftest import ROOT, crawl_env
 from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.test import get_crawler
@@ -28,7 +28,7 @@ from webcrawl.store import open_store
 FAST = ("FAILPATH_MIN_DELAY=0.5", "FAILPATH_MAX_DELAY=1", "FRONTIER_RETRY_BACKOFF=0.2")
 
 
-def test_dead_directory_is_dropped_and_recovered_host_comes_back(tmp_path):
+def test_dead_directory_is_dropped_and_recovered_host_comes_back(tmp_path, crawls):
     faults = ["0:/s2/a:hang", "1:/:hang@6"]  # a dead directory; a host dead for 6 s
     # a link counts one failure, after its retry; a directory is dead after HEIGHTEN + 1
     settings = (
@@ -41,8 +41,7 @@ def test_dead_directory_is_dropped_and_recovered_host_comes_back(tmp_path):
     with demo_server(4, 40, log, faults=faults) as info:
         web = DemoWeb(info["hosts"], info["pages_per_host"], info["seed"])
         data = tmp_path / "data"
-        result = run_crawl(info["seeds"], data, *FAST, *settings, timeout=180)
-        (tmp_path / "crawl.log").write_text(result.stderr)  # kept for a failure's diagnosis
+        result = crawls.run(info["seeds"], data, *FAST, *settings, timeout=180)
         assert result.returncode == 0, result.stderr[-3000:]
         failpaths = subprocess.run(
             [
@@ -251,7 +250,7 @@ def stat(log: str, name: str) -> int:
     return int(found.group(1)) if found else 0
 
 
-def test_a_site_with_over_a_quarter_of_its_links_working_is_not_given_up(tmp_path):
+def test_a_site_with_over_a_quarter_of_its_links_working_is_not_given_up(tmp_path, crawls):
     """A dead link counts one failure, after its retries (seed 000 counts per link): 37 %
     of host 0's links work, more than the share 1/(1+FAILPATH_SUCCESS_SCALE) = 25 % under
     which a site is given up.  Counted per attempt (1 + RETRY_TIMES failures
@@ -267,7 +266,7 @@ def test_a_site_with_over_a_quarter_of_its_links_working_is_not_given_up(tmp_pat
         assert 0.3 < 1 - len(failing) / len(links) < 0.45
         assert max(Counter(u.rsplit("/", 1)[0] for u in failing).values()) <= 4
         data = tmp_path / "data"
-        result = run_crawl(info["seeds"], data, *FAST, timeout=120)
+        result = crawls.run(info["seeds"], data, *FAST, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Giving up" not in result.stderr
     with open_store(f"sqlite:///{data}/webtable.sqlite3") as store:
@@ -279,14 +278,14 @@ def test_a_site_with_over_a_quarter_of_its_links_working_is_not_given_up(tmp_pat
     assert [u for u in links if u not in failing and not rows.get(u, {}).get("status")] == []
 
 
-def test_a_failpaths_table_that_cannot_be_read_loses_no_page(demo, tmp_path):
+def test_a_failpaths_table_that_cannot_be_read_loses_no_page(demo, tmp_path, crawls):
     """The filter list is an aid: when it cannot be read every URL is fetched (the error
     is logged and counted), none fails because of it."""
     data = tmp_path / "data"
     data.mkdir()
     with sqlite3.connect(data / "webtable.sqlite3") as conn:
         conn.execute("CREATE TABLE failpaths (x)")  # not ours: every failpaths query fails
-    result = run_crawl(demo.seeds, data, timeout=120)
+    result = crawls.run(demo.seeds, data, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     assert stat(result.stderr, "failpath/store_errors") > 0
     assert "Could not read the failpaths" in result.stderr
@@ -297,7 +296,7 @@ def test_a_failpaths_table_that_cannot_be_read_loses_no_page(demo, tmp_path):
     assert max(demo.page_fetches().values()) == 1
 
 
-def test_a_re_probe_waits_for_the_one_running(redis_server, redis_client, tmp_path):
+def test_a_re_probe_waits_for_the_one_running(redis_server, redis_client, tmp_path, crawls):
     """Another worker's re-probe is running (it holds the crawl's re-probe lock) when this
     worker runs out of work: its final re-probe waits for that one to end instead of
     sampling (and sending back) the same links at the same time, then runs once."""
@@ -308,44 +307,30 @@ def test_a_re_probe_waits_for_the_one_running(redis_server, redis_client, tmp_pa
     with demo_server(4, 40, log, faults=["0:/s2/a:reset@10"]) as info:
         host = info["hosts"][0]
         started = time.monotonic()
-        worker_log = tmp_path / "worker.log"
-        with open(worker_log, "w") as err:
-            worker = subprocess.Popen(
-                crawl_cmd(
-                    info["seeds"],
-                    tmp_path / "data",
-                    f"REDIS_URL={redis_server.url}",
-                    *FAST,
-                    "FAILPATH_PROBE_INTERVAL=3600",
-                    "RETRY_TIMES=1",
-                ),  # dead links fail for good sooner
-                cwd=ROOT,
-                env=crawl_env(),
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-            )
-        try:
-            idle = re.compile(r"re-probing its dead paths once more|waiting for the failed-path")
-            while not idle.search(worker_log.read_text()):
-                assert worker.poll() is None and time.monotonic() - started < 90
-                time.sleep(0.05)
-            time.sleep(1)  # a re-probe (of a path that resets at once) would have run by now
-            assert "Re-probe of" not in worker_log.read_text()
-            # the path is back 10 s after the fault first answered (the server's log)
-            first = min(
-                r["t"]
-                for r in map(json.loads, log.read_text().splitlines())
-                if r["host"] == host and r["path"].startswith("/s2/a")
-            )
-            time.sleep(max(0.0, first + 10.5 - time.time()))
-            assert other.release()
-            worker.wait(60)
-        finally:
-            if worker.poll() is None:
-                worker.kill()
-                worker.wait()
-    text = worker_log.read_text()
-    assert worker.returncode == 0, text[-3000:]
+        worker = crawls.start(
+            info["seeds"],
+            tmp_path / "data",
+            f"REDIS_URL={redis_server.url}",
+            *FAST,
+            "FAILPATH_PROBE_INTERVAL=3600",
+            "RETRY_TIMES=1",  # dead links fail for good sooner
+            name="worker",
+        )
+        idle = re.compile(r"re-probing its dead paths once more|waiting for the failed-path")
+        while not idle.search(worker.log_text()):
+            assert worker.poll() is None and time.monotonic() - started < 90
+            time.sleep(0.05)
+        time.sleep(1)  # a re-probe (of a path that resets at once) would have run by now
+        assert "Re-probe of" not in worker.log_text()
+        # the path is back 10 s after the fault first answered (the server's log)
+        first = min(
+            r["t"]
+            for r in map(json.loads, log.read_text().splitlines())
+            if r["host"] == host and r["path"].startswith("/s2/a")
+        )
+        time.sleep(max(0.0, first + 10.5 - time.time()))
+        assert other.release()
+        text = crawls.finish(worker, timeout=60)
     dead = {
         f"http://{host}{r['path']}"
         for r in map(json.loads, log.read_text().splitlines())
@@ -391,7 +376,7 @@ def test_a_dead_re_probers_lock_expires(redis_client):
     assert b.renew() and b.release()
 
 
-def test_hosts_that_do_not_answer_cost_one_wait_and_a_revived_one_comes_back(tmp_path):
+def test_hosts_that_do_not_answer_cost_one_wait_and_a_revived_one_comes_back(tmp_path, crawls):
     """Issue 29: host 2 is dead (nothing listens), host 3 takes connections and never
     answers, robots.txt included, and host 1's robots.txt does not answer its first two
     requests.  Their robots.txt gets no answer, twice: each site is dead, its URLs
@@ -412,9 +397,8 @@ def test_hosts_that_do_not_answer_cost_one_wait_and_a_revived_one_comes_back(tmp
         web = DemoWeb(info["hosts"], info["pages_per_host"], info["seed"])
         data = tmp_path / "data"
         started = time.monotonic()
-        result = run_crawl(info["seeds"], data, *settings, timeout=180)
+        result = crawls.run(info["seeds"], data, *settings, timeout=180)
         seconds = time.monotonic() - started
-        (tmp_path / "crawl.log").write_text(result.stderr)
         assert result.returncode == 0, result.stderr[-3000:]
         failpaths = subprocess.run(
             [

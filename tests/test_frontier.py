@@ -2,13 +2,11 @@
 
 import re
 import signal
-import subprocess
 import time
 from collections import defaultdict
 from itertools import pairwise
 
 import pytest
-from conftest import ROOT, crawl_cmd, crawl_env, run_crawl
 
 from webcrawl.store import open_store
 
@@ -27,26 +25,17 @@ def page_times(demo):
     return {h: sorted(t) for h, t in times.items()}
 
 
-def spawn(seeds, data_dir, redis_url, log_path, *settings):
-    with open(log_path, "w") as log:
-        return subprocess.Popen(
-            crawl_cmd(seeds, data_dir, f"REDIS_URL={redis_url}", *settings),
-            cwd=ROOT,
-            env=crawl_env(),
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
-
-
-def test_politeness_holds_across_workers(demo, redis_server, redis_client, tmp_path):
+def test_politeness_holds_across_workers(demo, redis_server, redis_client, tmp_path, crawls):
     delay = 0.25
-    settings = (f"FRONTIER_HOST_DELAY={delay}", "DEPTH_LIMIT=2", "CONCURRENT_REQUESTS_PER_DOMAIN=8")
-    procs = [
-        spawn(demo.seeds, tmp_path / "data", redis_server.url, tmp_path / f"{i}.log", *settings)
-        for i in range(2)
-    ]
-    for proc in procs:
-        assert proc.wait(120) == 0
+    settings = (
+        f"REDIS_URL={redis_server.url}",
+        f"FRONTIER_HOST_DELAY={delay}",
+        "DEPTH_LIMIT=2",
+        "CONCURRENT_REQUESTS_PER_DOMAIN=8",
+    )
+    workers = [crawls.start(demo.seeds, tmp_path / "data", *settings) for _ in range(2)]
+    for worker in workers:
+        crawls.finish(worker)
     gaps = {
         h: min(b - a for a, b in pairwise(t)) for h, t in page_times(demo).items() if len(t) > 1
     }
@@ -69,12 +58,14 @@ STOCK = (  # the control: stock scrapy-redis, one global queue, Scrapy's per-pro
 
 
 @pytest.mark.parametrize("frontier", ["webcrawl", "stock"])
-def test_a_big_host_does_not_hold_up_small_ones(lopsided_demo, redis_server, tmp_path, frontier):
+def test_a_big_host_does_not_hold_up_small_ones(
+    lopsided_demo, redis_server, tmp_path, frontier, crawls
+):
     demo = lopsided_demo
     settings = ["FRONTIER_HOST_DELAY=0.02"]
     if frontier == "stock":
         settings = [*STOCK, f"REDIS_URL={redis_server.url}", "SCHEDULER_PERSIST=False"]
-    result = run_crawl(demo.seeds, tmp_path / "data", *settings)
+    result = crawls.run(demo.seeds, tmp_path / "data", *settings)
     assert result.returncode == 0, result.stderr[-2000:]
     times = page_times(demo)
     big = demo.info["hosts"][0]
@@ -88,41 +79,31 @@ def test_a_big_host_does_not_hold_up_small_ones(lopsided_demo, redis_server, tmp
         assert small_done > big_done * 0.4, (small_done, big_done)
 
 
-def test_killed_workers_lose_nothing(slow_demo, redis_server, redis_client, tmp_path):
+def test_killed_workers_lose_nothing(slow_demo, redis_server, redis_client, tmp_path, crawls):
     """kill -9 a worker again and again mid-crawl: every page is still stored."""
     demo = slow_demo
     data = tmp_path / "data"
     # ~30 pages/s over the 4 hosts: the crawl lasts ~10 s, long enough for three victims
-    paced = ("FRONTIER_HOST_DELAY=0.12", "FRONTIER_LEASE_TIMEOUT=2")
-    steady = spawn(
-        demo.seeds, data, redis_server.url, tmp_path / "steady.log", *paced, "USER_AGENT=steady"
+    paced = (
+        f"REDIS_URL={redis_server.url}",
+        "FRONTIER_HOST_DELAY=0.12",
+        "FRONTIER_LEASE_TIMEOUT=2",
     )
+    steady = crawls.start(demo.seeds, data, *paced, "USER_AGENT=steady", name="steady")
     killed_agents = []
-    try:
-        for i in range(3):
-            agent = f"victim-{i}"
-            victim = spawn(
-                demo.seeds,
-                data,
-                redis_server.url,
-                tmp_path / f"{agent}.log",
-                *paced,
-                f"USER_AGENT={agent}",
-            )
-            deadline = time.monotonic() + 30
-            while not any(r["ua"] == agent for r in demo.requests()):
-                assert steady.poll() is None, f"the crawl ended before {agent} took part"
-                assert time.monotonic() < deadline, f"{agent} never fetched"
-                time.sleep(0.05)
-            time.sleep(0.5)
-            victim.send_signal(signal.SIGKILL)
-            victim.wait()
-            killed_agents.append(agent)
-        assert steady.wait(120) == 0
-    finally:
-        if steady.poll() is None:
-            steady.kill()
-    log = (tmp_path / "steady.log").read_text()
+    for i in range(3):
+        agent = f"victim-{i}"
+        victim = crawls.start(demo.seeds, data, *paced, f"USER_AGENT={agent}", name=agent)
+        deadline = time.monotonic() + 30
+        while not any(r["ua"] == agent for r in demo.requests()):
+            assert steady.poll() is None, f"the crawl ended before {agent} took part"
+            assert time.monotonic() < deadline, f"{agent} never fetched"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        killed_agents.append(agent)
+    log = crawls.finish(steady)
     assert "whose lease expired" in log
     expected = set(demo.web.reachable())
     urls = stored_urls(data)
@@ -136,7 +117,7 @@ def test_killed_workers_lose_nothing(slow_demo, redis_server, redis_client, tmp_
     assert all(any(a in killed_agents for a in agents) for agents in twice.values()), twice
 
 
-def test_failures_are_requeued_with_backoff_then_recorded(tmp_path):
+def test_failures_are_requeued_with_backoff_then_recorded(tmp_path, crawls):
     """Host 1 resets each URL twice (transient); host 2's /s1/ always (dead)."""
     from conftest import Demo, demo_server
 
@@ -153,7 +134,7 @@ def test_failures_are_requeued_with_backoff_then_recorded(tmp_path):
             "STATUS_HEARTBEAT_INTERVAL=0.5",
             "FAILPATH_ENABLED=False",
         )
-        result = run_crawl(demo.seeds, tmp_path / "data", *settings, timeout=180)
+        result = crawls.run(demo.seeds, tmp_path / "data", *settings, timeout=180)
     assert result.returncode == 0, result.stderr[-2000:]
     flaky, dead = info["hosts"][1], info["hosts"][2]
     retried = set(re.findall(r"Retrying <GET (\S+)> \(failed 1 times\)", result.stderr))

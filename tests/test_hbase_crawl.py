@@ -9,7 +9,6 @@ import urllib.request
 import happybase
 import pytest
 from conftest import read_items
-from test_cluster import finish, start_worker, wait_for_fetches
 from test_store_contract import drop_tables
 
 from webcrawl.localhbase import LocalHBase
@@ -55,23 +54,24 @@ def test_two_workers_store_every_page_once_in_hbase(
     slow_demo,
     redis_server,
     tmp_path,
-    workers,
     hbase,
+    crawls,
 ):
     url = hbase.url("thrift")
     items = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
-    for path in items:
-        start_worker(
-            workers,
+    workers = [
+        crawls.start(
             slow_demo.seeds,
             tmp_path / "data",
-            redis_server.url,
-            path,
+            f"REDIS_URL={redis_server.url}",
             f"STORE_URL={url}",
             "STORE_CONTENT=True",
             *PACED,
+            items=path,
         )
-    logs = [finish(w) for w in workers]
+        for path in items
+    ]
+    logs = [crawls.finish(w) for w in workers]
     expected = set(slow_demo.web.reachable())
     assert_every_page_stored_once(slow_demo, url)
     crawled = [i["url"] for p in items for i in read_items(p)]
@@ -105,24 +105,23 @@ def test_a_thrift_gateway_killed_mid_crawl_loses_no_row(
     slow_demo,
     redis_server,
     tmp_path,
-    workers,
     hbase,
+    crawls,
 ):
     url = hbase.url("crashing")  # a gateway of this test's own
-    worker = start_worker(
-        workers,
+    worker = crawls.start(
         slow_demo.seeds,
         tmp_path / "data",
-        redis_server.url,
-        tmp_path / "a.jsonl",
+        f"REDIS_URL={redis_server.url}",
         f"STORE_URL={url}",
         *PACED,
+        items=tmp_path / "a.jsonl",
     )
-    wait_for_fetches(slow_demo, 60)
+    slow_demo.wait_for_fetches(60)
     hbase.local.stop_gateway("crashing", kill=True)  # kill -9 of the Thrift JVM
     time.sleep(1.0)
     hbase.gateway("crashing")  # the same port again, waited for
-    log = finish(worker)
+    log = crawls.finish(worker)
     assert_every_page_stored_once(slow_demo, url)
     assert "retry" in log  # it did notice the outage
     hbase.local.stop_gateway("crashing")
@@ -134,7 +133,7 @@ def test_hbase_killed_mid_crawl_replays_its_log_and_the_crawl_goes_on(
     slow_demo,
     redis_server,
     tmp_path,
-    workers,
+    crawls,
 ):
     """kill -9 of the master (with its RegionServer and ZooKeeper): what the
     RegionServer had acknowledged is only in its write-ahead log, replayed when the
@@ -142,24 +141,23 @@ def test_hbase_killed_mid_crawl_replays_its_log_and_the_crawl_goes_on(
     local = LocalHBase(tmp_path / "hbase")  # its own HBase: this one dies
     try:
         url = local.start(port=None, timeout=300).store_url("crawl")
-        worker = start_worker(
-            workers,
+        worker = crawls.start(
             slow_demo.seeds,
             tmp_path / "data",
-            redis_server.url,
-            tmp_path / "a.jsonl",
+            f"REDIS_URL={redis_server.url}",
             f"STORE_URL={url}",
             "STORE_OUTAGE_WAIT=2",
             *PACED,
+            items=tmp_path / "a.jsonl",
         )
-        wait_for_fetches(slow_demo, 80)
+        slow_demo.wait_for_fetches(80)
         stored_before = page_count(url)
         assert stored_before > 0
         local.stop_master(kill=True)
         time.sleep(2.0)
         local.start_master()  # on the same rootdir: splits and replays the dead server's WAL
         local.wait_ready("thrift", timeout=300)
-        log = finish(worker, timeout=400)
+        log = crawls.finish(worker, timeout=400)
         assert_every_page_stored_once(slow_demo, url)
         assert "store outage" in log.lower() or "retry" in log
         master_log = (local.logs / "master.log").read_text()
@@ -173,25 +171,24 @@ def test_connections_the_server_drops_when_idle_lose_nothing(
     slow_demo,
     redis_server,
     tmp_path,
-    workers,
     hbase,
+    crawls,
 ):
     """The gateway closes client sockets idle for 0.3 s, so pooled connections die
     between batches (``TSocket read 0 bytes``); idempotent calls are retried on a fresh
     one, increments are sent on a live socket only: no row lost, none counted twice."""
     gateway = hbase.gateway("impatient", read_timeout=0.3)  # batches: one a second
     url = gateway.store_url(f"idle{time.monotonic_ns()}")
-    worker = start_worker(
-        workers,
+    worker = crawls.start(
         slow_demo.seeds,
         tmp_path / "data",
-        redis_server.url,
-        tmp_path / "a.jsonl",
+        f"REDIS_URL={redis_server.url}",
         f"STORE_URL={url}",
         "STORE_FLUSH_INTERVAL=1.0",
         *PACED,
+        items=tmp_path / "a.jsonl",
     )
-    log = finish(worker, timeout=300)
+    log = crawls.finish(worker, timeout=300)
     assert_every_page_stored_once(slow_demo, url)
     assert "TSocket read 0 bytes" in log or "Broken pipe" in log  # the server did drop them
     assert "Could not write" not in log

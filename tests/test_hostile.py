@@ -3,10 +3,8 @@ traceback, nothing else lost, memory flat under a 10 GiB gzip bomb."""
 
 import json
 import re
-import subprocess
 
 import pytest
-from conftest import ROOT, crawl_cmd, crawl_env
 from scrapy.exceptions import IgnoreRequest
 
 from webcrawl.demo import demo_server
@@ -49,19 +47,14 @@ def stat(log: str, name: str) -> int:
     return int(match.group(1)) if match else 0
 
 
-def test_each_hostile_page_gives_a_clean_record_and_nothing_else_is_lost(tmp_path):
+def test_each_hostile_page_gives_a_clean_record_and_nothing_else_is_lost(tmp_path, crawls):
     log = tmp_path / "requests.jsonl"
     faults = [f"0:{path}:{kind}" for path, kind in HOSTILE.items()]
     with demo_server(2, 40, log, faults=faults) as info:
         web = DemoWeb(info["hosts"], info["pages_per_host"], info["seed"])
         host = info["hosts"][0]
-        cmd = crawl_cmd(info["seeds"], tmp_path / "data", *FAST)
-        cmd[1:3] = ["-c", PEAK]
-        result = subprocess.run(
-            cmd, cwd=ROOT, env=crawl_env(), capture_output=True, text=True, timeout=240
-        )
+        result = crawls.run(info["seeds"], tmp_path / "data", *FAST, code=PEAK, timeout=240)
     err = result.stderr
-    (tmp_path / "crawl.log").write_text(err)
     assert result.returncode == 0, err[-3000:]
     assert "Traceback" not in err, err[err.index("Traceback") - 500 :][:3000]
     hostile = {f"http://{host}{path}": kind for path, kind in HOSTILE.items()}
@@ -120,7 +113,7 @@ def test_an_ignored_response_of_scrapys_decompression_limit_is_recognised():
     assert refused_answer(IgnoreRequest("Forbidden by robots.txt")) is None
 
 
-def test_a_trap_host_stops_at_its_budget_and_a_redirect_inside_is_refused(tmp_path):
+def test_a_trap_host_stops_at_its_budget_and_a_redirect_inside_is_refused(tmp_path, crawls):
     """A calendar without end, session ids in every link, a path repeating itself,
     and a redirect to a loopback address that is not a seed's."""
     from test_cli import webcrawl
@@ -131,15 +124,13 @@ def test_a_trap_host_stops_at_its_budget_and_a_redirect_inside_is_refused(tmp_pa
     budget = 60
     with demo_server(2, 40, log, faults=faults) as info:
         web = DemoWeb(info["hosts"], info["pages_per_host"], info["seed"])
-        cmd = crawl_cmd(
+        result = crawls.run(
             info["seeds"],
             data,
             "LOG_LEVEL=INFO",
             "FAILPATH_ENABLED=False",
             f"FRONTIER_MAX_PAGES_PER_HOST={budget}",
-        )
-        result = subprocess.run(
-            cmd, cwd=ROOT, env=crawl_env(), capture_output=True, text=True, timeout=240
+            timeout=240,
         )
     err = result.stderr
     assert result.returncode == 0, err[-3000:]  # the crawl ended by itself

@@ -10,12 +10,9 @@ import itertools
 import json
 import signal
 import sqlite3
-import subprocess
 import time
 import urllib.request
 from collections import defaultdict
-
-from conftest import ROOT, crawl_cmd, crawl_env
 
 from tools.bench.incremental import judged_visits
 from webcrawl.demo import demo_server
@@ -27,7 +24,7 @@ SPEED = 7200.0
 
 
 def test_continuous_crawl_revisits_changed_pages_and_leaves_unchanged_ones_alone(
-    tmp_path, redis_server
+    tmp_path, redis_server, crawls
 ):
     log = tmp_path / "requests.jsonl"
     store_url = f"sqlite:///{tmp_path / 'webtable.sqlite3'}"
@@ -45,13 +42,16 @@ def test_continuous_crawl_revisits_changed_pages_and_leaves_unchanged_ones_alone
         f"WEBCRAWL_CRAWL=incr-{time.monotonic_ns()}",
     ]
     with demo_server(2, 40, log, change_speed=SPEED) as info:
-        procs = []
-        for i in range(2):
-            cmd = crawl_cmd(
-                info["seeds"], tmp_path / f"w{i}", *settings, f"LOG_FILE={tmp_path / f'w{i}.log'}"
+        procs = [
+            crawls.start(
+                info["seeds"],
+                tmp_path / f"w{i}",
+                *settings,
+                f"LOG_FILE={tmp_path / f'w{i}.log'}",
+                name=f"w{i}",
             )
-            devnull = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-            procs.append(subprocess.Popen(cmd, cwd=ROOT, env=crawl_env(), **devnull))
+            for i in range(2)
+        ]
         try:
             time.sleep(30)
             truth = json.loads(
@@ -104,15 +104,9 @@ def test_continuous_crawl_revisits_changed_pages_and_leaves_unchanged_ones_alone
     assert any("'revisit/beyond_horizon'" in s and "'revisit/within_horizon'" in s for s in stats)
 
 
-def crawl_for(seconds, seeds, data_dir, *settings):
+def crawl_for(crawls, seconds, seeds, data_dir, *settings):
     """Run a (continuous) crawl for ``seconds``, then stop it as Ctrl-C does."""
-    proc = subprocess.Popen(
-        crawl_cmd(seeds, data_dir, *settings),
-        cwd=ROOT,
-        env=crawl_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = crawls.start(seeds, data_dir, *settings)
     try:
         time.sleep(seconds)
     finally:
@@ -120,7 +114,7 @@ def crawl_for(seconds, seeds, data_dir, *settings):
         proc.wait(60)
 
 
-def test_head_precheck_skips_the_get_of_unchanged_pages(tmp_path, redis_server):
+def test_head_precheck_skips_the_get_of_unchanged_pages(tmp_path, redis_server, crawls):
     log = tmp_path / "requests.jsonl"
     settings = [
         "WEBCRAWL_CONTINUOUS=True",
@@ -134,7 +128,9 @@ def test_head_precheck_skips_the_get_of_unchanged_pages(tmp_path, redis_server):
         f"WEBCRAWL_CRAWL=head-{time.monotonic_ns()}",
     ]
     with demo_server(2, 20, log) as info:
-        crawl_for(10, info["seeds"], tmp_path / "w", *settings, f"LOG_FILE={tmp_path / 'w.log'}")
+        crawl_for(
+            crawls, 10, info["seeds"], tmp_path / "w", *settings, f"LOG_FILE={tmp_path / 'w.log'}"
+        )
     by_url = defaultdict(list)
     for line in log.read_text().splitlines():
         r = json.loads(line)
@@ -150,7 +146,7 @@ def test_head_precheck_skips_the_get_of_unchanged_pages(tmp_path, redis_server):
 
 
 def test_a_304_for_a_page_the_store_lost_fetches_it_again_and_never_blanks_it(
-    tmp_path, redis_server
+    tmp_path, redis_server, crawls
 ):
     """The store loses its pages while Redis still holds the revisit schedule: every
     revisit is conditional (If-None-Match), the server answers 304, and there is no
@@ -166,19 +162,12 @@ def test_a_304_for_a_page_the_store_lost_fetches_it_again_and_never_blanks_it(
     ]
     with demo_server(2, 20, log) as info:
         web = DemoWeb(info["hosts"], info["pages_per_host"], info["seed"])
-        first = subprocess.run(
-            crawl_cmd(
-                info["seeds"],
-                tmp_path / "w",
-                *common,
-                "REVISIT_MIN_INTERVAL=1",
-                "REVISIT_INITIAL_INTERVAL=1",
-            ),
-            cwd=ROOT,
-            env=crawl_env(),
-            capture_output=True,
-            text=True,
-            timeout=120,
+        first = crawls.run(
+            info["seeds"],
+            tmp_path / "w",
+            *common,
+            "REVISIT_MIN_INTERVAL=1",
+            "REVISIT_INITIAL_INTERVAL=1",
         )
         assert first.returncode == 0, first.stderr[-2000:]
         store_file = tmp_path / "w" / "webtable.sqlite3"
@@ -190,19 +179,12 @@ def test_a_304_for_a_page_the_store_lost_fetches_it_again_and_never_blanks_it(
         db.close()
         time.sleep(1.5)  # every revisit is due
         fetched_before = len(log.read_text().splitlines())
-        second = subprocess.run(
-            crawl_cmd(
-                None,
-                tmp_path / "w",
-                *common,
-                "REVISIT_MIN_INTERVAL=3600",
-                "REVISIT_INITIAL_INTERVAL=3600",
-            ),
-            cwd=ROOT,
-            env=crawl_env(),
-            capture_output=True,
-            text=True,
-            timeout=120,
+        second = crawls.run(
+            None,
+            tmp_path / "w",
+            *common,
+            "REVISIT_MIN_INTERVAL=3600",
+            "REVISIT_INITIAL_INTERVAL=3600",
         )
         assert second.returncode == 0, second.stderr[-2000:]
     html = [u for u, row in before.items() if row["kind"] == "html" and row["status"] == 200]
@@ -224,7 +206,7 @@ def test_a_304_for_a_page_the_store_lost_fetches_it_again_and_never_blanks_it(
     assert "'change/refetched'" in second.stderr
 
 
-def test_a_head_precheck_takes_the_hosts_turn_and_the_get_the_next(tmp_path, redis_server):
+def test_a_head_precheck_takes_the_hosts_turn_and_the_get_the_next(tmp_path, redis_server, crawls):
     """With REVISIT_HEAD_PRECHECK the HEAD is a request to the host like any other: it
     waits for the host's turn, and the GET that follows it waits for the next one."""
     log = tmp_path / "requests.jsonl"
@@ -245,7 +227,9 @@ def test_a_head_precheck_takes_the_hosts_turn_and_the_get_the_next(tmp_path, red
     # simulated time), and a simulated week is 8.4 s here. (With the Poisson pages of the
     # default model the 4 pages of this crawl sometimes did not change in 15 s at all.)
     with demo_server(1, 12, log, change_speed=10 * SPEED, periodic_share=1.0) as info:
-        crawl_for(15, info["seeds"], tmp_path / "w", *settings, f"LOG_FILE={tmp_path / 'w.log'}")
+        crawl_for(
+            crawls, 15, info["seeds"], tmp_path / "w", *settings, f"LOG_FILE={tmp_path / 'w.log'}"
+        )
     sent = [json.loads(line) for line in log.read_text().splitlines()]
     sent = sorted((r for r in sent if r["path"] != "/robots.txt"), key=lambda r: r["t"])
     # a HEAD that found a change is followed by the GET of its page, before the page's next HEAD

@@ -4,7 +4,6 @@ monitor's page, so that one crawl serves both)."""
 import socket
 
 import pytest
-from conftest import run_crawl
 
 from webcrawl.metrics import stats_metrics, status_class
 
@@ -33,8 +32,8 @@ def test_stats_map_to_metrics_with_few_labels():
     assert status_class("999") == "other" and status_class("20") == "other"
 
 
-def test_bad_metrics_settings_fail_at_start_with_their_name(tmp_path):
-    result = run_crawl(
+def test_bad_metrics_settings_fail_at_start_with_their_name(tmp_path, crawls):
+    result = crawls.run(
         ["http://127.0.0.2:1/"],
         tmp_path / "data",
         "METRICS_PORT=9",
@@ -42,7 +41,7 @@ def test_bad_metrics_settings_fail_at_start_with_their_name(tmp_path):
     )
     assert result.returncode != 0
     assert "METRICS_BIND must be an IP address" in result.stderr
-    result = run_crawl(
+    result = crawls.run(
         ["http://127.0.0.2:1/"],
         tmp_path / "data",
         "METRICS_PORT=9",
@@ -51,7 +50,7 @@ def test_bad_metrics_settings_fail_at_start_with_their_name(tmp_path):
     assert result.returncode != 0
     assert "METRICS_BIND 0.0.0.0 is not a local address" in result.stderr
     assert "METRICS_PUBLIC=True" in result.stderr
-    result = run_crawl(["http://127.0.0.2:1/"], tmp_path / "data", "METRICS_PORT=-1")
+    result = crawls.run(["http://127.0.0.2:1/"], tmp_path / "data", "METRICS_PORT=-1")
     assert "METRICS_PORT must be" in result.stderr
 
 

@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 import redis
-from conftest import ROOT, crawl_cmd, crawl_env, free_port
+from conftest import ROOT, crawl_env, free_port
 from prometheus_client.parser import text_string_to_metric_families
 
 from webcrawl.frontier.embedded_redis import EmbeddedRedis
@@ -92,7 +92,7 @@ def start_monitor(data, port, deadline):
     CHROMIUM is None and not os.environ.get("CI"),
     reason="needs Debian's chromium (apt-get install chromium; CI has it)",
 )
-def test_the_page_shows_the_workers_and_the_count_grows(slow_demo, tmp_path):
+def test_the_page_shows_the_workers_and_the_count_grows(slow_demo, tmp_path, crawls):
     from playwright.sync_api import sync_playwright
 
     data, port, metrics = tmp_path / "data", free_port(), free_port()
@@ -100,28 +100,19 @@ def test_the_page_shows_the_workers_and_the_count_grows(slow_demo, tmp_path):
     with socket.socket() as taken:  # another worker of the machine holds the metrics port
         taken.bind(("127.0.0.1", metrics))
         taken.listen()
-        with (tmp_path / "crawl.log").open("w") as log:
-            crawl = subprocess.Popen(
-                crawl_cmd(
-                    slow_demo.seeds,
-                    data,
-                    "FRONTIER_HOST_DELAY=0.3",
-                    "STATUS_HEARTBEAT_INTERVAL=0.5",
-                    f"METRICS_PORT={metrics}",
-                ),
-                cwd=ROOT,
-                env=crawl_env(),
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-            )
+        crawl = crawls.start(
+            slow_demo.seeds,
+            data,
+            "FRONTIER_HOST_DELAY=0.3",
+            "STATUS_HEARTBEAT_INTERVAL=0.5",
+            f"METRICS_PORT={metrics}",
+        )
         try:
             mon = start_monitor(data, port, time.monotonic() + 60)
             # the next free port up (another process may hold metrics + 1); a busy machine
-            served = served_port(tmp_path / "crawl.log", time.monotonic() + 60)
+            served = served_port(crawl.log, time.monotonic() + 60)
             worker = [scrape_worker(served, time.monotonic() + 60)]
-        except BaseException:  # no crawl or monitor left running into the next test
-            crawl.kill()
-            crawl.wait(30)
+        except BaseException:  # no monitor left running into the next test
             if mon is not None:
                 mon.kill()
                 mon.communicate(timeout=10)
@@ -157,14 +148,10 @@ def test_the_page_shows_the_workers_and_the_count_grows(slow_demo, tmp_path):
         answers = {host: get_with_host(port, "/api/status", host) for host in hosts}
         # and a worker's own metrics server, the same
         answers["worker"] = get_with_host(served, "/metrics", f"rebound.example:{served}")
-    except BaseException:  # no crawl left running into the next test
-        crawl.kill()
-        crawl.wait(30)
-        raise
     finally:
         mon.terminate()
         mon.communicate(timeout=10)
-    assert crawl.wait(120) == 0
+    log = crawls.finish(crawl)
     assert errors == []  # the page runs under its Content-Security-Policy
     assert answers[f"evil.example:{port}"][0] == 421
     assert answers["worker"][0] == 421
@@ -176,7 +163,7 @@ def test_the_page_shows_the_workers_and_the_count_grows(slow_demo, tmp_path):
     assert served > metrics
     # the worker's own metrics: moved off the taken port, and said so; they grow too
     said = f"Serving Prometheus metrics on http://127.0.0.1:{served}/metrics (port {metrics}"
-    assert said in (tmp_path / "crawl.log").read_text()
+    assert said in log
     key = "webcrawl_pages_fetched_total[('status_class', '2xx')]"
     assert worker[1][key] > worker[0].get(key, 0)
     assert worker[1]["process_resident_memory_bytes[]"] > 10_000_000

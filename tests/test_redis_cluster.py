@@ -12,9 +12,9 @@ from itertools import pairwise
 
 import pytest
 import redis
-from conftest import ROOT, crawl_env, frontier_totals, read_items, run_crawl
+from conftest import ROOT, CrawlResult, crawl_env, frontier_totals, read_items
 from scrapy import Request, Spider
-from test_cluster import PACED, finish, start_worker, wait_for_fetches
+from test_cluster import PACED
 from test_frontier import page_times, stored_urls
 
 from tools.localcluster import LocalRedisCluster
@@ -70,13 +70,13 @@ def keys_per_master(cluster: LocalRedisCluster) -> dict[int, int]:
 
 
 def test_two_workers_crawl_through_a_redis_cluster_once_each_and_politely(
-    slow_demo, redis_cluster, tmp_path, workers, cluster_client
+    slow_demo, redis_cluster, tmp_path, cluster_client, crawls
 ):
     demo = slow_demo
     items = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
-    for path in items:
-        start_worker(workers, demo.seeds, tmp_path / "data", redis_cluster.url, path, *PACED, *WAIT)
-    logs = [finish(w) for w in workers]
+    settings = (f"REDIS_URL={redis_cluster.url}", *PACED, *WAIT)
+    workers = [crawls.start(demo.seeds, tmp_path / "data", *settings, items=p) for p in items]
+    logs = [crawls.finish(w) for w in workers]
     expected = set(demo.web.reachable())
     per_worker = [[i["url"] for i in read_items(p)] for p in items]
     union = Counter(per_worker[0] + per_worker[1])
@@ -95,20 +95,16 @@ def test_two_workers_crawl_through_a_redis_cluster_once_each_and_politely(
 
 
 def test_a_worker_killed_with_kill_9_loses_nothing_on_a_cluster(
-    slow_demo, redis_cluster, tmp_path, workers
+    slow_demo, redis_cluster, tmp_path, crawls
 ):
     demo = slow_demo
-    settings = (*PACED, *WAIT, "FRONTIER_LEASE_TIMEOUT=3")
-    a = start_worker(
-        workers, demo.seeds, tmp_path / "data", redis_cluster.url, tmp_path / "a.jsonl", *settings
-    )
-    b = start_worker(
-        workers, demo.seeds, tmp_path / "data", redis_cluster.url, tmp_path / "b.jsonl", *settings
-    )
-    wait_for_fetches(demo, 60)
+    settings = (f"REDIS_URL={redis_cluster.url}", *PACED, *WAIT, "FRONTIER_LEASE_TIMEOUT=3")
+    a = crawls.start(demo.seeds, tmp_path / "data", *settings, items=tmp_path / "a.jsonl")
+    b = crawls.start(demo.seeds, tmp_path / "data", *settings, items=tmp_path / "b.jsonl")
+    demo.wait_for_fetches(60)
     b.send_signal(signal.SIGKILL)
     b.wait(10)
-    log = finish(a)
+    log = crawls.finish(a)
     # the store, not b's feed file: kill -9 loses what the feed exporter had buffered
     assert set(stored_urls(tmp_path / "data")) == set(demo.web.reachable()), log[-2000:]
     twice = [u for u, n in demo.page_fetches().items() if n > 1]
@@ -116,7 +112,7 @@ def test_a_worker_killed_with_kill_9_loses_nothing_on_a_cluster(
 
 
 def test_a_master_killed_mid_crawl_fails_over_and_no_url_is_lost(
-    slow_demo, tmp_path, workers, cluster_client
+    slow_demo, tmp_path, cluster_client, crawls
 ):
     """kill -9 a master with a crawl running: its replica takes over, the workers retry
     until it has (nothing they hold is dropped), and every reachable page is stored.
@@ -126,16 +122,17 @@ def test_a_master_killed_mid_crawl_fails_over_and_no_url_is_lost(
     had not passed on is fetched again rather than lost."""
     demo = slow_demo
     with LocalRedisCluster(tmp_path / "cluster") as cluster:
-        for path in ("a", "b"):
-            start_worker(
-                workers,
+        workers = [
+            crawls.start(
                 demo.seeds,
                 tmp_path / "data",
-                cluster.url,
-                tmp_path / f"{path}.jsonl",
+                f"REDIS_URL={cluster.url}",
                 *PACED,
                 *WAIT,
+                items=tmp_path / f"{path}.jsonl",
             )
+            for path in ("a", "b")
+        ]
         # the master that serves the shards of most of the demo's hosts
         client = cluster_client(cluster)
         keys = CrawlKeys("web")
@@ -144,12 +141,12 @@ def test_a_master_killed_mid_crawl_fails_over_and_no_url_is_lost(
             for u in demo.seeds
         )
         victim = ports.most_common(1)[0][0]
-        wait_for_fetches(demo, 60)
+        demo.wait_for_fetches(60)
         cluster.kill(victim)
         started = time.monotonic()
         promoted = cluster.wait_failover(victim)
         failover = time.monotonic() - started
-        logs = [finish(w, timeout=180) for w in workers]
+        logs = [crawls.finish(w, timeout=180) for w in workers]
         assert promoted != victim
     stored = Counter(stored_urls(tmp_path / "data"))
     reachable = set(demo.web.reachable())
@@ -171,9 +168,9 @@ def test_a_master_killed_mid_crawl_fails_over_and_no_url_is_lost(
 # -- the command line -----------------------------------------------------------------
 
 
-def test_status_submit_reset_and_failpaths_work_on_a_cluster(demo, redis_cluster, tmp_path):
+def test_status_submit_reset_and_failpaths_work_on_a_cluster(demo, redis_cluster, tmp_path, crawls):
     data = tmp_path / "data"
-    result = run_crawl(demo.seeds, data, f"REDIS_URL={redis_cluster.url}")
+    result = crawls.run(demo.seeds, data, f"REDIS_URL={redis_cluster.url}")
     assert result.returncode == 0, result.stderr[-2000:]
     status = webcrawl("status", "--json", redis_url=redis_cluster.url, data_dir=data)
     assert status.returncode == 0, status.stderr
@@ -257,7 +254,7 @@ def test_a_shard_moved_by_resharding_is_followed_not_lost(redis_cluster, cluster
 
 
 def test_a_cluster_url_for_a_single_redis_and_the_reverse_fail_clearly(
-    redis_server, redis_cluster, tmp_path
+    redis_server, redis_cluster, tmp_path, crawls
 ):
     single = redis_server.url.replace("redis://", "redis+cluster://").rsplit("/", 1)[0]
     result = webcrawl("status", redis_url=single, data_dir=tmp_path)
@@ -269,32 +266,32 @@ def test_a_cluster_url_for_a_single_redis_and_the_reverse_fail_clearly(
     assert "is a node of a Redis Cluster" in result.stderr
     assert f"redis+cluster://127.0.0.1:{node}" in result.stderr
     # a worker says the same, and stops at once
-    crawl = run_crawl(["http://127.0.0.1:9/"], tmp_path / "data", f"REDIS_URL={single}")
+    crawl = crawls.run(["http://127.0.0.1:9/"], tmp_path / "data", f"REDIS_URL={single}")
     assert crawl.returncode != 0 or "single Redis" in crawl.stderr
     assert "names a Redis Cluster, but the server there is a single Redis" in crawl.stderr
 
 
 def test_a_shard_count_other_than_the_crawls_is_refused_naming_both(
-    demo, redis_server, redis_client, tmp_path
+    demo, redis_server, redis_client, tmp_path, crawls
 ):
     data = tmp_path / "data"
-    first = run_crawl(demo.seeds, data, f"REDIS_URL={redis_server.url}", "DEPTH_LIMIT=0")
+    first = crawls.run(demo.seeds, data, f"REDIS_URL={redis_server.url}", "DEPTH_LIMIT=0")
     assert first.returncode == 0, first.stderr[-2000:]
-    other = run_crawl(demo.seeds, data, f"REDIS_URL={redis_server.url}", "FRONTIER_SHARDS=8")
+    other = crawls.run(demo.seeds, data, f"REDIS_URL={redis_server.url}", "FRONTIER_SHARDS=8")
     assert "created with FRONTIER_SHARDS = 16, this worker has FRONTIER_SHARDS = 8" in other.stderr
     assert not read_items_of(other)
     assert sum(frontier_totals(redis_client).values()) > 0  # nothing of the crawl touched
 
 
 def test_a_worker_whose_store_is_not_the_crawls_is_refused_naming_both(
-    demo, redis_server, redis_client, tmp_path
+    demo, redis_server, redis_client, tmp_path, crawls
 ):
     """Two machines with the defaults: one Redis, a SQLite file each.  The second would
     spill requests to its own file and refill from an empty one: refused at start."""
     redis_url, depth = f"REDIS_URL={redis_server.url}", "DEPTH_LIMIT=1"
-    first = run_crawl(demo.seeds[:1], tmp_path / "m1", redis_url, depth)
+    first = crawls.run(demo.seeds[:1], tmp_path / "m1", redis_url, depth)
     assert first.returncode == 0, first.stderr[-2000:]
-    other = run_crawl(demo.seeds[1:], tmp_path / "m2", redis_url, depth)
+    other = crawls.run(demo.seeds[1:], tmp_path / "m2", redis_url, depth)
     said = (
         f"crawl 'web' keeps its frontier and pages in sqlite:///{tmp_path}/m1/"
         "webtable.sqlite3 on host "
@@ -304,17 +301,17 @@ def test_a_worker_whose_store_is_not_the_crawls_is_refused_naming_both(
     assert "`webcrawl reset --crawl web --yes`" in other.stderr
     assert not read_items_of(other) and other.returncode != 0
     # the control: a worker with the crawl's store joins, and crawls
-    again = run_crawl(demo.seeds[1:], tmp_path / "m1", redis_url, depth)
+    again = crawls.run(demo.seeds[1:], tmp_path / "m1", redis_url, depth)
     assert again.returncode == 0 and "keeps its frontier" not in again.stderr
     assert read_items_of(again), again.stderr[-2000:]
 
 
-def read_items_of(result: subprocess.CompletedProcess) -> list[str]:
+def read_items_of(result: CrawlResult) -> list[str]:
     return [line for line in result.stderr.splitlines() if "Scraped from" in line]
 
 
-def test_a_crawl_name_that_cannot_name_keys_is_refused(tmp_path):
+def test_a_crawl_name_that_cannot_name_keys_is_refused(tmp_path, crawls):
     with pytest.raises(ValueError, match="cannot name Redis keys"):
         CrawlKeys("we{b}")
-    result = run_crawl(["http://127.0.0.1:9/"], tmp_path / "data", "WEBCRAWL_CRAWL=a b")
+    result = crawls.run(["http://127.0.0.1:9/"], tmp_path / "data", "WEBCRAWL_CRAWL=a b")
     assert "cannot name Redis keys" in result.stderr

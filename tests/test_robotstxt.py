@@ -1,7 +1,6 @@
 """robots.txt holds for every request, even those waiting for the host's robots.txt."""
 
 import pytest
-from conftest import run_crawl
 
 STOCK = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
 
@@ -14,7 +13,7 @@ def seeds_with_private_pages(demo):
 
 
 @pytest.mark.parametrize("middleware", ["ours", "stock"])
-def test_requests_waiting_for_robots_txt_are_checked(slow_demo, tmp_path, middleware):
+def test_requests_waiting_for_robots_txt_are_checked(slow_demo, tmp_path, middleware, crawls):
     demo = slow_demo  # robots.txt takes 20 ms: the seeds queue up behind it
     seeds, private = seeds_with_private_pages(demo)
     settings = ["CONCURRENT_REQUESTS_PER_DOMAIN=16"]
@@ -23,7 +22,7 @@ def test_requests_waiting_for_robots_txt_are_checked(slow_demo, tmp_path, middle
             'DOWNLOADER_MIDDLEWARES={"webcrawl.middlewares.robotstxt.RobotsTxtMiddleware": null, '
             f'"{STOCK}": 100}}'
         )
-    result = run_crawl(seeds, tmp_path / "data", *settings, "DEPTH_LIMIT=1")
+    result = crawls.run(seeds, tmp_path / "data", *settings, "DEPTH_LIMIT=1")
     assert result.returncode == 0, result.stderr[-2000:]
     fetched_private = [u for u in demo.page_fetches() if u in private]
     if middleware == "ours":
@@ -58,13 +57,13 @@ def _sent(log_path) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_each_kind_of_robots_txt_is_read_as_rfc_9309_says(tmp_path):
+def test_each_kind_of_robots_txt_is_read_as_rfc_9309_says(tmp_path, crawls):
     """100 MiB (first 500 KiB read: /private/ disallowed), 404, a redirect loop, a gzip
     bomb, an HTML error page in a 200: each host's robots.txt fetched once, no traceback."""
     cases = {0: "huge:0:100", 1: "404", 2: "loop", 3: "bomb:0:1", 4: "htmlerror"}
     log = tmp_path / "requests.jsonl"
     with demo_server(5, 20, log, faults=[f"{h}:/robots.txt:{k}" for h, k in cases.items()]) as info:
-        result = run_crawl(info["seeds"], tmp_path / "data", "LOG_LEVEL=INFO")
+        result = crawls.run(info["seeds"], tmp_path / "data", "LOG_LEVEL=INFO")
     err = result.stderr
     assert result.returncode == 0, err[-3000:]
     assert "Traceback" not in err
@@ -91,12 +90,12 @@ def test_each_kind_of_robots_txt_is_read_as_rfc_9309_says(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_robots_txt_answering_503_keeps_the_host_waiting_then_crawled(tmp_path):
+def test_a_robots_txt_answering_503_keeps_the_host_waiting_then_crawled(tmp_path, crawls):
     log = tmp_path / "requests.jsonl"
     with demo_server(2, 20, log, faults=["0:/robots.txt:503@2.5"]) as info:
         web = DemoWeb(info["hosts"], info["pages_per_host"], info["seed"])
         items = tmp_path / "items.jsonl"
-        result = run_crawl(
+        result = crawls.run(
             info["seeds"],
             tmp_path / "data",
             "LOG_LEVEL=INFO",
@@ -120,11 +119,11 @@ def test_a_robots_txt_answering_503_keeps_the_host_waiting_then_crawled(tmp_path
 
 
 @pytest.mark.slow
-def test_a_robots_txt_that_stays_unreachable_gives_the_host_up_recorded(tmp_path):
+def test_a_robots_txt_that_stays_unreachable_gives_the_host_up_recorded(tmp_path, crawls):
     log = tmp_path / "requests.jsonl"
     with demo_server(2, 20, log, faults=["0:/robots.txt:500"]) as info:
         web = DemoWeb(info["hosts"], info["pages_per_host"], info["seed"])
-        result = run_crawl(
+        result = crawls.run(
             info["seeds"],
             tmp_path / "data",
             "LOG_LEVEL=INFO",
@@ -149,28 +148,22 @@ def test_a_robots_txt_that_stays_unreachable_gives_the_host_up_recorded(tmp_path
 
 @pytest.mark.slow
 def test_two_workers_fetch_each_robots_txt_once_in_the_hosts_turn(
-    slow_demo, redis_server, tmp_path, workers
+    slow_demo, redis_server, tmp_path, crawls
 ):
     """Once for the crawl, shared in Redis, and paced: the gap after it is the delay."""
-    from test_cluster import finish, start_worker
-
     demo = slow_demo
     settings = (
+        f"REDIS_URL={redis_server.url}",
         "FRONTIER_HOST_DELAY=0.4",
         "ADAPTIVE_DELAY_ENABLED=False",
         "DEPTH_LIMIT=2",
         "LOG_LEVEL=INFO",
     )
-    for name in ("a", "b"):
-        start_worker(
-            workers,
-            demo.seeds,
-            tmp_path / "data",
-            redis_server.url,
-            tmp_path / f"{name}.jsonl",
-            *settings,
-        )
-    logs = [finish(w) for w in workers]
+    workers = [
+        crawls.start(demo.seeds, tmp_path / "data", *settings, items=tmp_path / f"{name}.jsonl")
+        for name in ("a", "b")
+    ]
+    logs = [crawls.finish(w) for w in workers]
     sent = sorted(demo.requests(), key=lambda r: r["t"])
     for host in demo.info["hosts"][:4]:
         mine = [r for r in sent if r["host"] == host]

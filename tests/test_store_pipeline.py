@@ -108,14 +108,12 @@ print("released", time.time(), flush=True)
 """
 
 
-def test_a_store_locked_past_every_retry_mid_crawl_loses_no_page(slow_demo, tmp_path):
+def test_a_store_locked_past_every_retry_mid_crawl_loses_no_page(slow_demo, tmp_path, crawls):
     """Another process holds the SQLite webtable in BEGIN EXCLUSIVE for longer than all
     the store pipeline's retries: the rows it could not write are not acknowledged, the
     worker pauses, and every reachable page still ends up stored."""
     import subprocess
     import sys
-
-    from conftest import crawl_env, run_crawl
 
     demo = slow_demo
     db = tmp_path / "data" / "webtable.sqlite3"
@@ -123,14 +121,13 @@ def test_a_store_locked_past_every_retry_mid_crawl_loses_no_page(slow_demo, tmp_
         [sys.executable, "-c", LOCKER, str(db), "30", "6"], stdout=subprocess.PIPE, text=True
     )
     try:
-        result = run_crawl(
+        result = crawls.run(
             demo.seeds,
             tmp_path / "data",
             f"STORE_URL=sqlite:///{db}?timeout=0.5",
             "STORE_RETRY_TIMES=1",
             "STORE_OUTAGE_WAIT=1",
             "FRONTIER_HOST_DELAY=0.05",
-            env=crawl_env(),
             timeout=180,
         )
         lines = locker.communicate(timeout=30)[0].split()

@@ -7,7 +7,6 @@ from collections import Counter, defaultdict
 
 import pytest
 from conftest import read_items
-from test_cluster import finish, start_worker, wait_for_fetches
 from test_store_contract import drop_tables
 
 from webcrawl.store import open_store
@@ -66,33 +65,28 @@ def store_url(request, tmp_path):
 
 
 def test_a_worker_killed_in_a_refill_loses_and_repeats_nothing(
-    slow_demo, redis_server, tmp_path, workers, store_url
+    slow_demo, redis_server, tmp_path, store_url, crawls
 ):
     demo, url = slow_demo, store_url
-    steady = start_worker(
-        workers,
+    settings = (f"REDIS_URL={redis_server.url}", *TINY, f"STORE_URL={url}")
+    steady = crawls.start(
         demo.seeds,
         tmp_path / "data",
-        redis_server.url,
-        tmp_path / "steady.jsonl",
-        *TINY,
-        f"STORE_URL={url}",
+        *settings,
         "USER_AGENT=steady",
+        items=tmp_path / "steady.jsonl",
     )
-    wait_for_fetches(demo, 10)
-    victim = start_worker(
-        workers,
+    demo.wait_for_fetches(10)
+    victim = crawls.start(
         None,
         tmp_path / "data",
-        redis_server.url,
-        tmp_path / "victim.jsonl",
-        *TINY,
-        f"STORE_URL={url}",
+        *settings,
         "USER_AGENT=victim",
+        items=tmp_path / "victim.jsonl",
         code=DIES_IN_A_REFILL,
     )
-    assert victim.wait(120) == -signal.SIGKILL, victim.log.read_text()[-3000:]
-    log = finish(steady)
+    assert victim.wait(120) == -signal.SIGKILL, victim.log_text()[-3000:]
+    log = crawls.finish(steady)
     assert "rows that a refill whose worker died had moved up" in log  # and were deleted
     expected = set(demo.web.reachable())
     with open_store(url) as store:
@@ -118,20 +112,15 @@ def test_a_worker_killed_in_a_refill_loses_and_repeats_nothing(
 
 
 def test_two_workers_crawl_breadth_first_per_host_through_the_store(
-    slow_demo, redis_server, tmp_path, workers, store_url
+    slow_demo, redis_server, tmp_path, store_url, crawls
 ):
     demo, url = slow_demo, store_url
-    for name in ("a", "b"):
-        start_worker(
-            workers,
-            demo.seeds,
-            tmp_path / "data",
-            redis_server.url,
-            tmp_path / f"{name}.jsonl",
-            *TINY,
-            f"STORE_URL={url}",
-        )
-    logs = [finish(w) for w in workers]
+    settings = (f"REDIS_URL={redis_server.url}", *TINY, f"STORE_URL={url}")
+    workers = [
+        crawls.start(demo.seeds, tmp_path / "data", *settings, items=tmp_path / f"{name}.jsonl")
+        for name in ("a", "b")
+    ]
+    logs = [crawls.finish(w) for w in workers]
     assert max(demo.page_fetches().values()) == 1  # each page fetched once
     with open_store(url) as store:
         assert sorted(row["url"] for row in store.scan_pages()) == sorted(demo.web.reachable())

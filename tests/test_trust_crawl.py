@@ -12,7 +12,7 @@ import sys
 import time
 
 import redis
-from conftest import ROOT, crawl_env, run_crawl
+from conftest import ROOT, crawl_env
 from scrapy import Spider
 from test_addresses_crawl import _serve
 from test_crawl import stored_rows
@@ -31,7 +31,7 @@ def _html(*links: str) -> bytes:
     ).encode()
 
 
-def test_a_seed_name_that_resolves_elsewhere_later_is_refused(tmp_path):
+def test_a_seed_name_that_resolves_elsewhere_later_is_refused(tmp_path, crawls):
     """``seed.test`` resolves to 127.0.0.2 when the crawl is seeded, then (once its home
     page was served) to 127.0.0.3, where another server listens on the same port: its
     next page, and a redirect from another seed to it, are refused; 127.0.0.3 gets
@@ -61,7 +61,7 @@ def test_a_seed_name_that_resolves_elsewhere_later_is_refused(tmp_path):
     env = crawl_env(WEBCRAWL_TEST_DNS=str(dns), PYTHONPATH=path)
     data = tmp_path / "data"
     try:
-        result = run_crawl(
+        result = crawls.run(
             [seed, f"http://127.0.0.4:{other.server_port}/"],
             data,
             "WEBCRAWL_SCOPE=broad",
@@ -94,7 +94,7 @@ class S(Spider):
     name = "web"
 
 
-def test_forged_queue_entries_in_redis_and_in_the_store_are_refused(redis_server, tmp_path):
+def test_forged_queue_entries_in_redis_and_in_the_store_are_refused(redis_server, tmp_path, crawls):
     site, evil = _serve("127.0.0.2"), _serve("127.0.0.3")
     base = f"http://127.0.0.2:{site.server_port}"
     proxy = f"http://127.0.0.3:{evil.server_port}"
@@ -107,7 +107,7 @@ def test_forged_queue_entries_in_redis_and_in_the_store_are_refused(redis_server
         "STATUS_HEARTBEAT_TTL=5",
     ]
     try:
-        first = run_crawl([f"{base}/"], data, *settings)
+        first = crawls.run([f"{base}/"], data, *settings)
         assert first.returncode == 0, first.stderr[-3000:]
         client = redis.Redis.from_url(redis_server.url)
         keys, exists = existing_crawl(client, "web", 16)
@@ -133,7 +133,7 @@ def test_forged_queue_entries_in_redis_and_in_the_store_are_refused(redis_server
             revisits.append((f"store-{name}", host, 0, due, json.dumps(moved).encode()))
         queue.put_far_revisits(revisits)
         store.close()
-        second = run_crawl(None, data, *settings)
+        second = crawls.run(None, data, *settings)
     finally:
         for server in (site, evil):
             server.shutdown()
@@ -161,7 +161,7 @@ def test_forged_queue_entries_in_redis_and_in_the_store_are_refused(redis_server
     assert logged == 1  # once per kind
 
 
-def test_the_environments_proxy_is_the_operators_and_is_used(tmp_path):
+def test_the_environments_proxy_is_the_operators_and_is_used(tmp_path, crawls):
     """A proxy on loopback that ``http_proxy`` names (the operator's, e.g. a local
     squid) is allowed, although a queue entry could never name it."""
     proxy = _serve("127.0.0.1")
@@ -175,7 +175,7 @@ def test_the_environments_proxy_is_the_operators_and_is_used(tmp_path):
     env = crawl_env(http_proxy=f"http://127.0.0.1:{proxy.server_port}", no_proxy="")
     data = tmp_path / "data"
     try:
-        result = run_crawl(["http://site.test/"], data, "FAILPATH_ENABLED=False", env=env)
+        result = crawls.run(["http://site.test/"], data, "FAILPATH_ENABLED=False", env=env)
     finally:
         proxy.shutdown()
         proxy.server_close()
@@ -191,7 +191,9 @@ def test_the_environments_proxy_is_the_operators_and_is_used(tmp_path):
     }
 
 
-def test_the_crawls_first_binding_of_a_seed_is_the_one_every_worker_uses(redis_server, tmp_path):
+def test_the_crawls_first_binding_of_a_seed_is_the_one_every_worker_uses(
+    redis_server, tmp_path, crawls
+):
     """Another worker bound ``seed.test`` to 127.0.0.2 when it seeded the crawl; this one
     is given the same seed while the name answers 127.0.0.3: it keeps the recorded
     binding, so the seed's page there is refused."""
@@ -207,7 +209,7 @@ def test_the_crawls_first_binding_of_a_seed_is_the_one_every_worker_uses(redis_s
     env = crawl_env(WEBCRAWL_TEST_DNS=str(dns), PYTHONPATH=path, WEBCRAWL_SECRET=SECRET)
     data = tmp_path / "data"
     try:
-        result = run_crawl(
+        result = crawls.run(
             [f"http://seed.test:{port}/"],
             data,
             f"REDIS_URL={redis_server.url}",
@@ -225,7 +227,7 @@ def test_the_crawls_first_binding_of_a_seed_is_the_one_every_worker_uses(redis_s
     assert "the seed's host was at 127.0.0.2 when the crawl was seeded" in row["error"]
 
 
-def test_whoever_writes_redis_cannot_widen_the_address_policy(redis_server, tmp_path):
+def test_whoever_writes_redis_cannot_widen_the_address_policy(redis_server, tmp_path, crawls):
     """Found by a review: a binding or a submitted seed written straight into Redis
     allowed workers any address.  Now only sealed bindings count (WEBCRAWL_SECRET): a
     forged binding is ignored and a seed pushed by hand is crawled with no special-use
@@ -242,7 +244,7 @@ def test_whoever_writes_redis_cannot_widen_the_address_policy(redis_server, tmp_
     client = redis.Redis.from_url(redis_server.url)
     keys = CrawlKeys("web", 16)
     try:
-        first = run_crawl([f"http://127.0.0.2:{site.server_port}/"], data, *settings, env=env)
+        first = crawls.run([f"http://127.0.0.2:{site.server_port}/"], data, *settings, env=env)
         assert first.returncode == 0, first.stderr[-3000:]
         field = f"127.0.0.10|{target.server_port}"
         client.hset(
@@ -258,7 +260,7 @@ def test_whoever_writes_redis_cannot_widen_the_address_policy(redis_server, tmp_
             timeout=60,
         )
         assert submit.returncode == 0, submit.stderr
-        second = run_crawl(None, data, *settings, env=env)
+        second = crawls.run(None, data, *settings, env=env)
     finally:
         for server in (site, target, submitted):
             server.shutdown()
