@@ -88,6 +88,7 @@ def run_demo(crawls, tmp_path, *settings, faults=(), crawl_delays=()):
     return info, times, result.stderr
 
 
+@pytest.mark.e2e
 def test_429_with_retry_after_slows_the_host_for_every_request(tmp_path, crawls):
     info, times, log = run_demo(
         crawls, tmp_path, "FRONTIER_HOST_DELAY=0.02", faults=["1:/s0/:429:1:1"]
@@ -108,6 +109,7 @@ def test_429_with_retry_after_slows_the_host_for_every_request(tmp_path, crawls)
     assert min(b - a for a, b in itertools.pairwise(other)) < 0.5  # others unaffected
 
 
+@pytest.mark.e2e
 def test_a_retry_after_beyond_adaptive_delay_max_is_obeyed(tmp_path, crawls):
     info, times, log = run_demo(
         crawls,
@@ -124,6 +126,7 @@ def test_a_retry_after_beyond_adaptive_delay_max_is_obeyed(tmp_path, crawls):
     assert "no request to it for 2.0 s" in log
 
 
+@pytest.mark.e2e
 def test_robots_crawl_delay_is_a_floor(tmp_path, crawls):
     info, times, log = run_demo(
         crawls, tmp_path, "FRONTIER_HOST_DELAY=0.02", crawl_delays=["2:0.3"]

@@ -107,7 +107,7 @@ def small_demo(tmp_path):
     yield from _demo(tmp_path, 12)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_fresh_scrapy_project_crawls_with_the_addon(small_demo, redis_server, tmp_path):
     """A user's own project: `scrapy startproject` (its template's DOWNLOAD_DELAY = 1 and
     CONCURRENT_REQUESTS_PER_DOMAIN = 1 kept), their spider, the add-on in their settings.

@@ -16,6 +16,8 @@ import pytest
 from conftest import ROOT, free_port
 from test_crawl import stored_rows
 
+pytestmark = pytest.mark.e2e
+
 
 class _Recorder(BaseHTTPRequestHandler):
     pages: dict[str, tuple[int, dict[str, str], bytes]] = {}

@@ -13,6 +13,7 @@ from webcrawl.bench.crawl import crawl_parallel
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.e2e
 def test_plain_spider_crawls_the_pages_the_web_spider_does(demo, tmp_path):
     pages, seconds = crawl_parallel(demo.seeds, tmp_path, [], 1, command=plain)
     ours, _ = crawl_parallel(demo.seeds, tmp_path, ["WEBCRAWL_CRAWL=bench-test"], 1)
@@ -22,6 +23,7 @@ def test_plain_spider_crawls_the_pages_the_web_spider_does(demo, tmp_path):
     assert ours - pdfs - 5 <= pages <= ours
 
 
+@pytest.mark.e2e
 def test_project_must_be_a_webcrawl_checkout(tmp_path):
     env, cwd = project_env(str(ROOT))
     installed = Path(env["PYTHONPATH"].split(":")[0])

@@ -7,10 +7,11 @@ import sys
 import pytest
 from conftest import ROOT, crawl_env
 
+pytestmark = pytest.mark.e2e
+
 SETUPS = ("one Redis", "cluster, 3 masters")
 
 
-@pytest.mark.slow
 def test_bench_frontier_prints_its_tables_and_loses_nothing():
     cmd = [
         sys.executable,
@@ -47,7 +48,6 @@ def test_bench_frontier_prints_its_tables_and_loses_nothing():
     assert float(floor.split()[2]) > 0 and "x it)" in floor, out
 
 
-@pytest.mark.slow
 def test_bench_frontier_new_links_sets_the_new_links_per_page():
     cmd = [
         sys.executable,

@@ -161,6 +161,7 @@ def status(data, *extra):
     return json.loads(result.stdout)
 
 
+@pytest.mark.e2e
 def test_a_crawl_with_the_bloom_dupefilter(demo, tmp_path, crawls):
     """A crawl chosen a Bloom filter by its expected size: every page once; status reads the
     filter's size as the crawl recorded it (not its own settings) and estimates the URLs

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from conftest import ROOT, crawl_env
 
 
@@ -21,6 +22,7 @@ def webcrawl(*args, data_dir=None, check=True, timeout=60):
     return result
 
 
+@pytest.mark.e2e
 def test_show_status_reset_after_a_crawl(demo, tmp_path, crawls):
     data = tmp_path / "data"
     assert crawls.run(demo.seeds, data).returncode == 0
@@ -50,6 +52,7 @@ def test_show_status_reset_after_a_crawl(demo, tmp_path, crawls):
     assert not (data / "redis.pid").exists()  # the embedded Redis was left, not leaked
 
 
+@pytest.mark.e2e
 def test_submit_to_a_running_continuous_crawl(demo, tmp_path, crawls):
     data = tmp_path / "data"
     first, second = demo.seeds[0], demo.seeds[1]
@@ -88,6 +91,7 @@ def test_submit_to_a_running_continuous_crawl(demo, tmp_path, crawls):
     assert "Took 1 submitted seeds" in worker.log_text()
 
 
+@pytest.mark.e2e
 def test_demo_command(tmp_path):
     """The README's quick start: `webcrawl demo` crawls the demo web completely."""
     result = subprocess.run(

@@ -14,6 +14,7 @@ from webcrawl.frontier.keys import CrawlKeys
 PACED = ("FRONTIER_HOST_DELAY=0.1",)
 
 
+@pytest.mark.e2e
 def test_two_workers_share_the_crawl(slow_demo, redis_server, redis_client, tmp_path, crawls):
     demo = slow_demo
     items = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
@@ -38,6 +39,7 @@ def test_two_workers_share_the_crawl(slow_demo, redis_server, redis_client, tmp_
     assert redis_client.scard(CrawlKeys("web").workers) == 0  # both deregistered
 
 
+@pytest.mark.e2e
 def test_late_worker_joins_a_running_crawl(slow_demo, redis_server, redis_client, tmp_path, crawls):
     demo = slow_demo
     redis_url = f"REDIS_URL={redis_server.url}"
@@ -53,6 +55,7 @@ def test_late_worker_joins_a_running_crawl(slow_demo, redis_server, redis_client
     assert max(demo.page_fetches().values()) == 1
 
 
+@pytest.mark.e2e
 def test_stopping_a_worker_keeps_the_crawl(slow_demo, redis_server, redis_client, tmp_path, crawls):
     """Ctrl-C on the only worker: queue and dupefilter stay; a new worker finishes the crawl."""
     demo = slow_demo
@@ -73,6 +76,7 @@ def test_stopping_a_worker_keeps_the_crawl(slow_demo, redis_server, redis_client
     assert max(demo.page_fetches().values()) == 1
 
 
+@pytest.mark.e2e
 def test_redis_restart_mid_crawl_loses_nothing(slow_demo, tmp_path, crawls):
     """Redis (with persistence) stops for a while and comes back: the crawl completes."""
     from conftest import RedisServer, free_port
@@ -105,6 +109,7 @@ def test_redis_restart_mid_crawl_loses_nothing(slow_demo, tmp_path, crawls):
     assert set(urls) == set(demo.web.reachable())
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("grace", [15, 0])
 @pytest.mark.usefixtures("redis_client")
 def test_an_unseeded_worker_waits_for_the_seeds_of_a_worker_still_starting(
@@ -139,6 +144,7 @@ execute()
 """
 
 
+@pytest.mark.e2e
 def test_a_worker_with_a_clock_ahead_requeues_nothing_and_keeps_politeness(
     slow_demo, redis_server, redis_client, tmp_path, crawls
 ):
@@ -194,6 +200,7 @@ def test_a_call_to_a_hung_redis_fails_well_within_a_second(tmp_path):
         server.stop()
 
 
+@pytest.mark.e2e
 def test_a_redis_that_hangs_mid_crawl_loses_nothing_and_charges_no_site(
     slow_demo, tmp_path, crawls
 ):

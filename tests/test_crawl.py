@@ -2,10 +2,13 @@
 
 import json
 
+import pytest
 from conftest import crawl_env, read_items
 
 from webcrawl.bench.common import stat
 from webcrawl.store import open_store
+
+pytestmark = pytest.mark.e2e
 
 FIELDS = {
     "url",

@@ -42,6 +42,7 @@ def get(url, **headers):
         return exc.code, dict(exc.headers), exc.read()
 
 
+@pytest.mark.e2e
 def test_server_sends_noise_version_etags_and_304s(tmp_path):
     log = tmp_path / "requests.jsonl"
     with demo_server(2, 20, log, change_speed=3.0) as info:

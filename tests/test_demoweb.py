@@ -4,6 +4,8 @@ import time
 import urllib.request
 from urllib.error import HTTPError
 
+import pytest
+
 from webcrawl.demo import demo_server
 from webcrawl.demo.web import DemoWeb
 
@@ -30,6 +32,7 @@ def test_generated_graph_is_deterministic():
     }
 
 
+@pytest.mark.e2e
 def test_served_pages(demo):
     home = demo.seeds[0]
     status, headers, body = get(home)
@@ -47,6 +50,7 @@ def test_served_pages(demo):
     assert paths == ["/", "/", "/robots.txt", "/no-such-page", pdf[len(home) - 1 :]]
 
 
+@pytest.mark.e2e
 def test_a_fault_with_an_end_lasts_from_its_first_answer(tmp_path):
     """``HOST:PREFIX:KIND@UNTIL``: the fault ends UNTIL seconds after the first request it
     answered, however late after the server's start that request comes."""

@@ -53,7 +53,7 @@ def test_there_are_runnable_examples():
     assert EXAMPLES
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("script", EXAMPLES)
 def test_a_shell_example_runs(script, tmp_path):
     result = subprocess.run(

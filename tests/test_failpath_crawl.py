@@ -28,6 +28,7 @@ from webcrawl.store import open_store
 FAST = ("FAILPATH_MIN_DELAY=0.5", "FAILPATH_MAX_DELAY=1", "FRONTIER_RETRY_BACKOFF=0.2")
 
 
+@pytest.mark.e2e
 def test_dead_directory_is_dropped_and_recovered_host_comes_back(tmp_path, crawls):
     faults = ["0:/s2/a:hang", "1:/:hang@6"]  # a dead directory; a host dead for 6 s
     # a link counts one failure, after its retry; a directory is dead after HEIGHTEN + 1
@@ -250,6 +251,7 @@ def stat(log: str, name: str) -> int:
     return int(found.group(1)) if found else 0
 
 
+@pytest.mark.e2e
 def test_a_site_with_over_a_quarter_of_its_links_working_is_not_given_up(tmp_path, crawls):
     """A dead link counts one failure, after its retries (seed 000 counts per link): 37 %
     of host 0's links work, more than the share 1/(1+FAILPATH_SUCCESS_SCALE) = 25 % under
@@ -278,6 +280,7 @@ def test_a_site_with_over_a_quarter_of_its_links_working_is_not_given_up(tmp_pat
     assert [u for u in links if u not in failing and not rows.get(u, {}).get("status")] == []
 
 
+@pytest.mark.e2e
 def test_a_failpaths_table_that_cannot_be_read_loses_no_page(demo, tmp_path, crawls):
     """The filter list is an aid: when it cannot be read every URL is fetched (the error
     is logged and counted), none fails because of it."""
@@ -296,6 +299,7 @@ def test_a_failpaths_table_that_cannot_be_read_loses_no_page(demo, tmp_path, cra
     assert max(demo.page_fetches().values()) == 1
 
 
+@pytest.mark.e2e
 def test_a_re_probe_waits_for_the_one_running(redis_server, redis_client, tmp_path, crawls):
     """Another worker's re-probe is running (it holds the crawl's re-probe lock) when this
     worker runs out of work: its final re-probe waits for that one to end instead of
@@ -376,6 +380,7 @@ def test_a_dead_re_probers_lock_expires(redis_client):
     assert b.renew() and b.release()
 
 
+@pytest.mark.e2e
 def test_hosts_that_do_not_answer_cost_one_wait_and_a_revived_one_comes_back(tmp_path, crawls):
     """Issue 29: host 2 is dead (nothing listens), host 3 takes connections and never
     answers, robots.txt included, and host 1's robots.txt does not answer its first two

@@ -10,6 +10,8 @@ import pytest
 
 from webcrawl.store import open_store
 
+pytestmark = pytest.mark.e2e
+
 
 def stored_urls(data_dir):
     with open_store(f"sqlite:///{data_dir}/webtable.sqlite3") as store:

@@ -44,6 +44,9 @@ from webcrawl.frontier.lock import RedisLock
 from webcrawl.frontier.shards import ShardRouter
 from webcrawl.store.sqlite import SQLiteStore
 
+# end to end in all but name: several workers' whole protocol, thousands of steps (16 s)
+pytestmark = pytest.mark.e2e
+
 SKIP = set(os.environ.get("WEBCRAWL_SIM_SKIP", "").split(","))
 EXAMPLES = int(os.environ.get("WEBCRAWL_SIM_EXAMPLES", "20"))
 STEPS = int(os.environ.get("WEBCRAWL_SIM_STEPS", "100"))

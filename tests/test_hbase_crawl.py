@@ -16,6 +16,8 @@ from webcrawl.store import open_store
 from webcrawl.store.hbase import parse_hbase_url
 from webcrawl.urls.urlkey import url_to_key
 
+pytestmark = pytest.mark.e2e
+
 PACED = ("FRONTIER_HOST_DELAY=0.1",)
 
 
@@ -49,7 +51,6 @@ def assert_every_page_stored_once(demo, url: str) -> None:
     assert page_count(url) == len(expected)  # counted once each, never twice
 
 
-@pytest.mark.slow
 def test_two_workers_store_every_page_once_in_hbase(
     slow_demo,
     redis_server,
@@ -100,7 +101,6 @@ def test_two_workers_store_every_page_once_in_hbase(
     drop_tables(url)
 
 
-@pytest.mark.slow
 def test_a_thrift_gateway_killed_mid_crawl_loses_no_row(
     slow_demo,
     redis_server,
@@ -128,7 +128,6 @@ def test_a_thrift_gateway_killed_mid_crawl_loses_no_row(
     drop_tables(hbase.gateway("thrift").store_url(parse_hbase_url(url)["table_prefix"]))
 
 
-@pytest.mark.slow
 def test_hbase_killed_mid_crawl_replays_its_log_and_the_crawl_goes_on(
     slow_demo,
     redis_server,
@@ -166,7 +165,6 @@ def test_hbase_killed_mid_crawl_replays_its_log_and_the_crawl_goes_on(
         local.stop()
 
 
-@pytest.mark.slow
 def test_connections_the_server_drops_when_idle_lose_nothing(
     slow_demo,
     redis_server,

@@ -12,8 +12,6 @@ from webcrawl.demo.web import DemoWeb
 from webcrawl.spiders.web import refused_answer
 from webcrawl.store import open_store
 
-pytestmark = pytest.mark.slow
-
 # a page per case, each where its parent still links to the rest of the site
 HOSTILE = {
     "/s0/a0.html": "bomb:0:10",  # 10 GiB of zeros once decompressed, ~10 MB on the wire
@@ -47,6 +45,7 @@ def stat(log: str, name: str) -> int:
     return int(match.group(1)) if match else 0
 
 
+@pytest.mark.e2e
 def test_each_hostile_page_gives_a_clean_record_and_nothing_else_is_lost(tmp_path, crawls):
     log = tmp_path / "requests.jsonl"
     faults = [f"0:{path}:{kind}" for path, kind in HOSTILE.items()]
@@ -113,6 +112,7 @@ def test_an_ignored_response_of_scrapys_decompression_limit_is_recognised():
     assert refused_answer(IgnoreRequest("Forbidden by robots.txt")) is None
 
 
+@pytest.mark.e2e
 def test_a_trap_host_stops_at_its_budget_and_a_redirect_inside_is_refused(tmp_path, crawls):
     """A calendar without end, session ids in every link, a path repeating itself,
     and a redirect to a loopback address that is not a seed's."""

@@ -14,11 +14,15 @@ import time
 import urllib.request
 from collections import defaultdict
 
+import pytest
+
 from tools.bench.incremental import judged_visits
 from webcrawl.demo import demo_server
 from webcrawl.demo.web import DemoWeb
 from webcrawl.store import open_store
 from webcrawl.urls.urlkey import url_to_key
+
+pytestmark = pytest.mark.e2e
 
 SPEED = 7200.0
 

@@ -12,6 +12,8 @@ import redis.cluster
 
 from tools.localcluster import SLOTS, LocalRedisCluster
 
+pytestmark = pytest.mark.e2e
+
 LOOPBACK_HEX = "0100007F"  # 127.0.0.1 as /proc/net/tcp writes it
 TAGS = [f"{{t{i}}}" for i in range(30)]  # hash tags, spread over the slots
 

@@ -14,6 +14,8 @@ from webcrawl.localhbase import LocalHBase
 from webcrawl.store import open_store
 from webcrawl.urls.urlkey import url_to_key
 
+pytestmark = pytest.mark.e2e
+
 
 def listening_addresses(pids: list[int]) -> set[str]:
     """The local addresses of the TCP sockets ``pids`` listen on (from /proc)."""
@@ -35,7 +37,6 @@ def listening_addresses(pids: list[int]) -> set[str]:
     return addresses
 
 
-@pytest.mark.slow
 def test_start_status_stop_as_a_user(tmp_path):
     home, port = tmp_path / "hbase", free_port()
     out = webcrawl("hbase", "start", "--home", str(home), "--port", str(port), timeout=600).stdout

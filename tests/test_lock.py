@@ -187,6 +187,7 @@ def test_release_of_an_expired_lock_nobody_took(redis_client):
 # -- Redis Cluster ------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_on_a_redis_cluster(redis_cluster):
     """The same, on a cluster: keys in several slots, on both clocks."""
     nodes = [redis.cluster.ClusterNode(h, p) for h, p in redis_cluster.startup_nodes()]

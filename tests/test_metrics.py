@@ -32,6 +32,7 @@ def test_stats_map_to_metrics_with_few_labels():
     assert status_class("999") == "other" and status_class("20") == "other"
 
 
+@pytest.mark.e2e
 def test_bad_metrics_settings_fail_at_start_with_their_name(tmp_path, crawls):
     result = crawls.run(
         ["http://127.0.0.2:1/"],

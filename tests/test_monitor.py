@@ -88,6 +88,7 @@ def start_monitor(data, port, deadline):
         time.sleep(0.3)
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(
     CHROMIUM is None and not os.environ.get("CI"),
     reason="needs Debian's chromium (apt-get install chromium; CI has it)",
@@ -229,6 +230,7 @@ def test_bad_input_gets_a_clear_message(tmp_path, redis_server):
     assert f"cannot listen on 127.0.0.1 port {port}" in err
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_stopped_by_a_signal_it_shuts_its_embedded_redis_down(tmp_path, sig):
     """Ctrl-C, or a service manager's stop (SIGTERM), ends the monitor cleanly, and the

@@ -23,6 +23,8 @@ from webcrawl.frontier.queue import HostQueue
 from webcrawl.frontier.redisconn import CrawlRedis
 from webcrawl.urls.scope import scope_key
 
+pytestmark = pytest.mark.e2e
+
 WAIT = ("FRONTIER_REDIS_WAIT_REPLICAS=1",)
 
 

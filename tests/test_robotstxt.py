@@ -12,6 +12,7 @@ def seeds_with_private_pages(demo):
     return [home, *articles[:2], *private, *articles[2:]], private
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("middleware", ["ours", "stock"])
 def test_requests_waiting_for_robots_txt_are_checked(slow_demo, tmp_path, middleware, crawls):
     demo = slow_demo  # robots.txt takes 20 ms: the seeds queue up behind it
@@ -56,7 +57,7 @@ def _sent(log_path) -> list[dict]:
     )
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_each_kind_of_robots_txt_is_read_as_rfc_9309_says(tmp_path, crawls):
     """100 MiB (first 500 KiB read: /private/ disallowed), 404, a redirect loop, a gzip
     bomb, an HTML error page in a 200: each host's robots.txt fetched once, no traceback."""
@@ -89,7 +90,7 @@ def test_each_kind_of_robots_txt_is_read_as_rfc_9309_says(tmp_path, crawls):
     assert _stat(err, "robotstxt/forbidden") >= 1
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_robots_txt_answering_503_keeps_the_host_waiting_then_crawled(tmp_path, crawls):
     log = tmp_path / "requests.jsonl"
     with demo_server(2, 20, log, faults=["0:/robots.txt:503@2.5"]) as info:
@@ -118,7 +119,7 @@ def test_a_robots_txt_answering_503_keeps_the_host_waiting_then_crawled(tmp_path
     assert "unreachable (HTTP 503): nothing of the host is fetched" in err
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_robots_txt_that_stays_unreachable_gives_the_host_up_recorded(tmp_path, crawls):
     log = tmp_path / "requests.jsonl"
     with demo_server(2, 20, log, faults=["0:/robots.txt:500"]) as info:
@@ -146,7 +147,7 @@ def test_a_robots_txt_that_stays_unreachable_gives_the_host_up_recorded(tmp_path
     assert _stat(err, "robotstxt/given_up") == len(given_up)  # the seed, and links to it
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_two_workers_fetch_each_robots_txt_once_in_the_hosts_turn(
     slow_demo, redis_server, tmp_path, crawls
 ):

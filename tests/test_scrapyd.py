@@ -51,6 +51,7 @@ def jobs(url):
         return json.loads(r.read())
 
 
+@pytest.mark.e2e
 def test_deploy_two_workers_to_scrapyd(scrapyd, slow_demo, redis_server, redis_client, tmp_path):
     url, home = scrapyd
     data = tmp_path / "data"

@@ -108,6 +108,7 @@ print("released", time.time(), flush=True)
 """
 
 
+@pytest.mark.e2e
 def test_a_store_locked_past_every_retry_mid_crawl_loses_no_page(slow_demo, tmp_path, crawls):
     """Another process holds the SQLite webtable in BEGIN EXCLUSIVE for longer than all
     the store pipeline's retries: the rows it could not write are not acknowledged, the

@@ -201,6 +201,7 @@ VICTIM = textwrap.dedent("""
 """)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("point", ["spilled", "granted", "moved", "deleted"])
 def test_kill_9_in_the_middle_of_a_move_loses_and_repeats_nothing(
     redis_server, redis_client, store, tmp_path, point

@@ -11,6 +11,8 @@ from test_store_contract import drop_tables
 
 from webcrawl.store import open_store
 
+pytestmark = pytest.mark.e2e
+
 TINY = ("FRONTIER_HOT_PER_HOST=2", "FRONTIER_HOST_DELAY=0.1", "FRONTIER_LEASE_TIMEOUT=2")
 
 # A worker that kills itself in its 5th refill: the refilled requests are in Redis, not
@@ -53,7 +55,7 @@ def server_order(demo) -> list[str]:
     ]
 
 
-@pytest.fixture(params=["sqlite", pytest.param("hbase", marks=pytest.mark.slow)])
+@pytest.fixture(params=["sqlite", "hbase"])
 def store_url(request, tmp_path):
     """The crawl's store: SQLite, or tables of their own in the session's real HBase."""
     if request.param == "sqlite":

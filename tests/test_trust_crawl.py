@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import redis
 from conftest import ROOT, crawl_env
 from scrapy import Spider
@@ -23,6 +24,8 @@ from webcrawl.frontier.queue import HostQueue
 from webcrawl.safety.bindings import sealed_binding
 from webcrawl.safety.seal import Seal
 from webcrawl.store import open_store
+
+pytestmark = pytest.mark.e2e
 
 
 def _html(*links: str) -> bytes:
