@@ -31,9 +31,6 @@ ROOT = Path(__file__).resolve().parent.parent
 E2E_FIXTURES = frozenset(
     {"crawls", "demo", "lopsided_demo", "slow_demo", "hbase", "redis_cluster_server"}
 )
-# Modules edited elsewhere while the markers came in, marked e2e as a whole here until
-# they mark their own end-to-end tests (their real HBase): then drop them from this list.
-E2E_MODULES = frozenset({"test_store_hbase.py", "test_store_contract.py"})
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects: every collected test is checked
@@ -41,8 +38,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Fail the collection if a test that uses an end-to-end fixture is not marked e2e."""
     unmarked = []
     for item in items:
-        if item.path.name in E2E_MODULES:
-            item.add_marker(pytest.mark.e2e)
         uses = E2E_FIXTURES.intersection(getattr(item, "fixturenames", ()))
         if uses and item.get_closest_marker("e2e") is None:
             unmarked.append(f"  {item.nodeid} (uses {', '.join(sorted(uses))})")

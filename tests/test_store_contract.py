@@ -65,7 +65,13 @@ def drop_tables(url: str) -> None:
         conn.close()
 
 
-@pytest.fixture(params=["sqlite", "hbase", "hbase-framed-compact"])
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("hbase", marks=pytest.mark.e2e),  # the session's real HBase
+        pytest.param("hbase-framed-compact", marks=pytest.mark.e2e),
+    ]
+)
 def backend(request, tmp_path):
     kind = request.param
     if kind == "sqlite":

@@ -37,6 +37,8 @@ from webcrawl.store import StoreError, open_store
 from webcrawl.store.hbase import decode_row, encode_row, parse_hbase_url
 from webcrawl.urls.urlkey import url_to_key
 
+pytestmark = pytest.mark.e2e  # the session's real HBase (a few tests need no server)
+
 URL = "http://www.example.com/about/"
 IDLE = "idle"  # a gateway whose server closes client sockets idle over 1 s
 OWN = "own"  # a gateway of this file's own, to stop and kill
