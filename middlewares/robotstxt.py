@@ -59,7 +59,7 @@ from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.misc import load_object
-from twisted.internet import reactor, task
+from twisted.internet import task
 from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
 
@@ -175,6 +175,8 @@ class RobotsTxtMiddleware:
     async def _defer(self, request: Request, wait: float, origin: str) -> bool:
         """Send ``request`` back to the frontier for ``wait`` seconds (True), or, when it is
         not the frontier's, wait here (False: look again)."""
+        from twisted.internet import reactor  # late: importing it installs one
+
         self.stats.inc_value("robotstxt/deferred")
         frontier = self._frontier()
         reason = f"robots.txt of {origin} unreachable"
@@ -232,6 +234,8 @@ class RobotsTxtMiddleware:
     ) -> None:
         """Fetch the file unless this worker or another is already fetching it; return
         when there is (probably) a newer entry to look at."""
+        from twisted.internet import reactor  # late: importing it installs one
+
         waiters = self._fetching.get(origin)
         if waiters is not None:  # this worker is fetching it: wait for that
             waiter: Deferred[None] = Deferred()

@@ -30,7 +30,6 @@ from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DropItem
 from scrapy.utils.defer import maybe_deferred_to_future
-from twisted.internet import reactor
 from twisted.internet.defer import Deferred
 from twisted.internet.threads import deferToThreadPool
 from twisted.python.threadpool import ThreadPool
@@ -71,6 +70,8 @@ class ChangePipeline:
         self._pool.start()
 
     async def close_spider(self) -> None:
+        from twisted.internet import reactor  # late: importing it installs one
+
         self._read()
         await maybe_deferred_to_future(deferToThreadPool(reactor, self._pool, self.store.close))
         self._pool.stop()
@@ -103,6 +104,8 @@ class ChangePipeline:
 
     def _previous(self, url: str) -> Deferred[Row | None]:
         """A Deferred of the stored row of ``url`` (None if none), read with the batch."""
+        from twisted.internet import reactor  # late: importing it installs one
+
         # each page waits on a Deferred of its own: awaiting one shared Deferred from
         # several coroutines hands its result to the first only
         found: Deferred[Row | None] = Deferred()
@@ -121,6 +124,8 @@ class ChangePipeline:
 
     def _read(self) -> None:
         """Read the stored rows of every waiting page, in one call on the pool."""
+        from twisted.internet import reactor  # late: importing it installs one
+
         if self._timer is not None and self._timer.active():
             self._timer.cancel()
         self._timer = None

@@ -22,7 +22,7 @@ import weakref
 from typing import Any
 
 from scrapy.crawler import Crawler
-from twisted.internet import reactor, task
+from twisted.internet import task
 from twisted.internet.threads import deferToThreadPool
 from twisted.python.threadpool import ThreadPool
 
@@ -84,6 +84,8 @@ class StoreOutage:
         self._loop.start(self.wait, now=False)
 
     def _check(self) -> None:
+        from twisted.internet import reactor  # late: importing it installs one
+
         if self._checking or self._store is None or self._pool is None:
             return
         self._checking = True

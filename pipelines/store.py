@@ -24,7 +24,7 @@ from typing import Any
 from itemadapter import ItemAdapter
 from scrapy.crawler import Crawler
 from scrapy.utils.defer import maybe_deferred_to_future
-from twisted.internet import reactor, task
+from twisted.internet import task
 from twisted.internet.defer import Deferred, DeferredList
 from twisted.internet.threads import deferToThreadPool
 from twisted.python.threadpool import ThreadPool
@@ -62,6 +62,8 @@ class StorePipeline:
     async def open_spider(self) -> None:
         """Reach the store before the first page (waiting for a server that does not
         answer yet, ``STORE_CONNECT_WAIT``); a wrong URL stops the crawl here."""
+        from twisted.internet import reactor  # late: importing it installs one
+
         self._pool.start()
         try:
             await maybe_deferred_to_future(
@@ -86,6 +88,8 @@ class StorePipeline:
         return item
 
     async def close_spider(self) -> None:
+        from twisted.internet import reactor  # late: importing it installs one
+
         if self._loop.running:
             self._loop.stop()
         self._flush()
@@ -99,6 +103,8 @@ class StorePipeline:
         self.outage.close()
 
     def _flush(self) -> None:
+        from twisted.internet import reactor  # late: importing it installs one
+
         if not self._buffer:
             return
         batch, self._buffer = self._buffer, []

@@ -14,5 +14,9 @@ NEWSPIDER_MODULE = "webcrawl.spiders"
 # The frontier, middlewares, pipelines and defaults of webcrawl (webcrawl/addon.py).
 ADDONS = {"webcrawl.Addon": 0}
 
+# Say who you are: sites block anonymous crawlers.  Put a contact URL here (the add-on
+# leaves a project's own, or Scrapy's, alone).
+USER_AGENT = "webcrawl/0.1 (+https://github.com/webcrawl/webcrawl)"
+
 FEED_EXPORT_ENCODING = "utf-8"
 LOG_LEVEL = "INFO"

@@ -11,8 +11,6 @@ import os
 from scrapy import linkextractors
 
 # --- Identity and politeness ------------------------------------------------
-# Say who you are: sites block anonymous crawlers.  Put a contact URL here.
-USER_AGENT = "webcrawl/0.1 (+https://github.com/webcrawl/webcrawl)"
 # Obey robots.txt (Protego parser), as RFC 9309 says: fetched once per host for the
 # whole crawl (rules shared in Redis for 24 h), paced like any request to the host,
 # read up to 500 KiB (middlewares/robotstxt.py; Scrapy's own middleware is replaced).

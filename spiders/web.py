@@ -62,6 +62,7 @@ def refused_answer(exc: BaseException) -> tuple[str, str] | None:
 
 class WebSpider(Spider):
     name = "web"
+    takes_submitted_seeds = True  # it polls the crawl's `webcrawl submit` list
 
     def __init__(self, seeds: str | None = None, scope: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -18,11 +18,16 @@ OURS = "webcrawl.middlewares.failpath.FailPathMiddleware"
 
 
 def crawler_with(settings: dict, custom: dict | None = None):
+    """A crawler of a project with the add-on.  (Scrapy's get_crawler, in a process with
+    no reactor, sets its aiohttp handlers as the project's: ours are put back.)"""
+
     class ASpider(Spider):
         name = "a"
         custom_settings = custom or {}
 
-    return get_crawler(ASpider, {"ADDONS": {"webcrawl.Addon": 0}, **settings})
+    handlers = {**defaults.DOWNLOAD_HANDLERS, **settings.pop("DOWNLOAD_HANDLERS", {})}
+    project = {"ADDONS": {"webcrawl.Addon": 0}, "DOWNLOAD_HANDLERS": handlers, **settings}
+    return get_crawler(ASpider, project)
 
 
 def test_the_addon_brings_every_default_and_the_project_still_wins():
@@ -158,3 +163,44 @@ def test_a_fresh_scrapy_project_crawls_with_the_addon(small_demo, redis_server, 
             times.setdefault(r["host"], []).append(r["t"])
     gaps = [b - a for t in times.values() for a, b in pairwise(sorted(t))]
     assert len(times) == 4 and min(gaps) >= delay, min(gaps)
+
+
+def test_our_components_import_without_installing_a_reactor():
+    """A project may list them as classes in its settings.py, imported before Scrapy
+    installs its reactor: importing one must not install Twisted's default one."""
+    paths = [
+        path
+        for name in ("DOWNLOADER_MIDDLEWARES", "SPIDER_MIDDLEWARES", "ITEM_PIPELINES", "EXTENSIONS")
+        for path, order in getattr(defaults, name).items()
+        if path.startswith("webcrawl.") and order is not None
+    ]
+    paths += [p for p in defaults.DOWNLOAD_HANDLERS.values() if p]
+    code = (
+        "import sys\nfrom scrapy.utils.misc import load_object\n"
+        f"for path in {paths!r}:\n    load_object(path)\n"
+        "print('twisted.internet.reactor' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stdout + out.stderr
+
+
+def test_a_project_handler_that_would_go_without_the_address_policy_fails_at_start():
+    """Politeness across workers and the address policy are in webcrawl's download
+    handler: a project's own http(s) handler would silently go without both."""
+    from webcrawl.frontier.scheduler import Scheduler
+
+    scrapys = "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler"
+    crawler = crawler_with({"DOWNLOAD_HANDLERS": {"https": scrapys}})
+    with pytest.raises(ValueError, match=r"DOWNLOAD_HANDLERS\['https'\] is .*HTTP11Download"):
+        Scheduler.from_crawler(crawler)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [("WEBCRAWL_STORE_URL", "hbase://h:9090"), ("WEBCRAWL_SCOPES", "broad")]
+)
+def test_a_webcrawl_setting_we_do_not_have_fails_at_start(name, value):
+    """A typo, or a name that changed (the store's settings are STORE_*): never ignored."""
+    from webcrawl.frontier.scheduler import Scheduler
+
+    with pytest.raises(ValueError, match=f"unknown setting {name}"):
+        Scheduler.from_crawler(crawler_with({name: value}))

@@ -11,9 +11,11 @@ from webcrawl.frontier.scheduler import Scheduler
 
 def _crawler(**overrides: object) -> object:
     """A crawler of the project's settings (the reactor: whichever this process has)."""
-    from webcrawl.settings import base
+    from webcrawl.settings import base, defaults
 
     settings = {k: getattr(base, k) for k in dir(base) if k.isupper()}
+    # (get_crawler, in a process with no reactor, sets Scrapy's aiohttp handlers)
+    settings["DOWNLOAD_HANDLERS"] = defaults.DOWNLOAD_HANDLERS
     return get_crawler(settings_dict={**settings, **overrides})
 
 

@@ -81,11 +81,23 @@ UNSUPPORTED = {
 
 
 def refuse_unsupported(settings: BaseSettings) -> None:
-    """Fail at start, naming the setting, on a value of :data:`UNSUPPORTED`."""
+    """Fail at start, naming the setting, on a value of :data:`UNSUPPORTED`, and on a
+    ``WEBCRAWL_`` setting webcrawl does not have (a typo, or a name that changed: a
+    setting nobody reads would be ignored silently)."""
+    from webcrawl.addon import defaults
+
     for name, (refused, why) in UNSUPPORTED.items():
         value = settings.get(name)
         if value is not None and settings.getbool(name) == refused:
             raise ValueError(f"{name}={value}: {why}")
+    known = defaults()
+    unknown = sorted(n for n in settings if n.startswith("WEBCRAWL_") and n not in known)
+    if unknown:
+        ours = ", ".join(sorted(n for n in known if n.startswith("WEBCRAWL_")))
+        raise ValueError(
+            f"unknown setting {', '.join(unknown)}: webcrawl's WEBCRAWL_ settings are {ours} "
+            "(the store's are STORE_*, the metrics' METRICS_*: see the settings reference)"
+        )
 
 
 def environment_overridden(settings: BaseSettings, environ: Mapping[str, str]) -> list[str]:

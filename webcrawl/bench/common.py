@@ -45,6 +45,7 @@ def project_env(project: str | None) -> tuple[dict[str, str], Path | None]:
         raise SystemExit(f"--project {project}: not a webcrawl checkout (no spiders/web.py)")
     if root not in _INSTALLED:
         _INSTALLED[root] = _install(root)
+    env.pop("SCRAPY_SETTINGS_MODULE", None)  # run in root: its scrapy.cfg names its own
     env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(_INSTALLED[root]), env.get("PYTHONPATH")])
     )

@@ -37,12 +37,15 @@ COMMANDS = (
 
 def load_settings(overrides: list[str] | None = None) -> Settings:
     """The project's settings (as ``scrapy crawl`` sees them) plus ``-s`` overrides."""
+    from scrapy.utils.conf import closest_scrapy_cfg
     from scrapy.utils.project import get_project_settings
 
     from webcrawl.addon import apply
+    from webcrawl.settings_check import refuse_unsupported
 
     settings = get_project_settings()
-    if not settings.getdict("ADDONS"):  # not inside a project: this project's settings
+    if not closest_scrapy_cfg() and "SCRAPY_SETTINGS_MODULE" not in os.environ:
+        # not inside a project: this project's settings
         settings.setmodule("webcrawl.settings.base", priority="project")
     if not apply(settings):
         raise SystemExit(
@@ -54,6 +57,7 @@ def load_settings(overrides: list[str] | None = None) -> Settings:
         if not sep:
             raise SystemExit(f"webcrawl: -s expects NAME=VALUE, got {item!r}")
         settings.set(name, value, priority="cmdline")
+    refuse_unsupported(settings)
     for message in environment_overridden(settings, os.environ):
         print(f"webcrawl: warning: {message}", file=sys.stderr)
     return settings

@@ -27,9 +27,10 @@ def collect_status(session: Session, settings: Settings, crawl: str, top: int) -
     """The crawl's state as ``webcrawl status --json`` shows it, and as the monitor and
     its metrics read it (``now``: Redis's clock; ``store``: this command's store,
     ``crawl_store``: the one the crawl recorded)."""
-    from webcrawl.frontier.layout import recorded_store
+    from webcrawl.frontier.layout import existing_crawl, recorded_store
 
     keys = crawl_keys(session.client, crawl, settings)
+    exists = existing_crawl(session.client, crawl, settings.getint("FRONTIER_SHARDS"))[1]
     frontier = Inspector(session.client, keys)
     now = frontier.now()
     shards = frontier.shards(now)
@@ -45,6 +46,7 @@ def collect_status(session: Session, settings: Settings, crawl: str, top: int) -
         dead = dead_paths(store, settings)
     return {
         "crawl": keys.crawl,
+        "exists": exists,  # False: no worker of this crawl has started on this Redis
         "now": now,
         "redis": session.redis.description,
         "store": store_url,
@@ -80,6 +82,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     now, queued, cold = status["now"], status["queued"], status["queued_in_store"]
     print(f"crawl      {status['crawl']}")
+    if not status["exists"]:
+        print(
+            "           not in this Redis (yet): name it with --crawl (a crawl is named "
+            "after its spider, unless WEBCRAWL_CRAWL says otherwise)"
+        )
     print(f"redis      {status['redis']}")
     print(f"store      {status['store']}")
     crawl_store = status["crawl_store"]

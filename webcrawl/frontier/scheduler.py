@@ -15,6 +15,11 @@ What it changes from ``scrapy_redis.scheduler.Scheduler``:
   when its own queue looks empty, and not on a timer started at import time.
   ``WEBCRAWL_CONTINUOUS`` keeps workers waiting for work instead.
 - **Heartbeats** for ``webcrawl status``.
+- **Requests that cannot be shared stay here.** A request whose callback is not a
+  spider method (a lambda, ``scrapy fetch``'s and ``scrapy shell``'s own) or whose meta
+  is not JSON cannot be written to Redis: this worker fetches it itself (paced like any,
+  deduplicated in this worker alone, lost if it dies), and says so once
+  (``scheduler/local``), instead of dropping it.
 """
 
 from __future__ import annotations
@@ -165,6 +170,18 @@ def crawl_name(settings: Any, spider_name: str) -> str:
     return settings.get("WEBCRAWL_CRAWL") or spider_name
 
 
+def _check(settings: Any) -> None:
+    """What would make a crawl unsafe or misleading fails at start, naming the setting."""
+    from webcrawl.handlers.http import check_handlers
+
+    refuse_unsupported(settings)
+    check_handlers(settings)
+
+
+# request meta of a request kept in its worker (the download handler paces it too)
+LOCAL_META = "frontier_local"
+
+
 class Scheduler(RedisScheduler):
     # the mover thread (spills, refills, revisit moves: store I/O off the reactor), made
     # on first use, and the revisit move it runs
@@ -187,7 +204,7 @@ class Scheduler(RedisScheduler):
             queue_cls=queue_cls,
             dupefilter=build_from_crawler(dupefilter_cls, crawler),
         )
-        refuse_unsupported(settings)
+        _check(settings)
         self.crawler = crawler
         self.redis = redis
         self.stats = crawler.stats
@@ -226,6 +243,10 @@ class Scheduler(RedisScheduler):
         self._leases: dict[Request, str] = {}  # handed to the engine, not yet finished
         self._prefetched: deque[tuple[Request, str]] = deque()  # popped, not yet handed out
         self._refusals: deque[Request] = deque()  # refused entries' pages, to record as failed
+        self._local: deque[Request] = deque()  # requests that cannot be shared (see the module)
+        self._local_seen: set[bytes] = set()
+        self._local_said = False
+        self._submitted_said = False
         self._refused_logged: set[str] = set()  # kinds of refused entries logged
         self._wake_call: Any = None
         self._idle = self._busy_marked = False
@@ -438,9 +459,7 @@ class Scheduler(RedisScheduler):
         try:
             data = self.queue.encode(request)
         except (TypeError, ValueError) as exc:
-            logger.error("Dropped %s: %s", request, exc)
-            self.stats.inc_value("scheduler/unserializable")
-            return False
+            return self._keep_local(request, fingerprint, exc)
         # a retry's back-off: this worker's clock set it, so it leaves as a duration
         wait = float(request.meta.get("frontier_not_before", 0)) - time.time()
         pushes = self.outbox.pushes
@@ -512,6 +531,8 @@ class Scheduler(RedisScheduler):
     def next_request(self) -> Request | None:
         if self._refusals:
             return self._refusals.popleft()
+        if self._local:
+            return self._local.popleft()
         if not self._prefetched:
             result = self._step(pop=self.prefetch)
             if result is None:
@@ -530,7 +551,7 @@ class Scheduler(RedisScheduler):
         return request
 
     def has_pending_requests(self) -> bool:
-        if self._prefetched or self._refusals:
+        if self._prefetched or self._refusals or self._local:
             return True
         if self.outbox.pushes:
             self._step(pop=False)
@@ -543,11 +564,30 @@ class Scheduler(RedisScheduler):
             return True  # do not let an outage look like the end of the crawl
 
     def __len__(self) -> int:
-        return (
-            len(self.queue) + len(self.outbox.pushes) + len(self._prefetched) + len(self._refusals)
-        )
+        held = len(self.outbox.pushes) + len(self._prefetched) + len(self._refusals)
+        return len(self.queue) + held + len(self._local)
 
     # -- internals -----------------------------------------------------------
+
+    def _keep_local(self, request: Request, fingerprint: bytes, why: Exception) -> bool:
+        """A request that cannot be shared: fetched by this worker (see the module)."""
+        if fingerprint and not request.dont_filter:
+            if fingerprint in self._local_seen:
+                return self._filtered(request)
+            self._local_seen.add(fingerprint)
+        if not self._local_said:
+            self._local_said = True
+            logger.warning(
+                "Kept %s in this worker, not in the shared frontier: %s (such requests are "
+                "fetched here, paced like any, and lost if this worker dies; further ones "
+                "are counted in scheduler/local)",
+                request,
+                why,
+            )
+        request.meta[LOCAL_META] = True
+        self._local.append(request)
+        self.stats.inc_value("scheduler/local")
+        return True
 
     def _finished(self) -> list[Request]:
         """Leased requests whose outcome is final: the engine is done with them.
@@ -703,6 +743,17 @@ class Scheduler(RedisScheduler):
         self._idle = True
         if self.continuous:
             raise DontCloseSpider("WEBCRAWL_CONTINUOUS: waiting for work")
+        if submitted and not getattr(self.crawler.spider, "takes_submitted_seeds", False):
+            if not self._submitted_said:
+                self._submitted_said = True
+                logger.warning(
+                    "Crawl %r has %d seeds submitted with `webcrawl submit`: the web spider "
+                    "reads them, spider %r does not (they are left where they are)",
+                    self.keys.crawl,
+                    submitted,
+                    self.crawler.spider.name,
+                )
+            submitted = 0
         if queued or submitted or busy or leased:
             if not self._waiting_logged:
                 logger.info(
@@ -716,7 +767,8 @@ class Scheduler(RedisScheduler):
                 )
                 self._waiting_logged = True
             raise DontCloseSpider("other workers are busy")
-        unseeded = getattr(self.crawler.spider, "seeds", None) is None  # no -a seeds=
+        # no -a seeds=, and no request of its own (scrapy fetch, shell)
+        unseeded = getattr(self.crawler.spider, "seeds", None) is None and not self._local_said
         if unseeded and time.time() - self._started < self.start_grace and self._crawl_is_new():
             # workers started together (scrapyd, a deploy): the one with the seeds
             # may still be starting; closing now would leave it alone

@@ -222,3 +222,25 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
         finally:
             if frontier is not None:
                 self.turns.mark(frontier, request)
+
+
+def check_handlers(settings: Any) -> None:
+    """Fail at start, naming the setting, if http or https is downloaded by a handler
+    other than :class:`GuardedHTTPDownloadHandler` (or a subclass): the address policy
+    and the politeness shared by every worker are in it, and another handler would
+    silently go without both."""
+    from scrapy.utils.misc import load_object
+
+    handlers = settings.getwithbase("DOWNLOAD_HANDLERS")
+    for scheme in ("http", "https"):
+        path = handlers.get(scheme)
+        if path is None:
+            continue  # not fetched at all
+        handler = load_object(path)
+        if not (isinstance(handler, type) and issubclass(handler, GuardedHTTPDownloadHandler)):
+            raise ValueError(
+                f"DOWNLOAD_HANDLERS[{scheme!r}] is {path if isinstance(path, str) else handler}: "
+                "webcrawl's address policy and its politeness across workers are in "
+                "webcrawl.handlers.http.GuardedHTTPDownloadHandler (subclass it to send "
+                "requests another way)"
+            )

@@ -31,7 +31,6 @@ from redis.exceptions import RedisError
 from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.utils.defer import maybe_deferred_to_future
-from twisted.internet import reactor
 from twisted.internet.task import deferLater
 
 from webcrawl.settings_check import non_negative_float
@@ -60,11 +59,13 @@ class HostTurns:
             logger.warning("Could not record a request to %s in Redis: %s", request.url, exc)
 
     def paced(self, request: Request) -> Any:
-        """The frontier, if ``request`` is one it paces: a leased request, a failed-path
-        re-probe, a revisit's HEAD pre-check or a robots.txt fetch (other schedulers'
-        requests are not, nor any with FRONTIER_HOST_DELAY = 0)."""
-        from webcrawl.frontier.scheduler import (
-            frontier_of,  # late: importing it early installs a reactor
+        """The frontier, if ``request`` is one it paces: a leased request, one the
+        scheduler kept in this worker, a failed-path re-probe, a revisit's HEAD pre-check
+        or a robots.txt fetch (other schedulers' requests are not, nor any with
+        FRONTIER_HOST_DELAY = 0)."""
+        from webcrawl.frontier.scheduler import (  # late: importing it installs a reactor
+            LOCAL_META,
+            frontier_of,
         )
 
         if self.delay == 0:
@@ -75,6 +76,7 @@ class HostTurns:
         meta = request.meta
         if (
             frontier.is_leased(request)
+            or meta.get(LOCAL_META)
             or meta.get("failpath_probe")
             or meta.get("revisit_head")
             or meta.get("robots_txt")
@@ -84,6 +86,8 @@ class HostTurns:
 
     async def take(self, frontier: Any, request: Request) -> None:
         """Wait until the host's turn comes, and take it."""
+        from twisted.internet import reactor  # late: importing it installs a reactor
+
         host = scope_key(request.url, "host")
         waited = 0.0
         while True:

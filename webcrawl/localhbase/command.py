@@ -60,7 +60,7 @@ def _start(hbase: LocalHBase, args: argparse.Namespace) -> int:
             "`webcrawl hbase stop` first to change it"
         )
     print(f"HBase is up in {hbase.home} ({time.monotonic() - began:.1f} s); logs in {hbase.logs}")
-    print(f"STORE_URL={gateway.store_url(args.table_prefix)}")
+    print(f"WEBCRAWL_STORE_URL={gateway.store_url(args.table_prefix)}")
     return 0
 
 
@@ -78,5 +78,5 @@ def _status(hbase: LocalHBase, args: Any) -> int:
     except LocalHBaseError as exc:
         print(f"not answering: {exc}")
         return 1
-    print(f"STORE_URL={hbase.gateway('thrift').store_url(args.table_prefix)}")
+    print(f"WEBCRAWL_STORE_URL={hbase.gateway('thrift').store_url(args.table_prefix)}")
     return 0

@@ -49,6 +49,8 @@ def canonical_url(url: str) -> str:
         raise BadURLError(f"not a URL: {url!r} ({exc})") from None
     parts = urlsplit(canon)
     host = parts.hostname or ""
+    if not host:  # w3lib read the host as part of the path (http://\\/ is http:///)
+        raise BadURLError(f"no host in URL: {url!r}")
     if ":" in host:  # IPv6 literal
         host = f"[{host}]"
     netloc = host if port in (None, DEFAULT_PORTS[scheme]) else f"{host}:{port}"
