@@ -163,6 +163,23 @@ def test_a_fresh_scrapy_project_crawls_with_the_addon(small_demo, redis_server, 
             times.setdefault(r["host"], []).append(r["t"])
     gaps = [b - a for t in times.values() for a, b in pairwise(sorted(t))]
     assert len(times) == 4 and min(gaps) >= delay, min(gaps)
+    # Scrapy's own commands in the project: their requests' callbacks are not spider
+    # methods, so they cannot be shared, and their worker fetches them itself
+    seed = demo.seeds[0]
+    for command, shown in (
+        (["fetch", seed], "<html"),
+        (["shell", seed, "-c", "response.status"], "200"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "scrapy", *command],
+            cwd=project,
+            env=crawl_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0 and shown in done.stdout, done.stderr[-2000:]
+        assert "scheduler/local" in done.stderr
 
 
 def test_our_components_import_without_installing_a_reactor():
