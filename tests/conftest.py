@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -393,22 +394,10 @@ class Crawls:
         assert worker.returncode == 0, log[-3000:]
         return log
 
-    def run(
-        self,
-        seeds: list[str] | str | None,
-        data_dir: Path | None,
-        *settings: str,
-        items: Path | None = None,
-        env: dict[str, str] | None = None,
-        args: tuple[str, ...] = (),
-        code: str | None = None,
-        name: str | None = None,
-        timeout: float = 120,
-    ) -> CrawlResult:
-        """Run a crawl to its end, whatever its exit status (killed after ``timeout``)."""
-        worker = self.start(
-            seeds, data_dir, *settings, items=items, env=env, args=args, code=code, name=name
-        )
+    def run(self, *args: Any, timeout: float = 120, **options: Any) -> CrawlResult:
+        """Run a crawl to its end, whatever its exit status (killed after ``timeout``);
+        ``args`` and ``options`` as :meth:`start` takes them."""
+        worker = self.start(*args, **options)
         try:
             worker.wait(timeout)
         except subprocess.TimeoutExpired:
