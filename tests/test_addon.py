@@ -221,3 +221,23 @@ def test_a_webcrawl_setting_we_do_not_have_fails_at_start(name, value):
 
     with pytest.raises(ValueError, match=f"unknown setting {name}"):
         Scheduler.from_crawler(crawler_with({name: value}))
+
+
+def test_a_scrapy_commands_own_crawl_takes_nothing_of_the_shared_one():
+    """scrapy fetch, view and parse replace the spider's start with a function of theirs,
+    scrapy shell runs Scrapy's DefaultSpider: such a worker fetches its own requests and
+    pops no shared entry (whose callbacks its spider may not have: they would be refused,
+    and their pages lost to the crawl)."""
+    from scrapy.utils.spider import DefaultSpider
+
+    from webcrawl.frontier.scheduler import one_off
+    from webcrawl.spiders.web import WebSpider
+
+    async def start(self):  # as scrapy/commands/fetch.py defines it
+        yield None
+
+    start.__module__ = "scrapy.commands.fetch"
+    fetched = type("Fetched", (WebSpider,), {"start": start})
+    assert one_off(DefaultSpider())
+    assert one_off(fetched())
+    assert not one_off(WebSpider())

@@ -178,6 +178,18 @@ def _check(settings: Any) -> None:
     check_handlers(settings)
 
 
+def one_off(spider: Spider) -> bool:
+    """Whether this is a Scrapy command's own crawl (``scrapy fetch``, ``view``, ``parse``,
+    ``shell``: Scrapy's DefaultSpider, or a spider whose ``start`` the command replaced):
+    its requests are fetched by its worker alone, and it takes nothing of the shared
+    crawl, whose entries its spider may not even have the callbacks of."""
+    from scrapy.utils.spider import DefaultSpider
+
+    start = getattr(type(spider), "start", None)
+    command = getattr(start, "__module__", "") or ""
+    return isinstance(spider, DefaultSpider) or command.startswith("scrapy.commands.")
+
+
 # request meta of a request kept in its worker (the download handler paces it too)
 LOCAL_META = "frontier_local"
 
@@ -187,6 +199,7 @@ class Scheduler(RedisScheduler):
     # on first use, and the revisit move it runs
     _mover: ThreadPoolExecutor | None = None
     _revisit_move: Future[None] | None = None
+    one_off = False  # a Scrapy command's own crawl (set when opened)
 
     def __init__(self, crawler: Crawler, redis: CrawlRedis) -> None:
         settings = crawler.settings
@@ -280,6 +293,7 @@ class Scheduler(RedisScheduler):
 
     def open(self, spider: Spider) -> Deferred[None]:
         self.spider = spider
+        self.one_off = one_off(spider)
         crawl = crawl_name(self.crawler.settings, spider.name)
         CrawlKeys(crawl, self.shards)  # a name that cannot name keys fails here
 
@@ -431,6 +445,11 @@ class Scheduler(RedisScheduler):
     # -- scheduler interface -------------------------------------------------
 
     def enqueue_request(self, request: Request) -> bool:
+        if self.one_off:
+            return self._keep_local(request, b"", None)
+        return self._enqueue_shared(request)
+
+    def _enqueue_shared(self, request: Request) -> bool:
         key: bytes | int | None = None  # what _seen will know it by
         fingerprint = b""
         if not request.dont_filter:
@@ -531,8 +550,14 @@ class Scheduler(RedisScheduler):
     def next_request(self) -> Request | None:
         if self._refusals:
             return self._refusals.popleft()
-        if self._local:
+        if self._local and (self.one_off or not self._prefetched):  # leased ones first
+            if self.outbox.pushes:
+                self._step(pop=False)  # the shared links and acks do not wait for them
+            self._mark_busy()
+            self._idle = False
             return self._local.popleft()
+        if self.one_off:
+            return None  # a Scrapy command's own crawl takes nothing of the shared one
         if not self._prefetched:
             result = self._step(pop=self.prefetch)
             if result is None:
@@ -553,6 +578,8 @@ class Scheduler(RedisScheduler):
     def has_pending_requests(self) -> bool:
         if self._prefetched or self._refusals or self._local:
             return True
+        if self.one_off:
+            return False
         if self.outbox.pushes:
             self._step(pop=False)
             if self.outbox.pushes:
@@ -569,13 +596,14 @@ class Scheduler(RedisScheduler):
 
     # -- internals -----------------------------------------------------------
 
-    def _keep_local(self, request: Request, fingerprint: bytes, why: Exception) -> bool:
-        """A request that cannot be shared: fetched by this worker (see the module)."""
+    def _keep_local(self, request: Request, fingerprint: bytes, why: Exception | None) -> bool:
+        """A request that cannot be shared (``why``), or of a Scrapy command's own crawl
+        (None): fetched by this worker (see the module)."""
         if fingerprint and not request.dont_filter:
             if fingerprint in self._local_seen:
                 return self._filtered(request)
             self._local_seen.add(fingerprint)
-        if not self._local_said:
+        if why is not None and not self._local_said:
             self._local_said = True
             logger.warning(
                 "Kept %s in this worker, not in the shared frontier: %s (such requests are "
@@ -732,6 +760,8 @@ class Scheduler(RedisScheduler):
 
     def _on_idle(self, spider: Spider) -> None:
         """spider_idle: close only when the whole crawl has no work left."""
+        if self.one_off:
+            return  # its own requests are done
         if not self._flush():
             raise DontCloseSpider("Redis unreachable")
         try:
@@ -767,8 +797,7 @@ class Scheduler(RedisScheduler):
                 )
                 self._waiting_logged = True
             raise DontCloseSpider("other workers are busy")
-        # no -a seeds=, and no request of its own (scrapy fetch, shell)
-        unseeded = getattr(self.crawler.spider, "seeds", None) is None and not self._local_said
+        unseeded = getattr(self.crawler.spider, "seeds", None) is None  # no -a seeds=
         if unseeded and time.time() - self._started < self.start_grace and self._crawl_is_new():
             # workers started together (scrapyd, a deploy): the one with the seeds
             # may still be starting; closing now would leave it alone
