@@ -37,15 +37,14 @@ COMMANDS = (
 
 def load_settings(overrides: list[str] | None = None) -> Settings:
     """The project's settings (as ``scrapy crawl`` sees them) plus ``-s`` overrides."""
-    from scrapy.utils.conf import closest_scrapy_cfg
     from scrapy.utils.project import get_project_settings
 
     from webcrawl.addon import apply
     from webcrawl.settings_check import refuse_unsupported
 
-    settings = get_project_settings()
-    if not closest_scrapy_cfg() and "SCRAPY_SETTINGS_MODULE" not in os.environ:
-        # not inside a project: this project's settings
+    settings = get_project_settings()  # sets SCRAPY_SETTINGS_MODULE from a scrapy.cfg
+    if not os.environ.get("SCRAPY_SETTINGS_MODULE"):
+        # not inside a project (or a scrapy.cfg naming no settings): this project's
         settings.setmodule("webcrawl.settings.base", priority="project")
     if not apply(settings):
         raise SystemExit(

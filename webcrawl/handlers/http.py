@@ -236,11 +236,15 @@ def check_handlers(settings: Any) -> None:
         path = handlers.get(scheme)
         if path is None:
             continue  # not fetched at all
-        handler = load_object(path)
+        try:
+            handler = load_object(path)
+        except (ImportError, NameError, ValueError) as exc:
+            raise ValueError(f"DOWNLOAD_HANDLERS[{scheme!r}] = {path!r}: {exc}") from None
         if not (isinstance(handler, type) and issubclass(handler, GuardedHTTPDownloadHandler)):
             raise ValueError(
-                f"DOWNLOAD_HANDLERS[{scheme!r}] is {path if isinstance(path, str) else handler}: "
-                "webcrawl's address policy and its politeness across workers are in "
-                "webcrawl.handlers.http.GuardedHTTPDownloadHandler (subclass it to send "
-                "requests another way)"
+                f"DOWNLOAD_HANDLERS[{scheme!r}] is {path if isinstance(path, str) else handler} "
+                "(set by DOWNLOAD_HANDLERS, DOWNLOAD_HANDLERS_BASE, or Scrapy itself without "
+                "a Twisted reactor): webcrawl's address policy and its politeness across "
+                "workers are in webcrawl.handlers.http.GuardedHTTPDownloadHandler (subclass "
+                "it to send requests another way)"
             )
