@@ -10,28 +10,25 @@ from conftest import ROOT, crawl_env
 pytestmark = pytest.mark.e2e
 
 SETUPS = ("one Redis", "cluster, 3 masters")
+SMALL = ("--hosts", "300", "--duration", "2", "--workers", "2")
+
+
+def bench(*command: str) -> str:
+    """The output of ``python -m COMMAND`` on a small frontier (300 hosts, 2 s, 2 workers)."""
+    result = subprocess.run(
+        [sys.executable, "-m", *command, *SMALL],
+        cwd=ROOT,
+        env=crawl_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
 
 
 def test_bench_frontier_prints_its_tables_and_loses_nothing():
-    cmd = [
-        sys.executable,
-        "-m",
-        "tools.bench",
-        "frontier",
-        "--hosts",
-        "300",
-        "--duration",
-        "2",
-        "--workers",
-        "2",
-        "--links",
-        "20",
-    ]
-    result = subprocess.run(
-        cmd, cwd=ROOT, env=crawl_env(), capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    out = result.stdout
+    out = bench("tools.bench", "frontier", "--links", "20")
     assert "300 hosts in 16 shards" in out, out
     rows = [line for line in out.splitlines() if line.startswith(SETUPS)]
     # per setup: rate, Redis work, links, the per-master table (one row per master), lost
@@ -49,26 +46,7 @@ def test_bench_frontier_prints_its_tables_and_loses_nothing():
 
 
 def test_bench_frontier_new_links_sets_the_new_links_per_page():
-    cmd = [
-        sys.executable,
-        "-m",
-        "webcrawl.cli",
-        "bench",
-        "frontier",
-        "--hosts",
-        "300",
-        "--duration",
-        "2",
-        "--workers",
-        "2",
-        "--new-links",
-        "2",
-    ]
-    result = subprocess.run(
-        cmd, cwd=ROOT, env=crawl_env(), capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    out = result.stdout
+    out = bench("webcrawl.cli", "bench", "frontier", "--new-links", "2")
     assert "10 to its host's articles (2 of them new, the rest known)" in out, out
     header = next(line for line in out.splitlines() if "added/page" in line)
     row = out.splitlines()[out.splitlines().index(header) + 1]

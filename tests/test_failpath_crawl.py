@@ -4,18 +4,16 @@ import asyncio
 import json
 import re
 import sqlite3
-import subprocess
-import sys
 import time
 from collections import Counter
 from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 import pytest
-from conftest import ROOT, crawl_env
 from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.test import get_crawler
+from test_cli import webcrawl
 
 from webcrawl.demo import demo_server
 from webcrawl.demo.web import DemoWeb
@@ -44,24 +42,7 @@ def test_dead_directory_is_dropped_and_recovered_host_comes_back(tmp_path, crawl
         data = tmp_path / "data"
         result = crawls.run(info["seeds"], data, *FAST, *settings, timeout=180)
         assert result.returncode == 0, result.stderr[-3000:]
-        failpaths = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "webcrawl",
-                "failpaths",
-                "--json",
-                "-s",
-                f"WEBCRAWL_DATA_DIR={data}",
-                "-s",
-                settings[0],
-            ],
-            cwd=ROOT,
-            env=crawl_env(),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        failpaths = webcrawl("failpaths", "--json", "-s", settings[0], data_dir=data, check=False)
     stats = result.stderr
     dead_host, back_host = info["hosts"][0], info["hosts"][1]
     prefix = f"http://{dead_host}/s2/a"
@@ -405,22 +386,7 @@ def test_hosts_that_do_not_answer_cost_one_wait_and_a_revived_one_comes_back(tmp
         result = crawls.run(info["seeds"], data, *settings, timeout=180)
         seconds = time.monotonic() - started
         assert result.returncode == 0, result.stderr[-3000:]
-        failpaths = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "webcrawl",
-                "failpaths",
-                "--json",
-                "-s",
-                f"WEBCRAWL_DATA_DIR={data}",
-            ],
-            cwd=ROOT,
-            env=crawl_env(),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        failpaths = webcrawl("failpaths", "--json", data_dir=data, check=False)
     stats = result.stderr
     assert seconds < 60, seconds
     revived, dead, hanging = info["hosts"][1], info["hosts"][2], info["hosts"][3]

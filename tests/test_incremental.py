@@ -25,6 +25,14 @@ from webcrawl.urls.urlkey import url_to_key
 pytestmark = pytest.mark.e2e
 
 SPEED = 7200.0
+# a continuous crawl whose revisits come every second or two, with the HEAD pre-check
+PRECHECKED = (
+    "WEBCRAWL_CONTINUOUS=True",
+    "REVISIT_MIN_INTERVAL=1",
+    "REVISIT_MAX_INTERVAL=2",
+    "REVISIT_INITIAL_INTERVAL=1",
+    "REVISIT_HEAD_PRECHECK=True",
+)
 
 
 def test_continuous_crawl_revisits_changed_pages_and_leaves_unchanged_ones_alone(
@@ -121,11 +129,7 @@ def crawl_for(crawls, seconds, seeds, data_dir, *settings):
 def test_head_precheck_skips_the_get_of_unchanged_pages(tmp_path, redis_server, crawls):
     log = tmp_path / "requests.jsonl"
     settings = [
-        "WEBCRAWL_CONTINUOUS=True",
-        "REVISIT_MIN_INTERVAL=1",
-        "REVISIT_MAX_INTERVAL=2",
-        "REVISIT_INITIAL_INTERVAL=1",
-        "REVISIT_HEAD_PRECHECK=True",
+        *PRECHECKED,
         f"REDIS_URL={redis_server.url}",
         "LOG_LEVEL=INFO",
         "DEPTH_LIMIT=1",
@@ -215,11 +219,7 @@ def test_a_head_precheck_takes_the_hosts_turn_and_the_get_the_next(tmp_path, red
     waits for the host's turn, and the GET that follows it waits for the next one."""
     log = tmp_path / "requests.jsonl"
     settings = [
-        "WEBCRAWL_CONTINUOUS=True",
-        "REVISIT_MIN_INTERVAL=1",
-        "REVISIT_MAX_INTERVAL=2",
-        "REVISIT_INITIAL_INTERVAL=1",
-        "REVISIT_HEAD_PRECHECK=True",
+        *PRECHECKED,
         "FRONTIER_HOST_DELAY=0.3",
         "ADAPTIVE_DELAY_ENABLED=False",
         f"REDIS_URL={redis_server.url}",

@@ -193,17 +193,19 @@ from webcrawl.safety import robots as rules  # noqa: E402
 ORIGIN = "http://lock.example:80"
 
 
+# the robots.txt middleware's settings, as the defaults have them
+ROBOTS = {
+    "ROBOTSTXT_OBEY": True,
+    "DOWNLOAD_TIMEOUT": 30,
+    "ADAPTIVE_DELAY_MAX": 60.0,
+    "ROBOTSTXT_UNREACHABLE_WAIT": 300.0,
+    "ROBOTSTXT_UNREACHABLE_TRIES": 3,
+}
+
+
 def _worker(redis_client, monkeypatch, fetch):
     """A robots.txt middleware of worker ``a`` on ``redis_client``, fetching with ``fetch``."""
-    crawler = get_crawler(
-        settings_dict={
-            "ROBOTSTXT_OBEY": True,
-            "DOWNLOAD_TIMEOUT": 30,
-            "ADAPTIVE_DELAY_MAX": 60.0,
-            "ROBOTSTXT_UNREACHABLE_WAIT": 300.0,
-            "ROBOTSTXT_UNREACHABLE_TRIES": 3,
-        }
-    )
+    crawler = get_crawler(settings_dict=ROBOTS)
     mw = RobotsTxtMiddleware(crawler)
     frontier = SimpleNamespace(server=redis_client, keys=CrawlKeys("web"), worker_id="worker-a")
     monkeypatch.setattr(mw, "_frontier", lambda: frontier)
@@ -324,11 +326,7 @@ def test_a_silent_sites_requests_are_dropped_but_an_opted_out_one_waits(redis_cl
 
     crawler = get_crawler(
         settings_dict={
-            "ROBOTSTXT_OBEY": True,
-            "DOWNLOAD_TIMEOUT": 30,
-            "ADAPTIVE_DELAY_MAX": 60.0,
-            "ROBOTSTXT_UNREACHABLE_WAIT": 300.0,
-            "ROBOTSTXT_UNREACHABLE_TRIES": 3,
+            **ROBOTS,
             "FAILPATH_ENABLED": True,
             "DOWNLOADER_MIDDLEWARES": {"webcrawl.middlewares.failpath.FailPathMiddleware": 95},
         }

@@ -37,32 +37,13 @@ class Backend:
             self.restart_server()
 
 
-def _hbase_url(host: str, port: int, transport: str, protocol: str, **extra: Any) -> str:
-    query = f"table_prefix=t{uuid.uuid4().hex[:8]}&transport={transport}&protocol={protocol}"
-    for name, value in extra.items():
-        query += f"&{name}={value}"
-    return f"hbase://{host}:{port}?{query}"
-
-
 def drop_tables(url: str) -> None:
     """Drop the tables of ``url``'s prefix (a test's own) from the real HBase."""
-    import happybase
+    from test_store_hbase import happybase_connection
 
-    from webcrawl.store.hbase import parse_hbase_url
-
-    o = parse_hbase_url(url)
-    conn = happybase.Connection(
-        o["host"],
-        o["port"],
-        table_prefix=o["table_prefix"],
-        transport=o["transport"],
-        protocol=o["protocol"],
-    )
-    try:
+    with happybase_connection(url) as conn:
         for name in conn.tables():
             conn.delete_table(name, disable=True)
-    finally:
-        conn.close()
 
 
 @pytest.fixture(
