@@ -31,10 +31,15 @@ from webcrawl.store import Store, open_store, store_url_from_settings
 
 logger = logging.getLogger(__name__)
 
-_OUTAGES: weakref.WeakKeyDictionary[Crawler, StoreOutage] = weakref.WeakKeyDictionary()
+_OUTAGES: weakref.WeakKeyDictionary[Crawler, dict[type, StoreOutage]] = weakref.WeakKeyDictionary()
 
 
 class StoreOutage:
+    """The store's outage: checked with :meth:`Store.check_writable`."""
+
+    what = "Store"
+    stat = "store"
+
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.stats = crawler.stats
@@ -48,11 +53,22 @@ class StoreOutage:
 
     @classmethod
     def of(cls, crawler: Crawler) -> StoreOutage:
-        """The crawler's outage tracker (one for all its pipelines)."""
-        outage = _OUTAGES.get(crawler)
+        """The crawler's outage tracker of this kind (one for all its pipelines)."""
+        outages = _OUTAGES.setdefault(crawler, {})
+        outage = outages.get(cls)
         if outage is None:
-            outage = _OUTAGES[crawler] = cls(crawler)
+            outage = outages[cls] = cls(crawler)
         return outage
+
+    @property
+    def target(self) -> str:
+        return str(self.store_url)
+
+    def probe(self) -> None:
+        """Raise unless the resource accepts a write again (runs on the check's thread)."""
+        if self._store is None:
+            self._store = open_store(self.store_url)
+        self._store.check_writable()
 
     @property
     def down(self) -> bool:
@@ -63,12 +79,13 @@ class StoreOutage:
         if self._since is not None:
             return
         self._since = time.monotonic()
-        self.stats.inc_value("store/outages")
+        self.stats.inc_value(f"{self.stat}/outages")
         logger.error(
-            "Store %s failed: %s could not be done (%s). Pausing this worker's fetches "
+            "%s %s failed: %s could not be done (%s). Pausing this worker's fetches "
             "until it answers (checked every %.1f s); the pages concerned go back to "
             "the frontier",
-            self.store_url,
+            self.what,
+            self.target,
             what,
             exc,
             self.wait,
@@ -77,8 +94,7 @@ class StoreOutage:
         if engine is not None:
             engine.pause()
         if self._pool is None:
-            self._store = open_store(self.store_url)
-            self._pool = ThreadPool(minthreads=1, maxthreads=1, name="webcrawl-store-check")
+            self._pool = ThreadPool(minthreads=1, maxthreads=1, name=f"webcrawl-{self.stat}-check")
             self._pool.start()
         self._loop = task.LoopingCall(self._check)
         self._loop.start(self.wait, now=False)
@@ -86,14 +102,14 @@ class StoreOutage:
     def _check(self) -> None:
         from twisted.internet import reactor  # late: importing it installs one
 
-        if self._checking or self._store is None or self._pool is None:
+        if self._checking or self._pool is None:
             return
         self._checking = True
-        d = deferToThreadPool(reactor, self._pool, self._store.check_writable)
+        d = deferToThreadPool(reactor, self._pool, self.probe)
         d.addCallbacks(
             lambda _: self._end(),
             lambda f: logger.info(
-                "Store %s still failing: %s", self.store_url, f.getErrorMessage()
+                "%s %s still failing: %s", self.what, self.target, f.getErrorMessage()
             ),
         )
         d.addBoth(self._checked)
@@ -106,12 +122,15 @@ class StoreOutage:
             return
         took = time.monotonic() - self._since
         self._since = None
-        self.stats.inc_value("store/outage_seconds", round(took, 3))
+        self.stats.inc_value(f"{self.stat}/outage_seconds", round(took, 3))
         logger.warning(
-            "Store %s answers again after %.1f s: resuming fetches", self.store_url, took
+            "%s %s answers again after %.1f s: resuming fetches", self.what, self.target, took
         )
         if self._loop is not None and self._loop.running:
             self._loop.stop()
+        others = _OUTAGES.get(self.crawler, {}).values()
+        if any(other.down for other in others if other is not self):
+            return  # another outage keeps the worker paused
         engine = self._engine()
         if engine is not None:
             engine.unpause()

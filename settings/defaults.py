@@ -313,8 +313,31 @@ STORE_OUTAGE_WAIT = 5.0
 ITEM_PIPELINES = {
     "webcrawl.pipelines.change.ChangePipeline": 200,
     "webcrawl.pipelines.revisit.RevisitPipeline": 300,
+    "webcrawl.pipelines.warc.WarcPipeline": 700,
     "webcrawl.pipelines.store.StorePipeline": 800,
 }
+
+# --- WARC output (archives) ---------------------------------------------------------
+# Write every fetch as WARC/1.1 records of the bytes on the wire (request,
+# response or revisit, metadata), a CDXJ index beside each file.  Off: no WARC.
+WARC_ENABLED = False
+# Directory of the WARC files; empty means <WEBCRAWL_DATA_DIR>/warc.  One that
+# cannot be written fails at start.
+WARC_DIR = ""
+# File names: {WARC_PREFIX}-{timestamp17}-{serial}-{pid}~{hostname}.warc.gz.
+WARC_PREFIX = "webcrawl"
+# Bytes: a worker starts a new file once its current one reaches this size.
+WARC_MAX_SIZE = 1_000_000_000
+# Write a revisit record (headers only) instead of a full response for a 304, and
+# for a 200 whose payload is byte-identical to the page's last full capture.
+# Off: every response in full.
+WARC_DEDUP = True
+# Who runs the crawl (a name, an e-mail): the `operator` of each file's warcinfo.
+WARC_OPERATOR = ""
+# Pages per write (each write is flushed and fsynced before its pages are
+# acknowledged), and seconds at most a page waits for its write.
+WARC_BATCH_SIZE = 200
+WARC_FLUSH_INTERVAL = 0.2
 
 # --- Change detection and revisits ----------------------------------------------
 # A page changed when the SimHash (64 bits) of its visible text is more than

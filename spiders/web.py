@@ -28,7 +28,7 @@ from twisted.internet import task
 from twisted.python.failure import Failure
 
 from webcrawl.frontier.known import by_url, url_key, url_key_of
-from webcrawl.page import Page, page_from_response
+from webcrawl.page import Page, attach_wire, page_from_response
 from webcrawl.safety.bindings import SeedBindings, bind_seeds
 from webcrawl.safety.policy import address_policy
 from webcrawl.safety.seal import Seal
@@ -43,6 +43,7 @@ from webcrawl.settings_check import (
 )
 from webcrawl.urls.scope import MODES, Scope
 from webcrawl.urls.seeds import parse_seed_lines, read_seeds
+from webcrawl.warc.capture import capture_of
 
 logger = logging.getLogger(__name__)
 
@@ -270,7 +271,7 @@ class WebSpider(Spider):
                 frontier.server.incr(frontier.keys.failed)
             except RedisError as exc:
                 logger.warning("Could not count a failed page in Redis: %s", exc)
-        yield Page(
+        page = Page(
             url=redirects[0] if redirects else request.url,
             final_url=request.url,
             status=0,
@@ -280,6 +281,10 @@ class WebSpider(Spider):
             redirects=redirects,
             error=reason,
         )
+        capture = capture_of(request)
+        if capture is not None and capture.truncated:  # archived as received, cut short
+            attach_wire(page, capture)
+        yield page
 
     def parse(self, response: Response) -> Iterator[Page | Request]:
         page = page_from_response(

@@ -49,6 +49,7 @@ PACKAGES = (
     "webcrawl.safety",
     "webcrawl.store",
     "webcrawl.urls",
+    "webcrawl.warc",
     "webcrawl.middlewares",
     "webcrawl.pipelines",
     "webcrawl.settings",

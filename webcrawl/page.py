@@ -16,6 +16,7 @@ from itemadapter import ItemAdapter
 from webcrawl import extract
 from webcrawl.links import page_links
 from webcrawl.urls.urlkey import url_to_key
+from webcrawl.warc.capture import Capture, capture_of
 
 if TYPE_CHECKING:
     from scrapy.http import Response
@@ -42,6 +43,11 @@ class Page:
     between them, ``changed`` (None on a first visit), ``visits`` (the history
     the revisit policy reads: ``[fetched_at, 1|0|None, last_modified|None]``),
     ``revisit_interval``, ``next_visit`` and ``revisit_method``.
+
+    With ``WARC_ENABLED`` the WARC pipeline adds ``warc`` (where this fetch's response or
+    revisit record is) and ``warc_original`` (the last full capture, that revisits refer
+    to); the exchange's raw bytes ride along outside the fields (:func:`wire_of`), so
+    that no row or feed holds them.
 
     With ``STORE_CONTENT`` the response body is kept too, as
     ``content`` (base64, so that feed exports and SQLite's JSON rows hold it;
@@ -72,6 +78,8 @@ class Page:
     next_visit: float | None = None
     revisit_method: str = ""
     content: str | None = None  # the raw body in base64, with STORE_CONTENT
+    warc: dict[str, Any] | None = None  # with WARC_ENABLED: file, offset, length, type, date
+    warc_original: dict[str, Any] | None = None  # last full capture: target, date, digest
 
 
 def page_from_response(
@@ -99,6 +107,7 @@ def page_from_response(
         content_length=int(length) if length and length.isdigit() else len(response.body),
         redirects=redirects,
     )
+    attach_wire(page, capture_of(getattr(response, "request", None)))
     if response.status == 304:  # a revisit's stored version is current: no parse
         page.kind = "not_modified"
         return page
@@ -122,6 +131,17 @@ def page_from_response(
         )
     )
     return page
+
+
+def attach_wire(page: Page, capture: Capture | None) -> None:
+    """Give ``page`` the raw exchange it came from (for its WARC records)."""
+    if capture is not None:
+        page.__dict__["_wire"] = capture
+
+
+def wire_of(page: Any) -> Capture | None:
+    """The raw exchange a page came from, if the download handler recorded it."""
+    return getattr(page, "__dict__", {}).get("_wire")
 
 
 def _header(response: Response, name: str) -> str | None:

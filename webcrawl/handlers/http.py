@@ -42,6 +42,7 @@ from typing import Any, NamedTuple
 from scrapy import Request
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
 from scrapy.crawler import Crawler
+from scrapy.exceptions import DownloadCancelledError, DownloadTimeoutError
 from scrapy.http import Response
 from twisted.internet.defer import fail
 from twisted.internet.endpoints import HostnameEndpoint
@@ -53,8 +54,10 @@ from zope.interface import implementer
 
 from webcrawl.frontier.entry import REFUSED_META, RefusedQueueEntry
 from webcrawl.handlers.politeness import HostTurns
+from webcrawl.handlers.tee import TeeingFactory, hand_capture
 from webcrawl.safety.addresses import AddressPolicy, BlockedAddress
 from webcrawl.safety.policy import address_policy
+from webcrawl.warc.capture import Capture, register
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +126,14 @@ class GuardedConnectionPool(HTTPConnectionPool):
     def __init__(self, reactor: Any, policy: AddressPolicy, persistent: bool = True) -> None:
         super().__init__(reactor, persistent=persistent)
         self.policy = policy
+        self.next_capture: Capture | None = None  # for the next getConnection (tee.py)
+
+    def getConnection(self, key: Any, endpoint: Any) -> Any:
+        capture, self.next_capture = self.next_capture, None
+        d = super().getConnection(key, endpoint)
+        if capture is not None:
+            d.addCallback(hand_capture, capture)
+        return d
 
     def _newConnection(self, key: Any, endpoint: Any) -> Any:
         target = connection_target(key)
@@ -193,6 +204,9 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
         pool = GuardedConnectionPool(reactor, self.policy)
         pool.maxPersistentPerHost = self._pool.maxPersistentPerHost
         pool._factory = self._pool._factory
+        self.warc = crawler.settings.getbool("WARC_ENABLED")
+        if self.warc:  # each exchange's bytes are kept for its WARC records
+            pool._factory = TeeingFactory
         self._pool = pool
         self._stats = crawler.stats
         self._logged: set[str] = set()
@@ -205,8 +219,17 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
         frontier = self.turns.paced(request)
         if frontier is not None:  # last, after any wait in Scrapy's download slot
             await self.turns.take(frontier, request)
+        capture = Capture() if self.warc else None
+        # Scrapy's agent asks the pool for a connection before its first await: this
+        # capture goes to that connection, and to no other request's (tee.py)
+        self._pool.next_capture = capture
         try:
             return await super().download_request(request)
+        except (DownloadCancelledError, DownloadTimeoutError) as exc:
+            if capture is not None and b"\r\n\r\n" in capture.received:
+                # the body was cut: by DOWNLOAD_MAXSIZE, or by the download's timeout
+                capture.truncated = "time" if isinstance(exc, DownloadTimeoutError) else "length"
+            raise
         except BlockedAddress as exc:
             self._stats.inc_value("security/blocked_address")
             host = str(exc).split(": ", 1)[0]
@@ -220,6 +243,11 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
                 )
             raise
         finally:
+            if capture is not None:
+                self._pool.next_capture = None
+                capture.close()
+                if capture.received:
+                    register(request, capture)
             if frontier is not None:
                 self.turns.mark(frontier, request)
 

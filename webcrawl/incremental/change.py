@@ -170,6 +170,8 @@ def compare(page: Page, previous: dict[str, Any] | None, threshold: int, keep: i
     history = list(previous.get("visits") or [])
     old = previous.get("simhash")
     page.previous_simhash = old
+    # the last full WARC capture, that this fetch's revisit record would refer to
+    page.warc_original = previous.get("warc_original")
     if page.kind == "failed":
         if previous:  # keep what we had; this fetch tells nothing about change
             for name in (
@@ -181,6 +183,7 @@ def compare(page: Page, previous: dict[str, Any] | None, threshold: int, keep: i
                 "revisit_interval",
                 "next_visit",
                 "revisit_method",
+                "warc",
             ):
                 if name in previous:
                     setattr(page, name, previous[name])

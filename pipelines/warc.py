@@ -1,0 +1,307 @@
+"""Write every fetched page to WARC files, before the store: a page in the webtable is in
+a WARC.
+
+With ``WARC_ENABLED`` the download handler keeps the bytes of each exchange
+(:mod:`webcrawl.handlers.tee`); this pipeline turns a page's exchange into its records
+(:mod:`webcrawl.warc.records`: request, response or revisit, metadata) and writes them,
+in batches of ``WARC_BATCH_SIZE`` (or every ``WARC_FLUSH_INTERVAL`` seconds) on a thread
+of its own, into the worker's current file in ``WARC_DIR`` (:mod:`webcrawl.warc.files`).
+An item is done when its batch is written, flushed and fsynced; until then Scrapy keeps
+its request in progress, so the frontier acknowledges the request only after that.
+
+The item gains ``warc`` (where its record is: file, offset, length, type, date) and
+``warc_original`` (the page's last full capture, which the next fetch's revisit refers
+to; read from the page's previous row by the change pipeline).
+
+A batch that cannot be written (a full disk, an unwritable directory) is not
+acknowledged: its items raise :class:`~webcrawl.frontier.requeue.Requeue` and the worker
+pauses its fetches until the directory accepts a write again, like a store outage
+(``warc/outages``).  At start, files left ``.open`` by a killed worker of this host are
+repaired (``webcrawl warc repair``); a ``WARC_DIR`` that cannot be written fails here.
+
+Stats: ``warc/records``, ``warc/responses``, ``warc/revisits``, ``warc/bytes``,
+``warc/files``, ``warc/requeued``, ``warc/unarchived`` (a page whose records could not
+be made: logged with its traceback; it is stored without ``warc``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from importlib.metadata import PackageNotFoundError, version
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from itemadapter import ItemAdapter
+from scrapy.crawler import Crawler
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet import task
+from twisted.internet.defer import Deferred, DeferredList
+from twisted.internet.threads import deferToThreadPool
+from twisted.python.threadpool import ThreadPool
+
+from webcrawl.frontier.requeue import Requeue
+from webcrawl.page import Page, wire_of
+from webcrawl.pipelines.outage import StoreOutage
+from webcrawl.settings_check import positive_float, positive_int
+from webcrawl.warc.files import WarcFiles, repair_dir
+from webcrawl.warc.records import Exchange, Original, fetch_records
+
+logger = logging.getLogger(__name__)
+
+
+def warc_dir(settings: Any) -> Path:
+    """``WARC_DIR``, or ``warc`` in ``WEBCRAWL_DATA_DIR``."""
+    value = settings.get("WARC_DIR") or ""
+    if value:
+        return Path(value)
+    return Path(settings.get("WEBCRAWL_DATA_DIR") or ".webcrawl") / "warc"
+
+
+def check_writable(directory: Path) -> None:
+    """Raise OSError unless a file can be written and synced in ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    probe = directory / f".probe-{os.getpid()}-{socket.gethostname()}"
+    try:
+        with open(probe, "wb") as stream:
+            stream.write(b"\0" * 65536)
+            stream.flush()
+            os.fsync(stream.fileno())
+    finally:
+        with contextlib.suppress(OSError):
+            probe.unlink()
+
+
+class WarcOutage(StoreOutage):
+    """``WARC_DIR`` refused a write: paused like a store outage, checked by writing."""
+
+    what = "WARC_DIR"
+    stat = "warc"
+
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        self.directory = warc_dir(crawler.settings)
+
+    @property
+    def target(self) -> str:
+        return str(self.directory)
+
+    def probe(self) -> None:
+        check_writable(self.directory)
+
+
+class WarcPipeline:
+    def __init__(self, crawler: Crawler) -> None:
+        settings = crawler.settings
+        if not settings.getbool("WARC_ENABLED"):
+            raise NotConfigured("WARC_ENABLED is off")
+        self.stats = crawler.stats
+        self.directory = warc_dir(settings)
+        try:
+            check_writable(self.directory)
+        except OSError as exc:
+            raise ValueError(f"WARC_DIR={str(self.directory)!r} cannot be written: {exc}") from None
+        max_size = positive_int(settings, "WARC_MAX_SIZE")
+        self.batch_size = positive_int(settings, "WARC_BATCH_SIZE")
+        self.flush_interval = positive_float(settings, "WARC_FLUSH_INTERVAL")
+        self.dedup = settings.getbool("WARC_DEDUP")
+        crawl = settings.get("WEBCRAWL_CRAWL") or settings.get("BOT_NAME") or "webcrawl"
+        robots = "obey" if settings.getbool("ROBOTSTXT_OBEY") else "ignore"
+        info = {
+            "software": _software(),
+            "format": "WARC File Format 1.1",
+            "conformsTo": "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/",
+            "hostname": socket.gethostname(),
+            "isPartOf": crawl,
+            "robots": robots,
+            "http-header-user-agent": str(settings.get("USER_AGENT") or ""),
+        }
+        operator = settings.get("WARC_OPERATOR") or ""
+        if operator:
+            info["operator"] = str(operator)
+        self.files = WarcFiles(
+            self.directory,
+            prefix=str(settings.get("WARC_PREFIX") or "webcrawl"),
+            max_size=max_size,
+            info=info,
+        )
+        self._buffer: list[Page] = []
+        self._waiters: list[Deferred[None]] = []
+        self._pending: set[Deferred[None]] = set()
+        self._pool = ThreadPool(minthreads=1, maxthreads=1, name="webcrawl-warc")
+        self._loop = task.LoopingCall(self._flush)
+        self.outage = WarcOutage.of(crawler)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> WarcPipeline:
+        return cls(crawler)
+
+    def open_spider(self) -> None:
+        for path, kept, cut in repair_dir(self.directory):
+            logger.warning(
+                "Repaired %s, left open by a worker that is gone: %d records kept, %d bytes "
+                "of an incomplete record cut off",
+                path,
+                kept,
+                cut,
+            )
+            self.stats.inc_value("warc/repaired_files")
+        self._pool.start()
+        self._loop.start(self.flush_interval, now=False)
+        logger.info("Writing WARC files in %s", self.directory)
+
+    async def process_item(self, item: Any) -> Any:
+        if not isinstance(item, Page) or wire_of(item) is None:
+            return item  # no exchange to archive (a page of no download, a failure)
+        self._buffer.append(item)
+        written: Deferred[None] = Deferred()
+        self._waiters.append(written)
+        if len(self._buffer) >= self.batch_size:
+            self._flush()
+        await maybe_deferred_to_future(written)
+        return item
+
+    async def close_spider(self) -> None:
+        from twisted.internet import reactor  # late: importing it installs one
+
+        if self._loop.running:
+            self._loop.stop()
+        self._flush()
+        if self._pending:
+            await maybe_deferred_to_future(DeferredList(list(self._pending)))
+        if self._pool.started:
+            await maybe_deferred_to_future(deferToThreadPool(reactor, self._pool, self.files.close))
+            self._pool.stop()
+        self.outage.close()
+        self.stats.set_value("warc/files", self.files.serial)
+
+    def _flush(self) -> None:
+        from twisted.internet import reactor  # late: importing it installs one
+
+        if not self._buffer:
+            return
+        batch, self._buffer = self._buffer, []
+        waiters, self._waiters = self._waiters, []
+        d: Deferred[Any] = deferToThreadPool(reactor, self._pool, self._write, batch)
+        d.addCallbacks(self._written, self._failed, errbackArgs=(batch,))
+        self._pending.add(d)
+
+        def done(outcome: Requeue | None) -> None:
+            self._pending.discard(d)
+            for waiter in waiters:
+                if outcome is None:
+                    waiter.callback(None)
+                else:
+                    waiter.errback(Requeue(str(outcome), outcome.wait))
+
+        d.addBoth(done)
+
+    def _write(self, batch: list[Page]) -> dict[str, int]:
+        """Runs on the WARC thread: records of each page, written and synced; the items
+        learn where their records are."""
+        groups, afters = [], []
+        counts = {"responses": 0, "revisits": 0, "unarchived": 0}
+        for page in batch:
+            original = _original(page.warc_original) if self.dedup else None
+            try:
+                records, after = fetch_records(_exchange(page), original, self.dedup)
+            except Exception:  # noqa: BLE001 - a fault of ours for this one page
+                # not an outage (retrying would fail again): said loudly, counted, and
+                # the page goes on without records (its row's `warc` stays empty)
+                logger.exception("Cannot make the WARC records of %s", page.final_url)
+                counts["unarchived"] += 1
+                records, after = [], original
+            groups.append(records)
+            afters.append(after)
+        started = time.perf_counter()
+        where = self.files.write(groups)
+        for page, records, spots, after in zip(batch, groups, where, afters, strict=True):
+            if not records:
+                continue
+            main = records[1]
+            kind = main.rec_type
+            counts["revisits" if kind == "revisit" else "responses"] += 1
+            page.warc = {
+                "file": spots[1].file,
+                "offset": spots[1].offset,
+                "length": spots[1].length,
+                "type": kind,
+                "date": main.rec_headers.get_header("WARC-Date"),
+            }
+            page.warc_original = (
+                None
+                if after is None
+                else {"target": after.target, "date": after.date, "digest": after.digest}
+            )
+        counts["records"] = sum(len(group) for group in groups)
+        counts["bytes"] = sum(spot.length for spots in where for spot in spots)
+        counts["microseconds"] = int((time.perf_counter() - started) * 1e6)
+        return counts
+
+    def _written(self, counts: dict[str, int]) -> None:
+        for name in ("records", "responses", "revisits", "bytes", "unarchived"):
+            self.stats.inc_value(f"warc/{name}", counts[name])
+        self.stats.inc_value("warc/write_seconds", counts["microseconds"] / 1e6)
+
+    def _failed(self, failure: Any, batch: list[Page]) -> Requeue:
+        self.stats.inc_value("warc/requeued", len(batch))
+        if not failure.check(OSError):  # not the disk: a fault of ours, shown in full
+            logger.error("WARC write failed:\n%s", failure.getTraceback())
+        urls = [ItemAdapter(item).get("url", "?") for item in batch]
+        logger.warning(
+            "Could not write the WARC records of %d pages (%s); their requests go back to "
+            "the frontier: %s",
+            len(batch),
+            failure.getErrorMessage(),
+            " ".join(urls[:20]),
+        )
+        self.outage.begin(f"writing the records of {len(batch)} pages", failure.value)
+        return Requeue(f"WARC write failed: {failure.getErrorMessage()}", self.outage.wait)
+
+
+def _software() -> str:
+    def of(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:  # a checkout on PYTHONPATH, not installed
+            return "unknown"
+
+    return f"webcrawl/{of('webcrawl')} (Scrapy/{of('scrapy')}, warcio/{of('warcio')})"
+
+
+def _exchange(page: Page) -> Exchange:
+    capture = wire_of(page)
+    assert capture is not None
+    verdicts: dict[str, Any] = {
+        "fetchTimeMs": int(page.fetched_at * 1000),
+        "status": page.status,
+        "depth": page.depth,
+        "simhash": page.simhash,
+        "previousSimhash": page.previous_simhash,
+        "distance": page.distance,
+        "changed": None if page.changed is None else str(page.changed).lower(),
+        "kind": page.kind,
+        "outlink": list(page.outlinks),
+    }
+    return Exchange(
+        url=page.final_url or page.url,
+        sent=bytes(capture.sent),
+        received=bytes(capture.received),
+        peer=capture.peer,
+        date=capture.started,
+        truncated=capture.truncated,
+        verdicts=verdicts,
+    )
+
+
+def _original(value: Any) -> Original | None:
+    if not isinstance(value, dict):
+        return None
+    try:
+        return Original(str(value["target"]), str(value["date"]), str(value["digest"]))
+    except KeyError:
+        return None

@@ -1,0 +1,214 @@
+"""WARC/1.1 records of one fetch, from the bytes on the wire (plain Python, no Scrapy).
+
+A fetch gives a ``request`` record (the request as sent) and a ``response`` record (the
+response as received: status line, headers in their order and case, the body before any
+transfer or content decoding), linked by ``WARC-Concurrent-To``, then a ``metadata``
+record of our verdicts.  In place of the response:
+
+- a 304 is a ``revisit`` of the server-not-modified profile;
+- a 200 whose payload digest equals the last full capture's is a ``revisit`` of the
+  identical-payload-digest profile, whose ``WARC-Refers-To-*`` point at that capture.
+
+The payload digest is taken over the entity body with any transfer encoding removed (WARC
+1.1, section 6.3.2; iipc/warc-specifications#22), so a chunked response and an unchunked
+one of the same bytes share it, and revisits find each other.  warcio's writer would
+digest the chunk framing too (warcio#74): the digest is computed here and given to it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from warcio.bufferedreaders import ChunkedDataReader
+from warcio.recordbuilder import RecordBuilder
+from warcio.statusandheaders import StatusAndHeaders, StatusAndHeadersParser
+from warcio.timeutils import datetime_to_iso_date
+
+WARC_VERSION = "WARC/1.1"
+PROFILE_IDENTICAL = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+PROFILE_NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
+
+_builder = RecordBuilder(warc_version=WARC_VERSION)
+_HTTP = ["HTTP/1.0", "HTTP/1.1"]
+
+
+@dataclass
+class Exchange:
+    """One fetch as it went over the wire, and what we made of it."""
+
+    url: str
+    sent: bytes
+    received: bytes
+    peer: str = ""
+    date: float = 0.0  # Unix time the request left
+    truncated: str = ""  # WARC-Truncated's value when the body was cut ("length", "time")
+    verdicts: dict[str, Any] = field(default_factory=dict)  # the metadata record's fields
+
+
+@dataclass(frozen=True)
+class Original:
+    """The last full capture of a page, as the webtable keeps it (``warc_original``)."""
+
+    target: str
+    date: str  # WARC-Date, ISO 8601
+    digest: str  # "sha1:BASE32"
+
+
+def sha1_digest(data: bytes) -> str:
+    return "sha1:" + base64.b32encode(hashlib.sha1(data).digest()).decode("ascii")
+
+
+def warc_date(unix: float) -> str:
+    moment = datetime.fromtimestamp(unix, timezone.utc).replace(tzinfo=None)  # warcio: naive UTC
+    return datetime_to_iso_date(moment, use_micros=True)
+
+
+def split_response(received: bytes) -> tuple[StatusAndHeaders, bytes] | None:
+    """The parsed status line and headers of a raw response, and the raw body after them
+    (None when the header block never ended: nothing to archive)."""
+    end = received.find(b"\r\n\r\n")
+    if end < 0:
+        return None
+    stream = io.BytesIO(received[: end + 4])
+    headers = StatusAndHeadersParser(_HTTP, verify=False).parse(stream)
+    return headers, received[end + 4 :]
+
+
+def payload_digest(headers: StatusAndHeaders, body: bytes) -> str:
+    """The digest of the entity body: ``body`` without its transfer encoding (chunks)."""
+    encoding = (headers.get_header("Transfer-Encoding") or "").lower()
+    if "chunked" in encoding and body:
+        reader = ChunkedDataReader(io.BytesIO(body), raise_exceptions=False)
+        out = io.BytesIO()
+        while chunk := reader.read(65536):
+            out.write(chunk)
+        return sha1_digest(out.getvalue())
+    return sha1_digest(body)
+
+
+def _status(headers: StatusAndHeaders) -> int:
+    try:
+        return int(headers.get_statuscode())
+    except (TypeError, ValueError):
+        return 0
+
+
+def fetch_records(
+    exchange: Exchange, original: Original | None, dedup: bool = True
+) -> tuple[list[Any], Original | None]:
+    """The records of one fetch (request, response or revisit, metadata) and the page's
+    last full capture after it (this one's when it wrote a full response).  An exchange
+    whose response never got past its headers gives no records."""
+    parsed = split_response(exchange.received)
+    if parsed is None:
+        return [], original
+    headers, body = parsed
+    date = warc_date(exchange.date)
+    common = {"WARC-Date": date}
+    if exchange.peer:
+        common["WARC-IP-Address"] = exchange.peer
+    digest = payload_digest(headers, body)
+    status = _status(headers)
+    if dedup and status == 304:
+        response = _not_modified(exchange, headers, body, common, original)
+        after = original
+    elif dedup and original is not None and status == 200 and original.digest == digest:
+        if exchange.truncated:  # a cut body is not the payload it refers to
+            response = _full(exchange, headers, body, digest, common)
+        else:
+            response = _identical(exchange, headers, digest, common, original)
+        after = original
+    else:
+        response = _full(exchange, headers, body, digest, common)
+        complete = not exchange.truncated and 200 <= status < 300
+        after = Original(exchange.url, date, digest) if complete else original
+    response_id = response.rec_headers.get_header("WARC-Record-ID")
+    request = _builder.create_warc_record(
+        exchange.url,
+        "request",
+        payload=io.BytesIO(exchange.sent),
+        length=len(exchange.sent),
+        warc_headers_dict={**common, "WARC-Concurrent-To": response_id},
+    )
+    records = [request, response]
+    if exchange.verdicts:
+        records.append(metadata_record(exchange.url, date, response_id, exchange.verdicts))
+    return records, after
+
+
+def _full(
+    exchange: Exchange, headers: StatusAndHeaders, body: bytes, digest: str, common: dict
+) -> Any:
+    extra = {**common, "WARC-Payload-Digest": digest}
+    if exchange.truncated:
+        extra["WARC-Truncated"] = exchange.truncated
+    return _builder.create_warc_record(
+        exchange.url,
+        "response",
+        payload=io.BytesIO(body),
+        length=len(body),
+        http_headers=headers,
+        warc_headers_dict=extra,
+    )
+
+
+def _identical(
+    exchange: Exchange, headers: StatusAndHeaders, digest: str, common: dict, original: Original
+) -> Any:
+    # (warcio adds the identical-payload-digest profile of the writer's WARC version)
+    return _builder.create_revisit_record(
+        exchange.url, digest, original.target, original.date, http_headers=headers,
+        warc_headers_dict=common,
+    )
+
+
+def _not_modified(
+    exchange: Exchange,
+    headers: StatusAndHeaders,
+    body: bytes,
+    common: dict,
+    original: Original | None,
+) -> Any:
+    extra = {**common, "WARC-Profile": PROFILE_NOT_MODIFIED}
+    if original is not None:
+        extra["WARC-Refers-To-Target-URI"] = original.target
+        extra["WARC-Refers-To-Date"] = original.date
+    return _builder.create_warc_record(
+        exchange.url,
+        "revisit",
+        payload=io.BytesIO(body),
+        length=len(body),
+        http_headers=headers,
+        warc_headers_dict=extra,
+    )
+
+
+def metadata_record(url: str, date: str, concurrent_to: str, fields: dict[str, Any]) -> Any:
+    """A ``metadata`` record of ``application/warc-fields``: one ``name: value`` line per
+    verdict (a list gives one line per item, as Heritrix writes ``outlink``)."""
+    lines = []
+    for name, value in fields.items():
+        for item in value if isinstance(value, list) else [value]:
+            if item is None:
+                continue
+            text = str(item).replace("\r", " ").replace("\n", " ")
+            lines.append(f"{name}: {text}\r\n")
+    data = "".join(lines).encode("utf-8")
+    return _builder.create_warc_record(
+        url,
+        "metadata",
+        payload=io.BytesIO(data),
+        length=len(data),
+        warc_content_type="application/warc-fields",
+        warc_headers_dict={"WARC-Date": date, "WARC-Concurrent-To": concurrent_to},
+    )
+
+
+def warcinfo_record(filename: str, info: dict[str, str]) -> Any:
+    """The ``warcinfo`` record that opens a file."""
+    return _builder.create_warcinfo_record(filename, info)
