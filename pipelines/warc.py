@@ -29,9 +29,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from importlib.metadata import PackageNotFoundError, version
 import socket
 import time
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -209,7 +209,7 @@ class WarcPipeline:
             original = _original(page.warc_original) if self.dedup else None
             try:
                 records, after = fetch_records(_exchange(page), original, self.dedup)
-            except Exception:  # noqa: BLE001 - a fault of ours for this one page
+            except Exception:
                 # not an outage (retrying would fail again): said loudly, counted, and
                 # the page goes on without records (its row's `warc` stays empty)
                 logger.exception("Cannot make the WARC records of %s", page.final_url)

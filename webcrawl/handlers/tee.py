@@ -16,7 +16,8 @@ pipeline, so no later exchange's bytes can land in it).  The handler registers t
 capture under the Scrapy request (:func:`capture_of`), where the spider's page finds it.
 
 Private Twisted and Scrapy names used here (``_LenientHTTP11ClientProtocol`` and its
-factory, ``Request.writeTo``, the pool's retrying wrapper of a kept-alive connection): ``tests/test_warc_crawl.py`` fails if one changes.
+factory, ``Request.writeTo``, the pool's retrying wrapper of a kept-alive connection):
+``tests/test_warc_crawl.py`` fails if one changes.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ is repaired only once its writer is gone (:func:`writer_alive`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -155,7 +156,8 @@ def _index_path(warc: Path) -> Path:
     """``x.warc.gz`` -> ``x.cdxj`` (the same with ``.open`` while it is written)."""
     name = warc.name
     if name.endswith(OPEN):
-        return warc.with_name(name.removesuffix(OPEN).removesuffix(WARC_SUFFIX) + INDEX_SUFFIX + OPEN)
+        base = name.removesuffix(OPEN).removesuffix(WARC_SUFFIX)
+        return warc.with_name(base + INDEX_SUFFIX + OPEN)
     return warc.with_name(name.removesuffix(WARC_SUFFIX) + INDEX_SUFFIX)
 
 
@@ -275,10 +277,8 @@ class WarcFiles:
             return
         path = Path(self._warc.name)
         for stream in (self._warc, self._index):
-            try:
+            with contextlib.suppress(OSError):
                 stream.close()  # type: ignore[union-attr]
-            except OSError:
-                pass
         self._warc = self._index = self._writer = None
         try:
             repair(path)

@@ -162,7 +162,11 @@ def _identical(
 ) -> Any:
     # (warcio adds the identical-payload-digest profile of the writer's WARC version)
     return _builder.create_revisit_record(
-        exchange.url, digest, original.target, original.date, http_headers=headers,
+        exchange.url,
+        digest,
+        original.target,
+        original.date,
+        http_headers=headers,
         warc_headers_dict=common,
     )
 
