@@ -31,6 +31,7 @@ import logging
 import os
 import socket
 import time
+import weakref
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,8 @@ from webcrawl.warc.files import WarcFiles, repair_dir
 from webcrawl.warc.records import Exchange, Original, fetch_records
 
 logger = logging.getLogger(__name__)
+
+_PIPELINES: weakref.WeakKeyDictionary[Crawler, WarcPipeline] = weakref.WeakKeyDictionary()
 
 
 def warc_dir(settings: Any) -> Path:
@@ -135,6 +138,7 @@ class WarcPipeline:
         self._pool = ThreadPool(minthreads=1, maxthreads=1, name="webcrawl-warc")
         self._loop = task.LoopingCall(self._flush)
         self.outage = WarcOutage.of(crawler)
+        _PIPELINES[crawler] = self
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> WarcPipeline:
@@ -154,8 +158,14 @@ class WarcPipeline:
         self._loop.start(self.flush_interval, now=False)
         logger.info("Writing WARC files in %s", self.directory)
 
+    @staticmethod
+    def of(crawler: Crawler) -> WarcPipeline | None:
+        """The crawler's WARC pipeline (None when WARC output is off)."""
+        return _PIPELINES.get(crawler)
+
     async def process_item(self, item: Any) -> Any:
-        if not isinstance(item, Page) or wire_of(item) is None:
+        wire = wire_of(item) if isinstance(item, Page) else None
+        if wire is None or wire.archived:
             return item  # no exchange to archive (a page of no download, a failure)
         self._buffer.append(item)
         written: Deferred[None] = Deferred()
@@ -222,6 +232,9 @@ class WarcPipeline:
         for page, records, spots, after in zip(batch, groups, where, afters, strict=True):
             if not records:
                 continue
+            wire = wire_of(page)
+            if wire is not None:
+                wire.archived = True
             main = records[1]
             kind = main.rec_type
             counts["revisits" if kind == "revisit" else "responses"] += 1

@@ -41,6 +41,8 @@ DOWNLOADER_MIDDLEWARES = {
     "webcrawl.middlewares.schemes.SchemeGuardMiddleware": 580,
     "webcrawl.middlewares.robotstxt.RobotsTxtLimitMiddleware": 595,
     "webcrawl.middlewares.redirects.RedirectLoopMiddleware": 610,
+    # with WARC_ENABLED: a redirect's records are written before it is followed
+    "webcrawl.middlewares.warc.WarcRedirectsMiddleware": 620,
 }
 # Spider middlewares: start requests are seeds of the shared crawl, taken once however
 # many workers send them (Scrapy's Spider.start marks them dont_filter; see

@@ -24,6 +24,7 @@ COMMANDS = (
     "status",
     "monitor",
     "show",
+    "warc",
     "failpaths",
     "submit",
     "reset",

@@ -1,4 +1,5 @@
-"""``webcrawl show URL``: a page's stored row, as JSON."""
+"""``webcrawl show URL``: a page's stored row, as JSON; with WARC output, where its last
+capture is (``warc``: file, offset; the file's path is said on stderr)."""
 
 from __future__ import annotations
 
@@ -32,4 +33,14 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"webcrawl show: not stored: {args.url} (key {key} in {store_url})", file=sys.stderr)
         return 1
     print(json.dumps(row, indent=2, ensure_ascii=False))
+    capture = row.get("warc")
+    if isinstance(capture, dict) and capture.get("file"):
+        from webcrawl.pipelines.warc import warc_dir
+
+        print(
+            f"last capture: {capture.get('type', 'record')} record at offset "
+            f"{capture.get('offset')} ({capture.get('length')} bytes) of "
+            f"{warc_dir(settings) / str(capture['file'])}",
+            file=sys.stderr,
+        )
     return 0

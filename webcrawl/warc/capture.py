@@ -17,7 +17,16 @@ class Capture:
     """One exchange's raw bytes: ``sent`` (request line, headers, body), ``received``
     (the response as it arrived), the peer address, and whether the body was cut."""
 
-    __slots__ = ("__weakref__", "closed", "peer", "received", "sent", "started", "truncated")
+    __slots__ = (
+        "__weakref__",
+        "archived",
+        "closed",
+        "peer",
+        "received",
+        "sent",
+        "started",
+        "truncated",
+    )
 
     def __init__(self) -> None:
         self.sent = bytearray()
@@ -26,6 +35,7 @@ class Capture:
         self.started = time.time()
         self.truncated = ""  # WARC-Truncated's reason ("length") when the body was cut
         self.closed = False
+        self.archived = False  # its records are written (a redirect's, by middlewares/warc.py)
 
     def close(self) -> None:
         self.closed = True

@@ -6,8 +6,10 @@ transfer or content decoding), linked by ``WARC-Concurrent-To``, then a ``metada
 record of our verdicts.  In place of the response:
 
 - a 304 is a ``revisit`` of the server-not-modified profile;
-- a 200 whose payload digest equals the last full capture's is a ``revisit`` of the
-  identical-payload-digest profile, whose ``WARC-Refers-To-*`` point at that capture.
+- a response whose payload digest equals the page's last full capture's is a ``revisit``
+  of the identical-payload-digest profile, whose ``WARC-Refers-To-*`` point at that
+  capture (its own status line and headers are in it: pywb replays them with the
+  original's payload).
 
 The payload digest is taken over the entity body with any transfer encoding removed (WARC
 1.1, section 6.3.2; iipc/warc-specifications#22), so a chunked response and an unchunked
@@ -117,16 +119,12 @@ def fetch_records(
     if dedup and status == 304:
         response = _not_modified(exchange, headers, body, common, original)
         after = original
-    elif dedup and original is not None and status == 200 and original.digest == digest:
-        if exchange.truncated:  # a cut body is not the payload it refers to
-            response = _full(exchange, headers, body, digest, common)
-        else:
-            response = _identical(exchange, headers, digest, common, original)
+    elif dedup and original is not None and original.digest == digest and not exchange.truncated:
+        response = _identical(exchange, headers, digest, common, original)
         after = original
-    else:
+    else:  # (a cut body is never the payload of a revisit, nor an original)
         response = _full(exchange, headers, body, digest, common)
-        complete = not exchange.truncated and 200 <= status < 300
-        after = Original(exchange.url, date, digest) if complete else original
+        after = original if exchange.truncated else Original(exchange.url, date, digest)
     response_id = response.rec_headers.get_header("WARC-Record-ID")
     request = _builder.create_warc_record(
         exchange.url,
