@@ -248,7 +248,12 @@ class WarcPipeline:
             page.warc_original = (
                 None
                 if after is None
-                else {"target": after.target, "date": after.date, "digest": after.digest}
+                else {
+                    "target": after.target,
+                    "date": after.date,
+                    "digest": after.digest,
+                    "entity": after.entity,
+                }
             )
         counts["records"] = sum(len(group) for group in groups)
         counts["bytes"] = sum(spot.length for spots in where for spot in spots)
@@ -315,6 +320,11 @@ def _original(value: Any) -> Original | None:
     if not isinstance(value, dict):
         return None
     try:
-        return Original(str(value["target"]), str(value["date"]), str(value["digest"]))
+        return Original(
+            str(value["target"]),
+            str(value["date"]),
+            str(value["digest"]),
+            str(value.get("entity") or ""),
+        )
     except KeyError:
         return None

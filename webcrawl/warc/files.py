@@ -66,7 +66,8 @@ def cdxj_line(record: Any, filename: str, offset: int, length: int) -> str | Non
         fields["mime"] = "warc/revisit"
     elif http is not None:
         mime = (http.get_header("Content-Type") or "").split(";")[0].strip()
-        fields["mime"] = mime or "unk"
+        if mime:
+            fields["mime"] = mime
     if http is not None and http.get_statuscode():
         fields["status"] = http.get_statuscode()
     digest = record.rec_headers.get_header("WARC-Payload-Digest")

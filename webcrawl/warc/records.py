@@ -11,10 +11,13 @@ record of our verdicts.  In place of the response:
   capture (its own status line and headers are in it: pywb replays them with the
   original's payload).
 
-The payload digest is taken over the entity body with any transfer encoding removed (WARC
-1.1, section 6.3.2; iipc/warc-specifications#22), so a chunked response and an unchunked
-one of the same bytes share it, and revisits find each other.  warcio's writer would
-digest the chunk framing too (warcio#74): the digest is computed here and given to it.
+Digests.  ``WARC-Payload-Digest`` is written as warcio writes and ``warcio check``
+verifies it: over the body as received, chunk framing included (warcio#74, open since
+2019).  The WARC 1.1 text (section 6.3.2, iipc/warc-specifications#22) means the entity
+body with the transfer encoding removed, and Heritrix has just moved there
+(heritrix3#769); we follow the checker archives run today, and decide revisits on the
+entity body itself (:func:`entity_digest`, chunks removed), so that the same payload sent
+in other chunks is still a revisit (whose ``WARC-Payload-Digest`` is its original's).
 """
 
 from __future__ import annotations
@@ -58,7 +61,8 @@ class Original:
 
     target: str
     date: str  # WARC-Date, ISO 8601
-    digest: str  # "sha1:BASE32"
+    digest: str  # its WARC-Payload-Digest, "sha1:BASE32"
+    entity: str = ""  # the digest of its entity body (chunks removed): what revisits match
 
 
 def sha1_digest(data: bytes) -> str:
@@ -70,18 +74,35 @@ def warc_date(unix: float) -> str:
     return datetime_to_iso_date(moment, use_micros=True)
 
 
-def split_response(received: bytes) -> tuple[StatusAndHeaders, bytes] | None:
-    """The parsed status line and headers of a raw response, and the raw body after them
-    (None when the header block never ended: nothing to archive)."""
-    end = received.find(b"\r\n\r\n")
+class RawHeaders(StatusAndHeaders):
+    """Parsed HTTP headers that warcio writes as they were received.
+
+    warcio writes a record's HTTP header block from its parsed form (``to_bytes``),
+    which folds spaces and drops what it cannot parse: not the bytes on the wire.  This
+    keeps the block as it came and hands it to the writer (and its block digest)
+    instead; ``tests/test_warc.py`` fails if warcio stops asking for it this way."""
+
+    def __init__(self, parsed: StatusAndHeaders, raw: bytes) -> None:
+        super().__init__(parsed.statusline, parsed.headers, parsed.protocol, len(raw))
+        self.raw = raw
+        self.headers_buff = raw
+
+    def compute_headers_buffer(self, header_filter: Any = None) -> None:
+        self.headers_buff = self.raw
+
+
+def split_message(data: bytes) -> tuple[StatusAndHeaders, bytes] | None:
+    """The headers of a raw HTTP message (kept as they are, :class:`RawHeaders`) and the
+    raw body after them (None when the header block never ended: nothing to archive)."""
+    end = data.find(b"\r\n\r\n")
     if end < 0:
         return None
-    stream = io.BytesIO(received[: end + 4])
-    headers = StatusAndHeadersParser(_HTTP, verify=False).parse(stream)
-    return headers, received[end + 4 :]
+    raw = data[: end + 4]
+    parsed = StatusAndHeadersParser(_HTTP, verify=False).parse(io.BytesIO(raw))
+    return RawHeaders(parsed, raw), data[end + 4 :]
 
 
-def payload_digest(headers: StatusAndHeaders, body: bytes) -> str:
+def entity_digest(headers: StatusAndHeaders, body: bytes) -> str:
     """The digest of the entity body: ``body`` without its transfer encoding (chunks)."""
     encoding = (headers.get_header("Transfer-Encoding") or "").lower()
     if "chunked" in encoding and body:
@@ -106,7 +127,7 @@ def fetch_records(
     """The records of one fetch (request, response or revisit, metadata) and the page's
     last full capture after it (this one's when it wrote a full response).  An exchange
     whose response never got past its headers gives no records."""
-    parsed = split_response(exchange.received)
+    parsed = split_message(exchange.received)
     if parsed is None:
         return [], original
     headers, body = parsed
@@ -114,23 +135,32 @@ def fetch_records(
     common = {"WARC-Date": date}
     if exchange.peer:
         common["WARC-IP-Address"] = exchange.peer
-    digest = payload_digest(headers, body)
+    digest = sha1_digest(body)
+    entity = entity_digest(headers, body)
     status = _status(headers)
     if dedup and status == 304:
         response = _not_modified(exchange, headers, body, common, original)
         after = original
-    elif dedup and original is not None and original.digest == digest and not exchange.truncated:
-        response = _identical(exchange, headers, digest, common, original)
+    elif (
+        dedup
+        and original is not None
+        and (original.entity or original.digest) == entity
+        and not exchange.truncated
+    ):
+        response = _identical(exchange, headers, original.digest, common, original)
         after = original
     else:  # (a cut body is never the payload of a revisit, nor an original)
         response = _full(exchange, headers, body, digest, common)
-        after = original if exchange.truncated else Original(exchange.url, date, digest)
+        after = original if exchange.truncated else Original(exchange.url, date, digest, entity)
     response_id = response.rec_headers.get_header("WARC-Record-ID")
+    sent = split_message(exchange.sent)
+    request_headers, request_body = sent if sent is not None else (None, exchange.sent)
     request = _builder.create_warc_record(
         exchange.url,
         "request",
-        payload=io.BytesIO(exchange.sent),
-        length=len(exchange.sent),
+        payload=io.BytesIO(request_body),
+        length=len(request_body),
+        http_headers=request_headers,
         warc_headers_dict={**common, "WARC-Concurrent-To": response_id},
     )
     records = [request, response]

@@ -1,0 +1,332 @@
+"""End to end: `scrapy crawl web` with WARC output, checked with the archive world's tools
+(``warcio check``, ``cdxj-indexer``, pywb's ``wayback``) against the bytes the servers
+sent."""
+
+import gzip
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import brotli
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from tests.support.pywb import tool
+from webcrawl.demo import demo_server
+from webcrawl.store import open_store
+
+pytestmark = pytest.mark.e2e
+
+HTML = b"<html><head><title>%s</title></head><body><p>%s</p>%s</body></html>"
+
+
+def page(name: str, links: str = "") -> bytes:
+    return HTML % (name.encode(), (name * 40).encode(), links.encode())
+
+
+def chunked(body: bytes, size: int) -> bytes:
+    parts = [body[i : i + size] for i in range(0, len(body), size)]
+    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts) + b"0\r\n\r\n"
+
+
+def raw_responses() -> dict[str, bytes]:
+    """Each path's whole answer, byte for byte (odd header case and spacing included)."""
+    links = "".join(
+        f'<a href="/{p}">{p}</a>'
+        for p in ("gzip", "br", "chunked", "chunked-gzip", "big", "big-chunked", "moved")
+    )
+
+    def answer(status: bytes, headers: list[bytes], body: bytes, length: bool = True) -> bytes:
+        head = b"HTTP/1.1 " + status + b"\r\n" + b"".join(h + b"\r\n" for h in headers)
+        if length:
+            head += b"content-length: %d\r\n" % len(body)
+        return head + b"\r\n" + body
+
+    html = b"Content-Type: text/html; charset=utf-8"
+    big = page("big") + os.urandom(200_000).hex().encode()
+    return {
+        "/": answer(b"200 OK", [html, b"X-Spaced:   three"], page("home", links)),
+        "/gzip": answer(b"200 OK", [html, b"Content-Encoding: gzip"], gzip.compress(page("gz"))),
+        "/br": answer(b"200 OK", [html, b"Content-Encoding: br"], brotli.compress(page("br"))),
+        "/chunked": answer(
+            b"200 OK", [html, b"Transfer-Encoding: chunked"], chunked(page("ch"), 100), False
+        ),
+        "/chunked-gzip": answer(
+            b"200 OK",
+            [html, b"Content-Encoding: gzip", b"Transfer-Encoding: chunked"],
+            chunked(gzip.compress(page("chgz")), 50),
+            False,
+        ),
+        "/big": answer(b"200 OK", [html], big),
+        "/big-chunked": answer(
+            b"200 OK", [html, b"Transfer-Encoding: chunked"], chunked(big, 4096), False
+        ),
+        "/moved": answer(b"301 Moved Permanently", [b"Location: /gzip"], b"moved"),
+        "/robots.txt": answer(b"404 Not Found", [b"Content-Type: text/plain"], b"none"),
+    }
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass  # the crawler cuts the big answers off: a reset connection is expected
+
+
+def serve(answers: dict[str, bytes]) -> Server:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            data = answers.get(self.path.split("?")[0])
+            if data is None:
+                data = b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n"
+            self.wfile.write(data)  # exactly these bytes, in one piece or many
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = Server(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def records(directory: Path) -> Iterator[tuple[Path, object, bytes]]:
+    """Every record of every closed WARC in ``directory``: (file, record, its block)."""
+    for path in sorted(directory.glob("*.warc.gz")):
+        with open(path, "rb") as stream:
+            for record in ArchiveIterator(stream, no_record_parse=True):
+                yield path, record, record.raw_stream.read()
+
+
+def warcio_check(directory: Path) -> None:
+    """``warcio check`` of the archive tools' venv: warcio reads brotli with brotlipy
+    only (warcio#73), which webcrawl's environment cannot have (its ``brotli`` module
+    would shadow Brotli's, that Scrapy decodes with)."""
+    files = sorted(directory.glob("*.warc.gz"))
+    assert files
+    result = subprocess.run(
+        [tool("warcio"), "check", "-v", *map(str, files)], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def cdxj_agrees(directory: Path) -> int:
+    """Our CDXJ lines are those cdxj-indexer computes from the files; their number."""
+    ours, theirs = [], []
+    for path in sorted(directory.glob("*.warc.gz")):
+        ours += (
+            path.with_name(path.name.removesuffix(".warc.gz") + ".cdxj").read_text().splitlines()
+        )
+        out = subprocess.run(
+            [tool("cdxj-indexer"), path.name], capture_output=True, text=True, cwd=directory
+        )
+        assert out.returncode == 0, out.stderr
+        theirs += out.stdout.splitlines()
+    assert sorted(ours) == sorted(theirs)
+    return len(ours)
+
+
+def test_records_hold_the_bytes_as_sent_for_every_encoding_cut_and_redirect(tmp_path, crawls):
+    answers = raw_responses()
+    server = serve(answers)
+    root = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        result = crawls.run(
+            root + "/",
+            tmp_path / "data",
+            "WARC_ENABLED=True",
+            "DOWNLOAD_MAXSIZE=50000",
+            "RETRY_TIMES=0",
+            "LOG_LEVEL=INFO",
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-5000:]
+    warc = tmp_path / "data" / "warc"
+    warcio_check(warc)
+    responses, requests, truncated, ids = {}, {}, {}, Counter()
+    for _, record, block in records(warc):
+        headers = record.rec_headers
+        kind = headers.get_header("WARC-Type")
+        ids[headers.get_header("WARC-Record-ID")] += 1
+        path = (
+            "/" + headers.get_header("WARC-Target-URI").split("/", 3)[3]
+            if kind != "warcinfo"
+            else ""
+        )
+        if kind == "response":
+            assert headers.get_header("WARC-IP-Address") == "127.0.0.1"
+            responses[path] = (block, headers)
+            if headers.get_header("WARC-Truncated"):
+                truncated[path] = headers.get_header("WARC-Truncated")
+        elif kind == "request":
+            requests[headers.get_header("WARC-Concurrent-To")] = block
+    assert set(responses) == set(answers) - {"/robots.txt"}
+    for path, (block, headers) in responses.items():
+        if path in truncated:
+            # cut where DOWNLOAD_MAXSIZE stopped the download: a prefix of what was sent
+            assert answers[path].startswith(block) and len(block) < len(answers[path])
+        else:
+            assert block == answers[path], path  # byte for byte, headers as sent
+        sent = requests[headers.get_header("WARC-Record-ID")]
+        assert sent.startswith(f"GET {path} HTTP/1.1\r\n".encode()), sent[:80]
+    assert truncated == {"/big": "length", "/big-chunked": "length"}
+    assert max(ids.values()) == 1
+    assert cdxj_agrees(warc) == len(responses)
+    # the pages in the store point at their records; the cut ones are recorded as failed
+    with open_store(f"sqlite:///{tmp_path / 'data' / 'webtable.sqlite3'}") as store:
+        rows = {row["url"].split("/", 3)[3]: row for row in store.scan_pages()}
+    for name, row in rows.items():
+        if name in ("big", "big-chunked"):
+            assert row["kind"] == "failed"
+        capture = row["warc"]
+        with open(warc / capture["file"], "rb") as stream:
+            stream.seek(capture["offset"])
+            record = next(iter(ArchiveIterator(stream)))
+            assert record.rec_headers.get_header("WARC-Target-URI") == row["final_url"]
+
+
+def pywb_collection(tmp_path: Path, warcs: list[Path]) -> Path:
+    home = tmp_path / "pywb"
+    home.mkdir()
+    for args in (["init", "crawl"], ["add", "crawl", *map(str, warcs)]):
+        done = subprocess.run(
+            [tool("wb-manager"), *args], cwd=home, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+    return home
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wayback(home: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [tool("wayback"), "-p", str(port), "-b", "127.0.0.1"],
+        cwd=home,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(base + "/crawl/", timeout=5)
+            return proc, base
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise AssertionError("wayback did not start") from None
+            time.sleep(0.3)
+
+
+def replay(base: str, stamp: str, url: str) -> tuple[int, bytes, dict]:
+    """pywb's answer for ``url`` at ``stamp``, unchanged (``id_``: the archived bytes)."""
+    try:
+        with urllib.request.urlopen(f"{base}/crawl/{stamp}id_/{url}", timeout=30) as answer:
+            return answer.status, answer.read(), dict(answer.headers)
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read(), dict(exc.headers)
+
+
+def test_a_second_crawl_of_an_unchanged_web_writes_revisits_that_pywb_replays(tmp_path, crawls):
+    store = f"STORE_URL=sqlite:///{tmp_path / 'webtable.sqlite3'}"
+    warc = tmp_path / "warc"
+    settings = ("WARC_ENABLED=True", f"WARC_DIR={warc}", store, "LOG_LEVEL=INFO")
+    with demo_server(2, 30, tmp_path / "requests.jsonl") as info:
+        first = crawls.run(info["seeds"], tmp_path / "one", *settings, "WEBCRAWL_CRAWL=one")
+        assert first.returncode == 0, first.stderr[-3000:]
+        files_one = set(warc.glob("*.warc.gz"))
+        # a new crawl of the same web, the same webtable: every page is fetched again
+        second = crawls.run(info["seeds"], tmp_path / "two", *settings, "WEBCRAWL_CRAWL=two")
+        assert second.returncode == 0, second.stderr[-3000:]
+        files_two = set(warc.glob("*.warc.gz")) - files_one
+        url = info["seeds"][0]
+        with urllib.request.urlopen(url) as answer:
+            sent = answer.read()
+    warcio_check(warc)
+    cdxj_agrees(warc)
+    kinds = Counter()
+    for _, record, _ in records(warc):
+        if record.rec_type in ("response", "revisit"):
+            kinds[record.rec_type] += 1
+    second_kinds = Counter()
+    for path in files_two:
+        with open(path, "rb") as stream:
+            for record in ArchiveIterator(stream):
+                if record.rec_type in ("response", "revisit"):
+                    status = record.http_headers.get_statuscode()
+                    second_kinds[(record.rec_type, status[0] == "3")] += 1
+    # every page's second capture is a revisit; redirects alone are written in full
+    assert second_kinds[("response", False)] == 0, second_kinds
+    assert second_kinds[("revisit", False)] > 20, second_kinds
+    # pywb replays the seed as the demo server sent it, from both crawls: the second
+    # crawl's capture is a revisit, resolved to the first's payload
+    home = pywb_collection(tmp_path, sorted(warc.glob("*.warc.gz")))
+    stamps = {}
+    for path in sorted(warc.glob("*.cdxj")):
+        for line in path.read_text().splitlines():
+            _key, stamp, fields = line.split(" ", 2)
+            data = json.loads(fields)
+            if data["url"] == url:
+                stamps[data["mime"]] = stamp
+    assert set(stamps) == {"text/html", "warc/revisit"}, stamps
+    proc, base = wayback(home)
+    try:
+        for stamp in stamps.values():
+            status, body, _ = replay(base, stamp, url)
+            assert status == 200
+            assert body == sent
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_a_worker_killed_mid_crawl_leaves_files_that_repair_makes_whole(tmp_path, crawls):
+    data = tmp_path / "data"
+    warc = data / "warc"
+    with demo_server(3, 60, tmp_path / "requests.jsonl", latency=0.01) as info:
+        worker = crawls.start(
+            info["seeds"], data, "WARC_ENABLED=True", "WARC_BATCH_SIZE=3", "LOG_LEVEL=INFO"
+        )
+        deadline = time.monotonic() + 60
+        while sum(p.stat().st_size for p in warc.glob("*.open")) < 60_000:
+            assert time.monotonic() < deadline and worker.poll() is None
+            time.sleep(0.05)
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(10)
+    (_left,) = warc.glob("*.warc.gz.open")
+    done = subprocess.run(
+        ["webcrawl", "warc", "repair", str(warc)], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"repaired .*: \d+ records kept, \d+ bytes cut off", done.stdout), done.stdout
+    assert not list(warc.glob("*.open"))
+    warcio_check(warc)
+    cdxj_agrees(warc)
+    # every stored page's record is in a file, whole
+    where = {}
+    for path, record, _ in records(warc):
+        where[record.rec_headers.get_header("WARC-Target-URI")] = path.name
+    with open_store(f"sqlite:///{data / 'webtable.sqlite3'}") as store:
+        rows = list(store.scan_pages())
+    assert rows
+    for row in rows:
+        assert row["warc"]["file"] == where[row["final_url"]]
