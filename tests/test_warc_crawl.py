@@ -21,6 +21,7 @@ import brotli
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from tests.conftest import crawl_env
 from tests.support.pywb import tool
 from webcrawl.demo import demo_server
 from webcrawl.store import open_store
@@ -299,29 +300,58 @@ def test_a_second_crawl_of_an_unchanged_web_writes_revisits_that_pywb_replays(tm
         proc.wait(10)
 
 
-def test_a_worker_killed_mid_crawl_leaves_files_that_repair_makes_whole(tmp_path, crawls):
+# `scrapy crawl` whose 40th WARC record is half written, flushed to disk, and then waits
+# (for the kill): a worker killed mid-record, at a moment the test knows
+HALF_WRITE = (
+    "import io, os, sys, time\n"
+    "from warcio.warcwriter import WARCWriter\n"
+    "write, seen = WARCWriter.write_record, [0]\n"
+    "def halfway(self, record):\n"
+    "    seen[0] += 1\n"
+    "    if seen[0] != 40:\n"
+    "        return write(self, record)\n"
+    "    out, self.out = self.out, io.BytesIO()\n"
+    "    write(self, record)\n"
+    "    data, self.out = self.out.getvalue(), out\n"
+    "    out.write(data[: len(data) // 2]); out.flush(); os.fsync(out.fileno())\n"
+    "    open(os.environ['HALFWAY'], 'w').close()\n"
+    "    time.sleep(60)\n"
+    "WARCWriter.write_record = halfway\n"
+    "from scrapy.cmdline import execute\nexecute(['scrapy'] + sys.argv[1:])\n"
+)
+
+
+def test_a_worker_killed_mid_record_leaves_files_that_repair_makes_whole(tmp_path, crawls):
     data = tmp_path / "data"
     warc = data / "warc"
-    with demo_server(3, 60, tmp_path / "requests.jsonl", latency=0.01) as info:
+    halfway = tmp_path / "halfway"
+    with demo_server(3, 60, tmp_path / "requests.jsonl") as info:
         worker = crawls.start(
-            info["seeds"], data, "WARC_ENABLED=True", "WARC_BATCH_SIZE=3", "LOG_LEVEL=INFO"
+            info["seeds"],
+            data,
+            "WARC_ENABLED=True",
+            "WARC_BATCH_SIZE=3",
+            "LOG_LEVEL=INFO",
+            code=HALF_WRITE,
+            env=crawl_env(HALFWAY=str(halfway)),
         )
         deadline = time.monotonic() + 60
-        while sum(p.stat().st_size for p in warc.glob("*.open")) < 60_000:
-            assert time.monotonic() < deadline and worker.poll() is None
+        while not halfway.exists():
+            assert time.monotonic() < deadline and worker.poll() is None, worker.log_text()[-3000:]
             time.sleep(0.05)
         worker.send_signal(signal.SIGKILL)
         worker.wait(10)
-    (_left,) = warc.glob("*.warc.gz.open")
+    (left,) = warc.glob("*.warc.gz.open")
     done = subprocess.run(
         ["webcrawl", "warc", "repair", str(warc)], capture_output=True, text=True, cwd=tmp_path
     )
     assert done.returncode == 0, done.stderr
-    assert re.search(r"repaired .*: \d+ records kept, \d+ bytes cut off", done.stdout), done.stdout
+    match = re.search(r"repaired .*: (\d+) records kept, (\d+) bytes cut off", done.stdout)
+    assert match and int(match.group(1)) == 39 and int(match.group(2)) > 0, done.stdout
     assert not list(warc.glob("*.open"))
     warcio_check(warc)
     cdxj_agrees(warc)
-    # every stored page's record is in a file, whole
+    # every stored page's records are in the file, whole
     where = {}
     for path, record, _ in records(warc):
         where[record.rec_headers.get_header("WARC-Target-URI")] = path.name

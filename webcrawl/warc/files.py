@@ -16,11 +16,13 @@ is repaired only once its writer is gone (:func:`writer_alive`).
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import logging
 import os
 import socket
 import time
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,20 +97,42 @@ def writer_alive(path: Path) -> bool:
     return True
 
 
-def _records(path: Path) -> Iterator[tuple[Any, int, int]]:
-    """(record, offset, length) of each whole record of a gzip-per-record WARC, stopping
-    at the first that cannot be read to its end."""
+def _members(path: Path, chunk: int = 1 << 20) -> Iterator[tuple[int, int, bytes]]:
+    """(offset, compressed length, data) of each whole gzip member of ``path``, stopping
+    at the first that does not end (the one a killed writer was writing: a member is whole
+    only once its trailer is written, which the writer does last)."""
     with open(path, "rb") as stream:
-        iterator = ArchiveIterator(stream, no_record_parse=False)
+        offset = 0
+        pending = b""
+        while True:
+            inflate = zlib.decompressobj(wbits=31)
+            out = []
+            used = 0
+            while not inflate.eof:
+                data = pending or stream.read(chunk)
+                pending = b""
+                if not data:
+                    return  # the file ends inside this member (or, at offset, is done)
+                try:
+                    out.append(inflate.decompress(data))
+                except zlib.error as exc:
+                    logger.debug("%s: not gzip at %d (%s)", path, offset, exc)
+                    return
+                used += len(data) - len(inflate.unused_data)
+            pending = inflate.unused_data
+            yield offset, used, b"".join(out)
+            offset += used
+
+
+def _records(path: Path) -> Iterator[tuple[Any, int, int]]:
+    """(record, offset, length) of each whole record of a gzip-per-record WARC."""
+    for offset, length, data in _members(path):
         try:
-            for record in iterator:
-                offset = iterator.get_record_offset()
-                record.content_stream().read()  # to its end: a cut member raises here
-                iterator.read_to_end(record)
-                length = iterator.get_record_length()
-                yield record, offset, length
-        except Exception as exc:
-            logger.debug("%s: stops being readable (%s)", path, exc)
+            record = next(iter(ArchiveIterator(io.BytesIO(data))))
+        except (StopIteration, Exception) as exc:
+            logger.debug("%s: no WARC record at %d (%s)", path, offset, exc)
+            return
+        yield record, offset, length
 
 
 def repair(path: Path) -> tuple[Path, int, int]:
@@ -121,8 +145,6 @@ def repair(path: Path) -> tuple[Path, int, int]:
     kept = 0
     lines = []
     for record, offset, length in _records(path):
-        if offset + length > size:
-            break
         end = offset + length
         kept += 1
         line = cdxj_line(record, final.name, offset, length)
