@@ -6,6 +6,7 @@ import gzip
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -24,6 +25,7 @@ from warcio.archiveiterator import ArchiveIterator
 from tests.conftest import crawl_env
 from tests.support.pywb import tool
 from webcrawl.demo import demo_server
+from webcrawl.demo.web import DemoWeb
 from webcrawl.store import open_store
 
 pytestmark = pytest.mark.e2e
@@ -325,15 +327,15 @@ def test_a_worker_killed_mid_record_leaves_files_that_repair_makes_whole(tmp_pat
     data = tmp_path / "data"
     warc = data / "warc"
     halfway = tmp_path / "halfway"
+    settings = ("WARC_ENABLED=True", "WARC_BATCH_SIZE=3", "FRONTIER_LEASE_TIMEOUT=2")
     with demo_server(3, 60, tmp_path / "requests.jsonl") as info:
         worker = crawls.start(
             info["seeds"],
             data,
-            "WARC_ENABLED=True",
-            "WARC_BATCH_SIZE=3",
-            "LOG_LEVEL=INFO",
+            *settings,
             code=HALF_WRITE,
             env=crawl_env(HALFWAY=str(halfway)),
+            name="killed",
         )
         deadline = time.monotonic() + 60
         while not halfway.exists():
@@ -341,22 +343,101 @@ def test_a_worker_killed_mid_record_leaves_files_that_repair_makes_whole(tmp_pat
             time.sleep(0.05)
         worker.send_signal(signal.SIGKILL)
         worker.wait(10)
-    (left,) = warc.glob("*.warc.gz.open")
-    done = subprocess.run(
-        ["webcrawl", "warc", "repair", str(warc)], capture_output=True, text=True, cwd=tmp_path
-    )
-    assert done.returncode == 0, done.stderr
-    match = re.search(r"repaired .*: (\d+) records kept, (\d+) bytes cut off", done.stdout)
-    assert match and int(match.group(1)) == 39 and int(match.group(2)) > 0, done.stdout
+        assert len(list(warc.glob("*.warc.gz.open"))) == 1
+        # by hand, on a copy: `webcrawl warc repair`
+        copy = tmp_path / "copy"
+        shutil.copytree(warc, copy)
+        done = subprocess.run(
+            ["webcrawl", "warc", "repair", str(copy)], capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        match = re.search(r"repaired .*: (\d+) records kept, (\d+) bytes cut off", done.stdout)
+        assert match and int(match.group(1)) == 39 and int(match.group(2)) > 0, done.stdout
+        assert not list(copy.glob("*.open"))
+        warcio_check(copy)
+        cdxj_agrees(copy)
+        # and by the next worker, as it starts; it finishes the crawl
+        log = crawls.finish(crawls.start(info["seeds"], data, *settings, name="next"))
+        assert "Repaired " in log
     assert not list(warc.glob("*.open"))
     warcio_check(warc)
     cdxj_agrees(warc)
-    # every stored page's records are in the file, whole
-    where = {}
-    for path, record, _ in records(warc):
-        where[record.rec_headers.get_header("WARC-Target-URI")] = path.name
+    # every stored page's record is whole, where its row says
     with open_store(f"sqlite:///{data / 'webtable.sqlite3'}") as store:
         rows = list(store.scan_pages())
-    assert rows
+    assert len(rows) > 100
     for row in rows:
-        assert row["warc"]["file"] == where[row["final_url"]]
+        capture = row["warc"]
+        with open(warc / capture["file"], "rb") as stream:
+            stream.seek(capture["offset"])
+            record = next(iter(ArchiveIterator(stream)))
+            assert record.rec_headers.get_header("WARC-Target-URI") == row["final_url"]
+            record.content_stream().read()
+
+
+# `scrapy crawl` whose disk is full while the file $DISK_FULL exists: WARC writes and
+# the outage's probe fail with ENOSPC, as on a full disk (which root, in a test, cannot
+# otherwise be given)
+DISK_FULL = (
+    "import errno, os, sys\n"
+    "import webcrawl.pipelines.warc as pipeline\n"
+    "from webcrawl.warc.files import WarcFiles\n"
+    "def full():\n"
+    "    if os.path.exists(os.environ['DISK_FULL']):\n"
+    "        raise OSError(errno.ENOSPC, 'No space left on device')\n"
+    "write, probe = WarcFiles.write, pipeline.check_writable\n"
+    "def write_unless_full(self, groups):\n"
+    "    full()\n"
+    "    return write(self, groups)\n"
+    "def probe_unless_full(directory):\n"
+    "    full()\n"
+    "    probe(directory)\n"
+    "WarcFiles.write, pipeline.check_writable = write_unless_full, probe_unless_full\n"
+    "from scrapy.cmdline import execute\nexecute(['scrapy'] + sys.argv[1:])\n"
+)
+
+
+def test_a_full_disk_pauses_the_worker_and_loses_no_page(tmp_path, crawls):
+    data = tmp_path / "data"
+    flag = tmp_path / "full"
+    with demo_server(2, 40, tmp_path / "requests.jsonl", latency=0.01) as info:
+        web = DemoWeb(info["hosts"], info["pages_per_host"], info["seed"])
+        worker = crawls.start(
+            info["seeds"],
+            data,
+            "WARC_ENABLED=True",
+            "STORE_OUTAGE_WAIT=1",
+            "LOG_LEVEL=INFO",
+            code=DISK_FULL,
+            env=crawl_env(DISK_FULL=str(flag)),
+        )
+        deadline = time.monotonic() + 60
+        while not list((data / "warc").glob("*.open")):
+            assert time.monotonic() < deadline and worker.poll() is None, worker.log_text()[-3000:]
+            time.sleep(0.05)
+        flag.touch()
+        while "Pausing this worker's fetches" not in worker.log_text():
+            assert time.monotonic() < deadline and worker.poll() is None, worker.log_text()[-3000:]
+            time.sleep(0.1)
+        time.sleep(3)  # paused, probing every second
+        flag.unlink()
+        log = crawls.finish(worker)
+    assert "WARC_DIR" in log and "answers again" in log
+    assert int(re.search(r"'warc/requeued': (\d+)", log).group(1)) > 0
+    with open_store(f"sqlite:///{data / 'webtable.sqlite3'}") as store:
+        rows = {row["url"]: row for row in store.scan_pages()}
+    assert set(rows) == set(web.reachable())  # nothing lost
+    assert all(row["warc"] for row in rows.values())  # and everything archived
+    warcio_check(data / "warc")
+
+
+def test_a_warc_dir_that_cannot_be_written_fails_at_start(tmp_path, crawls):
+    (tmp_path / "a-file").write_text("not a directory")
+    result = crawls.run(
+        "http://127.0.0.1:9/",
+        tmp_path / "data",
+        "WARC_ENABLED=True",
+        f"WARC_DIR={tmp_path}/a-file/warc",
+    )
+    assert result.returncode != 0
+    assert "WARC_DIR=" in result.stderr and "cannot be written" in result.stderr
