@@ -112,6 +112,7 @@ def test_our_settings_have_comments_and_prefixes():
         "SCHEDULER_",
         "BLOOM_",
         "ROBOTSTXT_",
+        "WARC_",
     )
     for name, commented in documented().items():
         if hasattr(scrapy_defaults, name):

@@ -20,9 +20,7 @@ PACKAGES = ("pywb==2.10.0", "cdxj-indexer==1.5.0")
 
 def venv() -> Path:
     """The venv's directory, made if it does not hold pywb yet."""
-    root = Path(
-        os.environ.get("WEBCRAWL_PYWB_VENV") or Path.home() / ".cache" / "webcrawl-pywb"
-    )
+    root = Path(os.environ.get("WEBCRAWL_PYWB_VENV") or Path.home() / ".cache" / "webcrawl-pywb")
     if not (root / "bin" / "wayback").exists() or not (root / "bin" / "cdxj-indexer").exists():
         subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
         subprocess.run(
