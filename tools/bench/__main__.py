@@ -21,6 +21,8 @@ HELP = {
     "revisit": "our revisit policy vs Nutch's on a simulated clock",
     "incremental": "a continuous crawl of the changing demo web at accelerated time, judged "
     "from the server's side",
+    "warc": "WARC bytes per page, and what revisit records save on a second crawl of a "
+    "changing demo web",
 }
 
 
@@ -87,6 +89,18 @@ def _incremental(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=1, help="random seed")
 
 
+def _warc(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--hosts", type=int, default=4, help="seed hosts of the demo web")
+    p.add_argument("--pages", type=int, default=300, help="pages per host")
+    p.add_argument("--speed", type=float, default=3600.0, help="simulated seconds per real second")
+    p.add_argument(
+        "--gap",
+        type=float,
+        default=10.0,
+        help="real seconds between the first crawl and the second",
+    )
+
+
 ARGUMENTS = {
     "compare": add_crawl_arguments,
     "stages": _stages,
@@ -95,6 +109,7 @@ ARGUMENTS = {
     "simhash": _simhash,
     "revisit": _revisit,
     "incremental": _incremental,
+    "warc": _warc,
 }
 
 

@@ -59,6 +59,11 @@ def add_site_arguments(p: argparse.ArgumentParser, pages: int = 1500) -> None:
 def add_crawl_arguments(p: argparse.ArgumentParser) -> None:
     add_site_arguments(p)
     p.add_argument("--runs", type=int, default=3, help="runs per setup (the median is shown)")
+    p.add_argument(
+        "--warc",
+        action="store_true",
+        help="also each setup with WARC output (WARC_ENABLED), and its WARC bytes per page",
+    )
 
 
 def add_frontier_arguments(p: argparse.ArgumentParser) -> None:

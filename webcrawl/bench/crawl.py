@@ -55,12 +55,19 @@ class Setup:
     redis: bool = False
 
 
-def webcrawl_setups(url: str) -> list[Setup]:
-    return [
+def webcrawl_setups(url: str, warc: bool = False) -> list[Setup]:
+    setups = [
         Setup("webcrawl, embedded Redis"),
         Setup("webcrawl, Redis over TCP", (f"REDIS_URL={url}",), redis=True),
         Setup("webcrawl, 2 workers, TCP", (f"REDIS_URL={url}",), 2, redis=True),
     ]
+    if not warc:
+        return setups
+    with_warc = [
+        Setup(f"{s.name}, WARC", (*s.settings, "WARC_ENABLED=True"), s.workers, redis=s.redis)
+        for s in setups
+    ]
+    return [x for pair in zip(setups, with_warc, strict=True) for x in pair]
 
 
 def crawl_parallel(
@@ -130,7 +137,10 @@ def run_crawl(args: argparse.Namespace, before: Callable[[str], list[Setup]] | N
     try:
         with serve(args) as info, tcp_redis(workdir) as url:
             seeds = info["seeds"]
-            setups = [*(before(url) if before else []), *webcrawl_setups(url)]
+            setups = [
+                *(before(url) if before else []),
+                *webcrawl_setups(url, getattr(args, "warc", False)),
+            ]
             server = info.get("server", "twisted")
             what = f"site {info['site']}" if "site" in info else "demo web"
             if args.project:
@@ -142,14 +152,16 @@ def run_crawl(args: argparse.Namespace, before: Callable[[str], list[Setup]] | N
             )
             # runs interleave the setups, so a slow spell of the machine hits all alike
             # per setup and run: pages, seconds, Redis commands, round trips
-            results: dict[str, list[tuple[int, float, int, float]]] = {s.name: [] for s in setups}
+            results: dict[str, list[tuple[int, float, int, float, float]]] = {
+                s.name: [] for s in setups
+            }
             for i in range(args.runs):
                 for setup in setups:
                     extra = (
                         [] if setup.command else [f"WEBCRAWL_CRAWL=bench{i}-{time.monotonic_ns()}"]
                     )
                     before_commands = _commands(url)
-                    trips = {"frontier/redis_round_trips": 0.0}
+                    trips = {"frontier/redis_round_trips": 0.0, "warc/bytes": 0.0}
                     pages, seconds = crawl_parallel(
                         seeds,
                         workdir,
@@ -165,6 +177,7 @@ def run_crawl(args: argparse.Namespace, before: Callable[[str], list[Setup]] | N
                             seconds,
                             _commands(url) - before_commands,
                             trips["frontier/redis_round_trips"],
+                            trips["warc/bytes"],
                         )
                     )
                 print(f"  run {i + 1}/{args.runs} done", file=sys.stderr, flush=True)
@@ -175,22 +188,26 @@ def run_crawl(args: argparse.Namespace, before: Callable[[str], list[Setup]] | N
                 rate = statistics.median(r[0] / r[1] for r in runs)
                 calls = statistics.median(r[2] / r[0] for r in runs) if setup.redis else None
                 trips = statistics.median(r[3] / r[0] for r in runs)
-                rows.append((setup, pages, seconds, rate, calls, trips))
+                warc = statistics.median(r[4] / r[0] for r in runs)
+                rows.append((setup, pages, seconds, rate, calls, trips, warc))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     base = rows[0][3]
     one = next(r[3] for r in rows if r[0].name == "webcrawl, Redis over TCP")
+    warc = any(row[6] for row in rows)
     print(
-        f"\n{'setup':<28} {'pages':>6} {'seconds':>8} {'pages/s':>8} {'x first':>8} "
+        f"\n{'setup':<34} {'pages':>6} {'seconds':>8} {'pages/s':>8} {'x first':>8} "
         f"{'x 1 worker':>10} {'Redis cmds/page':>16} {'round trips/page':>17}"
+        + (f" {'WARC bytes/page':>16}" if warc else "")
     )
-    for setup, pages, seconds, rate, calls, trips in rows:
+    for setup, pages, seconds, rate, calls, trips, warc_bytes in rows:
         shown = f"{calls:.2f}" if calls is not None else "-"
         scale = f"{rate / one:.2f}" if setup.workers > 1 else "-"
         per_page = f"{trips:.2f}" if trips else "-"  # (webcrawl's scheduler counts them)
         print(
-            f"{setup.name:<28} {pages:>6} {seconds:>8.2f} {rate:>8.1f} {rate / base:>8.2f} "
+            f"{setup.name:<34} {pages:>6} {seconds:>8.2f} {rate:>8.1f} {rate / base:>8.2f} "
             f"{scale:>10} {shown:>16} {per_page:>17}"
+            + ((f" {warc_bytes:>16.0f}" if warc_bytes else f" {'-':>16}") if warc else "")
         )
     return 0
 
