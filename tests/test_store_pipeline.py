@@ -150,3 +150,37 @@ def test_a_store_locked_past_every_retry_mid_crawl_loses_no_page(slow_demo, tmp_
         f"requests fetched again {refetched}"
     )
     assert refetched > 0  # the control: some rows really could not be written
+
+
+def test_a_worker_paused_by_two_outages_resumes_when_both_are_over(tmp_path):
+    from webcrawl.pipelines.outage import StoreOutage
+    from webcrawl.pipelines.warc import WarcOutage
+
+    p = pipeline(tmp_path)
+    crawler = p.outage.crawler
+
+    class Engine:
+        paused = False
+
+        def pause(self):
+            self.paused = True
+
+        def unpause(self):
+            self.paused = False
+
+    engine = crawler.engine = Engine()
+    store, warc = StoreOutage.of(crawler), WarcOutage.of(crawler)
+    assert store is p.outage and warc is not store and WarcOutage.of(crawler) is warc
+    store.begin("writing", StoreError("down"))
+    warc.begin("writing", OSError(28, "No space left on device"))
+    try:
+        assert engine.paused
+        store._end()  # the store is back, the disk is still full
+        assert engine.paused and warc.down
+        warc._end()
+        assert not engine.paused
+        assert crawler.stats.get_value("warc/outages") == 1
+        assert crawler.stats.get_value("store/outages") == 1
+    finally:
+        store.close()
+        warc.close()
