@@ -61,6 +61,7 @@ class ChangePipeline:
         self._timer: Any = None
         self.crawler = crawler
         self.outage = StoreOutage.of(crawler)
+        self.warc = settings.getbool("WARC_ENABLED") and settings.getbool("WARC_DEDUP")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ChangePipeline:
@@ -86,6 +87,10 @@ class ChangePipeline:
         # it would only contend with the reactor for the GIL
         started = time.perf_counter()
         try:
+            if was_304 and self.warc and not (previous or {}).get("warc_original"):
+                # an archive holds no full capture of it yet: one is needed for the 304's
+                # revisit record to refer to (WARC turned on for an existing webtable)
+                raise NoStoredContent(f"{item.url} answered 304 but no WARC holds it in full")
             compare(item, previous, self.threshold, self.keep)
         except NoStoredContent as exc:
             self._refetch(item)

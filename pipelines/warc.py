@@ -32,6 +32,7 @@ import os
 import socket
 import time
 import weakref
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,7 @@ from webcrawl.frontier.requeue import Requeue
 from webcrawl.page import Page, wire_of
 from webcrawl.pipelines.outage import StoreOutage
 from webcrawl.settings_check import positive_float, positive_int
-from webcrawl.warc.files import WarcFiles, repair_dir
+from webcrawl.warc.files import Encoded, WarcFiles, encode, repair_dir
 from webcrawl.warc.records import Exchange, Original, fetch_records
 
 logger = logging.getLogger(__name__)
@@ -132,7 +133,7 @@ class WarcPipeline:
             max_size=max_size,
             info=info,
         )
-        self._buffer: list[Page] = []
+        self._buffer: list[tuple[Page, _Prepared]] = []
         self._waiters: list[Deferred[None]] = []
         self._pending: set[Deferred[None]] = set()
         self._pool = ThreadPool(minthreads=1, maxthreads=1, name="webcrawl-warc")
@@ -167,13 +168,39 @@ class WarcPipeline:
         wire = wire_of(item) if isinstance(item, Page) else None
         if wire is None or wire.archived:
             return item  # no exchange to archive (a page of no download, a failure)
-        self._buffer.append(item)
+        prepared = self._prepare(item)
+        if prepared is None:
+            return item
+        self._buffer.append((item, prepared))
         written: Deferred[None] = Deferred()
         self._waiters.append(written)
         if len(self._buffer) >= self.batch_size:
             self._flush()
         await maybe_deferred_to_future(written)
         return item
+
+    def _prepare(self, page: Page) -> _Prepared | None:
+        """The page's records, encoded, here on the reactor's thread (CPU work on the
+        writing thread would only contend with the reactor for the GIL); None if it has
+        none (said, and counted: the page goes on without records, its row's ``warc``
+        keeps the last capture)."""
+        original = _original(page.warc_original) if self.dedup else None
+        try:
+            records, after = fetch_records(_exchange(page), original, self.dedup)
+            encoded = [encode(record) for record in records]
+        except Exception:  # a fault of ours for this one page: not an outage
+            logger.exception("Cannot make the WARC records of %s", page.final_url)
+            self.stats.inc_value("warc/unarchived")
+            return None
+        if not records:
+            self.stats.inc_value("warc/unarchived")
+            logger.warning(
+                "No WARC records for %s: the header block of its response does not end",
+                page.final_url,
+            )
+            return None
+        main = records[1]
+        return _Prepared(encoded, after, main.rec_type, main.rec_headers.get_header("WARC-Date"))
 
     async def close_spider(self) -> None:
         from twisted.internet import reactor  # late: importing it installs one
@@ -210,41 +237,25 @@ class WarcPipeline:
 
         d.addBoth(done)
 
-    def _write(self, batch: list[Page]) -> dict[str, int]:
-        """Runs on the WARC thread: records of each page, written and synced; the items
-        learn where their records are."""
-        groups, afters = [], []
-        counts = {"responses": 0, "revisits": 0, "unarchived": 0}
-        for page in batch:
-            original = _original(page.warc_original) if self.dedup else None
-            try:
-                records, after = fetch_records(_exchange(page), original, self.dedup)
-            except Exception:
-                # not an outage (retrying would fail again): said loudly, counted, and
-                # the page goes on without records (its row's `warc` stays empty)
-                logger.exception("Cannot make the WARC records of %s", page.final_url)
-                counts["unarchived"] += 1
-                records, after = [], original
-            groups.append(records)
-            afters.append(after)
+    def _write(self, batch: list[tuple[Page, _Prepared]]) -> dict[str, int]:
+        """Runs on the WARC thread: the pages' records written and synced; the items learn
+        where their records are."""
         started = time.perf_counter()
-        where = self.files.write(groups)
-        for page, records, spots, after in zip(batch, groups, where, afters, strict=True):
-            if not records:
-                continue
+        where = self.files.write([prepared.records for _, prepared in batch])
+        counts = {"responses": 0, "revisits": 0}
+        for (page, prepared), spots in zip(batch, where, strict=True):
             wire = wire_of(page)
             if wire is not None:
                 wire.archived = True
-            main = records[1]
-            kind = main.rec_type
-            counts["revisits" if kind == "revisit" else "responses"] += 1
+            counts["revisits" if prepared.kind == "revisit" else "responses"] += 1
             page.warc = {
                 "file": spots[1].file,
                 "offset": spots[1].offset,
                 "length": spots[1].length,
-                "type": kind,
-                "date": main.rec_headers.get_header("WARC-Date"),
+                "type": prepared.kind,
+                "date": prepared.date,
             }
+            after = prepared.original
             page.warc_original = (
                 None
                 if after is None
@@ -255,21 +266,21 @@ class WarcPipeline:
                     "entity": after.entity,
                 }
             )
-        counts["records"] = sum(len(group) for group in groups)
+        counts["records"] = sum(len(p.records) for _, p in batch)
         counts["bytes"] = sum(spot.length for spots in where for spot in spots)
         counts["microseconds"] = int((time.perf_counter() - started) * 1e6)
         return counts
 
     def _written(self, counts: dict[str, int]) -> None:
-        for name in ("records", "responses", "revisits", "bytes", "unarchived"):
+        for name in ("records", "responses", "revisits", "bytes"):
             self.stats.inc_value(f"warc/{name}", counts[name])
         self.stats.inc_value("warc/write_seconds", counts["microseconds"] / 1e6)
 
-    def _failed(self, failure: Any, batch: list[Page]) -> Requeue:
+    def _failed(self, failure: Any, batch: list[tuple[Page, _Prepared]]) -> Requeue:
         self.stats.inc_value("warc/requeued", len(batch))
         if not failure.check(OSError):  # not the disk: a fault of ours, shown in full
             logger.error("WARC write failed:\n%s", failure.getTraceback())
-        urls = [ItemAdapter(item).get("url", "?") for item in batch]
+        urls = [ItemAdapter(item).get("url", "?") for item, _ in batch]
         logger.warning(
             "Could not write the WARC records of %d pages (%s); their requests go back to "
             "the frontier: %s",
@@ -279,6 +290,16 @@ class WarcPipeline:
         )
         self.outage.begin(f"writing the records of {len(batch)} pages", failure.value)
         return Requeue(f"WARC write failed: {failure.getErrorMessage()}", self.outage.wait)
+
+
+@dataclass
+class _Prepared:
+    """A page's records, encoded, and what the row learns once they are written."""
+
+    records: list[Encoded]
+    original: Original | None
+    kind: str  # of the main record: response or revisit
+    date: str
 
 
 def _software() -> str:
@@ -312,6 +333,7 @@ def _exchange(page: Page) -> Exchange:
         peer=capture.peer,
         date=capture.started,
         truncated=capture.truncated,
+        proxy=capture.proxy,
         verdicts=verdicts,
     )
 

@@ -6,9 +6,18 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from webcrawl.warc.files import WarcFiles, cdxj_line, repair, repair_dir, writer_alive
+from webcrawl.warc.files import (
+    WarcFiles,
+    WriterAlive,
+    cdxj_line,
+    encode,
+    repair,
+    repair_dir,
+    writer_alive,
+)
 from webcrawl.warc.records import (
     PROFILE_IDENTICAL,
     PROFILE_NOT_MODIFIED,
@@ -39,6 +48,10 @@ def exchange(received: bytes, **kw) -> Exchange:
     return Exchange("http://example.com/a", REQUEST, received, "127.0.0.9", time.time(), **kw)
 
 
+def encoded(records: list) -> list:
+    return [encode(record) for record in records]
+
+
 def records_of(path: Path) -> list:
     with open(path, "rb") as stream:
         out = []
@@ -62,7 +75,7 @@ def test_a_response_record_holds_the_bytes_as_received_and_digests_the_entity_bo
     records, after = fetch_records(exchange(raw), None)
     assert [r.rec_type for r in records] == ["request", "response"]
     files = WarcFiles(tmp_path)
-    files.write([records])
+    files.write([encoded(records)])
     files.close()
     (path,) = tmp_path.glob("*.warc.gz")
     warcio_check(path)
@@ -94,7 +107,7 @@ def test_the_same_payload_in_other_chunks_is_a_revisit_of_the_first_capture(tmp_
     assert headers.get_header("WARC-Payload-Digest") == original.digest
     assert after == original
     files = WarcFiles(tmp_path)
-    files.write([first, second])
+    files.write([encoded(first), encoded(second)])
     files.close()
     warcio_check(*tmp_path.glob("*.warc.gz"))
 
@@ -111,7 +124,7 @@ def test_a_304_is_a_server_not_modified_revisit_and_changed_bytes_a_full_respons
     changed = gzip.compress(b"<html>other</html>", mtime=0)
     records, after = fetch_records(exchange(response(changed)), original)
     assert records[1].rec_type == "response"
-    assert after.entity == sha1_digest(changed)
+    assert after.digest == sha1_digest(changed) and after.entity == ""  # not chunked
 
 
 def test_without_dedup_every_response_is_written_in_full():
@@ -155,7 +168,7 @@ def test_files_are_named_the_iipc_way_rotated_and_closed_with_their_index(tmp_pa
     files = WarcFiles(tmp_path, prefix="t", max_size=3000, info={"isPartOf": "c"})
     for _ in range(6):
         records, _ = fetch_records(exchange(response()), None)
-        files.write([records])
+        files.write([encoded(records)])
         assert len(list(tmp_path.glob("*.warc.gz.open"))) == 1
     files.close()
     warcs = sorted(tmp_path.glob("*.warc.gz"))
@@ -184,50 +197,40 @@ def test_a_file_cut_mid_record_is_repaired_to_its_whole_records_and_reindexed(tm
     files = WarcFiles(tmp_path)
     for _ in range(3):
         records, _ = fetch_records(exchange(response()), None)
-        files.write([records])
+        files.write([encoded(records)])
     (path,) = tmp_path.glob("*.warc.gz.open")
     whole = path.stat().st_size
-    files._warc.close()  # as a kill leaves it: open, never renamed
+    # while its writer holds it, nobody repairs it
+    assert writer_alive(path)
+    assert repair_dir(tmp_path) == []
+    with pytest.raises(WriterAlive):
+        repair(path)
+    files._warc.close()  # as a kill leaves it: unlocked, open, never renamed
     files._index.close()
     with open(path, "ab") as stream:  # a record begun, never finished
         stream.write(gzip.compress(b"WARC/1.1\r\nWARC-Type: response\r\n" + os.urandom(5000))[:700])
     with open(path.with_name(path.name.replace(".warc.gz", ".cdxj")), "a") as index:
         index.write('com,example)/a 20260101000000 {"offset": "999999"}\n')
-    assert writer_alive(path)  # this process wrote it: left alone
-    assert repair_dir(tmp_path) == []
-    closed, kept, cut = repair(path)
+    assert not writer_alive(path)
+    ((closed, kept, cut),) = repair_dir(tmp_path)  # as the next worker does at start
     assert (kept, cut) == (7, 700)
     assert closed.stat().st_size == whole
     warcio_check(closed)
     index = closed.with_name(closed.name.removesuffix(".warc.gz") + ".cdxj")
     assert not list(tmp_path.glob("*.open"))
     lines = index.read_text().splitlines()
-    assert len(lines) == 3
+    assert len(lines) == 3 and lines == sorted(lines)
     assert all(closed.name in line for line in lines)
+    with pytest.raises(FileNotFoundError):  # a second repair finds it done
+        repair(path)
 
 
-def test_a_dead_writers_file_is_repaired_at_the_next_start(tmp_path):
-    files = WarcFiles(tmp_path)
-    records, _ = fetch_records(exchange(response()), None)
-    files.write([records])
-    files._warc.close()
-    files._index.close()
-    (path,) = tmp_path.glob("*.warc.gz.open")
-    dead = _a_dead_pid()
-    renamed = path.with_name(path.name.replace(f"-{os.getpid()}~", f"-{dead}~"))
-    path.rename(renamed)
-    index = tmp_path / path.name.replace(".warc.gz.open", ".cdxj.open")
-    index.rename(tmp_path / renamed.name.replace(".warc.gz.open", ".cdxj.open"))
-    assert not writer_alive(renamed)
-    ((closed, kept, cut),) = repair_dir(tmp_path)
-    assert (kept, cut) == (3, 0)
-    warcio_check(closed)
-
-
-def _a_dead_pid() -> int:
-    proc = subprocess.Popen(["true"])
-    proc.wait()
-    return proc.pid
+def test_an_empty_file_left_between_creating_and_locking_is_dropped_once_stale(tmp_path):
+    empty = tmp_path / "webcrawl-20260101000000000-00001-1~h.warc.gz.open"
+    empty.touch()
+    assert repair_dir(tmp_path) == [] and empty.exists()  # its writer may lock it yet
+    os.utime(empty, (time.time() - 3600, time.time() - 3600))
+    assert repair_dir(tmp_path) == [] and not empty.exists()
 
 
 def test_a_cdxj_line_is_pywbs():
@@ -242,9 +245,55 @@ def test_a_cdxj_line_is_pywbs():
 
 def test_a_fetchs_records_stay_in_one_file(tmp_path):
     files = WarcFiles(tmp_path, max_size=1)
-    groups = [fetch_records(exchange(response()), None)[0] for _ in range(3)]
+    groups = [encoded(fetch_records(exchange(response()), None)[0]) for _ in range(3)]
     where = files.write(groups)
     files.close()
     for spots in where:
         assert len({spot.file for spot in spots}) == 1
     assert len(list(tmp_path.glob("*.warc.gz"))) == 3
+
+
+def test_headers_end_where_scrapys_parser_ended_them():
+    # bare LF line ends (Twisted accepts them), and a body that holds a CRLF CRLF
+    raw = (
+        b"HTTP/1.1 200 OK\nContent-Type: text/html\nContent-Length: 18\n\n<p>x</p>\r\n\r\n<p>y</p>"
+    )
+    records, _ = fetch_records(exchange(raw), None)
+    response = records[1]
+    assert response.http_headers.get_statuscode() == "200"
+    assert response.raw_stream.read() == b"<p>x</p>\r\n\r\n<p>y</p>"
+
+
+def test_interim_1xx_answers_are_not_the_archived_response():
+    final = response()
+    raw = b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n" + final
+    records, after = fetch_records(exchange(raw), None)
+    assert records[1].http_headers.get_statuscode() == "200"
+    assert records[1].raw_stream.read() == final.split(b"\r\n\r\n", 1)[1]
+    assert after.digest == sha1_digest(BODY)
+
+
+def test_a_proxys_credentials_are_not_archived_nor_its_address_as_the_sites():
+    sent = (
+        b"GET http://example.com/a HTTP/1.1\r\nHost: example.com\r\n"
+        b"Proxy-Authorization: Basic Y3Jhd2xlcjpzM2NyZXQ=\r\n\r\n"
+    )
+    ex = Exchange("http://example.com/a", sent, response(), "10.0.0.1", time.time(), proxy=True)
+    records, _ = fetch_records(ex, None)
+    block = records[0].http_headers.headers_buff
+    assert b"Y3Jhd2xlcjpzM2NyZXQ=" not in block
+    assert b"Proxy-Authorization: [redacted]\r\n" in block
+    assert records[1].rec_headers.get_header("WARC-IP-Address") is None
+
+
+def test_a_revisit_needs_its_originals_framing():
+    # replay joins a revisit's headers to its original's raw body: a chunked original
+    # cannot stand for a Content-Length answer of the same entity (nor the reverse)
+    _, chunked_original = fetch_records(exchange(response(chunk=9)), None)
+    records, _ = fetch_records(exchange(response()), chunked_original)
+    assert records[1].rec_type == "response"
+    _, plain_original = fetch_records(exchange(response()), None)
+    records, _ = fetch_records(exchange(response(chunk=9)), plain_original)
+    assert records[1].rec_type == "response"
+    records, _ = fetch_records(exchange(response()), plain_original)
+    assert records[1].rec_type == "revisit"

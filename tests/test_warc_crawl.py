@@ -305,20 +305,28 @@ def test_a_second_crawl_of_an_unchanged_web_writes_revisits_that_pywb_replays(tm
 # `scrapy crawl` whose 40th WARC record is half written, flushed to disk, and then waits
 # (for the kill): a worker killed mid-record, at a moment the test knows
 HALF_WRITE = (
-    "import io, os, sys, time\n"
-    "from warcio.warcwriter import WARCWriter\n"
-    "write, seen = WARCWriter.write_record, [0]\n"
-    "def halfway(self, record):\n"
-    "    seen[0] += 1\n"
-    "    if seen[0] != 40:\n"
-    "        return write(self, record)\n"
-    "    out, self.out = self.out, io.BytesIO()\n"
-    "    write(self, record)\n"
-    "    data, self.out = self.out.getvalue(), out\n"
-    "    out.write(data[: len(data) // 2]); out.flush(); os.fsync(out.fileno())\n"
-    "    open(os.environ['HALFWAY'], 'w').close()\n"
-    "    time.sleep(60)\n"
-    "WARCWriter.write_record = halfway\n"
+    "import os, sys, time\n"
+    "from webcrawl.warc.files import WarcFiles\n"
+    "write, seen = WarcFiles.write, [0]\n"
+    "def halfway(self, groups):\n"
+    "    where = []\n"
+    "    for group in groups:\n"
+    "        if seen[0] + len(group) < 40:\n"
+    "            seen[0] += len(group)\n"
+    "            where += write(self, [group])\n"
+    "            continue\n"
+    "        if self._warc is None:\n"
+    "            self._open()\n"
+    "        for record in group[: 39 - seen[0]]:\n"
+    "            self._warc.write(record.data)\n"
+    "        data = group[39 - seen[0]].data\n"
+    "        self._warc.write(data[: len(data) // 2])\n"
+    "        self._warc.flush()\n"
+    "        os.fsync(self._warc.fileno())\n"
+    "        open(os.environ['HALFWAY'], 'w').close()\n"
+    "        time.sleep(60)\n"
+    "    return where\n"
+    "WarcFiles.write = halfway\n"
     "from scrapy.cmdline import execute\nexecute(['scrapy'] + sys.argv[1:])\n"
 )
 
@@ -352,7 +360,7 @@ def test_a_worker_killed_mid_record_leaves_files_that_repair_makes_whole(tmp_pat
         )
         assert done.returncode == 0, done.stderr
         match = re.search(r"repaired .*: (\d+) records kept, (\d+) bytes cut off", done.stdout)
-        assert match and int(match.group(1)) == 39 and int(match.group(2)) > 0, done.stdout
+        assert match and int(match.group(1)) == 40 and int(match.group(2)) > 0, done.stdout  # warcinfo + 39
         assert not list(copy.glob("*.open"))
         warcio_check(copy)
         cdxj_agrees(copy)

@@ -3,8 +3,7 @@
 A worker killed mid-write leaves ``*.warc.gz.open`` ending in an incomplete record; the
 next worker that starts on the same ``WARC_DIR`` repairs them itself.  This does it by
 hand: each file is cut after its last whole record, indexed again, and renamed to its
-closed name.  A file whose worker still runs on this host is left alone; another host's
-file only with ``--force`` (its worker cannot be checked from here).
+closed name.  A file a worker still writes (it holds the file's lock) is left alone.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from pathlib import Path
 
 from scrapy.settings import Settings
 
-from webcrawl.warc.files import OPEN, WARC_SUFFIX, repair, writer_alive
+from webcrawl.warc.files import OPEN, WARC_SUFFIX, WriterAlive, repair
 
 HELP = "repair WARC files a killed worker left open"
 CRAWL_OPTIONS = True
@@ -25,9 +24,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=["repair"])
     parser.add_argument(
         "paths", nargs="*", type=Path, help="files or directories (default: WARC_DIR)"
-    )
-    parser.add_argument(
-        "--force", action="store_true", help="repair files of other hosts' workers too"
     )
 
 
@@ -46,11 +42,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             return 2
     status = 0
     for path in files:
-        if writer_alive(path) and not args.force:
-            print(f"skipped {path}: its worker may still be writing it (--force to repair)")
-            continue
         try:
             closed, kept, cut = repair(path)
+        except WriterAlive:
+            print(f"skipped {path}: a worker is writing it")
+            continue
+        except FileNotFoundError:
+            continue  # repaired meanwhile (by a worker starting)
         except OSError as exc:
             print(f"webcrawl warc: cannot repair {path}: {exc}", file=sys.stderr)
             status = 1

@@ -220,6 +220,8 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
         if frontier is not None:  # last, after any wait in Scrapy's download slot
             await self.turns.take(frontier, request)
         capture = Capture() if self.warc else None
+        if capture is not None:
+            capture.proxy = bool(request.meta.get("proxy"))
         # Scrapy's agent asks the pool for a connection before its first await: this
         # capture goes to that connection, and to no other request's (tee.py)
         self._pool.next_capture = capture

@@ -23,6 +23,7 @@ factory, ``Request.writeTo``, the pool's retrying wrapper of a kept-alive connec
 from __future__ import annotations
 
 import contextlib
+import weakref
 from typing import Any
 
 from scrapy.core.downloader.handlers.http11 import (
@@ -56,20 +57,23 @@ class TeeingProtocol(_LenientHTTP11ClientProtocol):
     that was given a capture (``pending``) when the pool handed the connection out."""
 
     pending: Capture | None = None
-    _capture: Capture | None = None
+    # weak: an idle connection in the pool must not keep its last exchange's bytes alive
+    _capture: weakref.ref[Capture] | None = None
 
     def request(self, request: Any) -> Any:
         capture, self.pending = self.pending, None
-        self._capture = capture
+        self._capture = None if capture is None else weakref.ref(capture)
         if capture is not None:
             with contextlib.suppress(AttributeError):
                 capture.peer = str(self.transport.getPeer().host)
-            write_to = request.writeTo
+            # from the request's own method: Twisted sends the same request again on a new
+            # connection when a kept-alive one turns out closed (one tee, not one more)
+            write_to = request.__dict__.setdefault("_webcrawl_write_to", request.writeTo)
             request.writeTo = lambda transport: write_to(_TeeTransport(transport, capture.sent))
         return super().request(request)
 
     def dataReceived(self, data: bytes) -> None:
-        capture = self._capture
+        capture = self._capture() if self._capture is not None else None
         if capture is not None and not capture.closed:
             capture.received += data
         super().dataReceived(data)

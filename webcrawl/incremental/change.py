@@ -170,7 +170,9 @@ def compare(page: Page, previous: dict[str, Any] | None, threshold: int, keep: i
     history = list(previous.get("visits") or [])
     old = previous.get("simhash")
     page.previous_simhash = old
-    # the last full WARC capture, that this fetch's revisit record would refer to
+    # the last WARC capture (kept when this fetch writes none) and the last full one,
+    # that this fetch's revisit record would refer to
+    page.warc = previous.get("warc")
     page.warc_original = previous.get("warc_original")
     if page.kind == "failed":
         if previous:  # keep what we had; this fetch tells nothing about change
@@ -183,7 +185,6 @@ def compare(page: Page, previous: dict[str, Any] | None, threshold: int, keep: i
                 "revisit_interval",
                 "next_visit",
                 "revisit_method",
-                "warc",
             ):
                 if name in previous:
                     setattr(page, name, previous[name])

@@ -22,6 +22,7 @@ class Capture:
         "archived",
         "closed",
         "peer",
+        "proxy",
         "received",
         "sent",
         "started",
@@ -32,6 +33,7 @@ class Capture:
         self.sent = bytearray()
         self.received = bytearray()
         self.peer = ""
+        self.proxy = False  # sent through a proxy: the peer is the proxy
         self.started = time.time()
         self.truncated = ""  # WARC-Truncated's reason ("length") when the body was cut
         self.closed = False

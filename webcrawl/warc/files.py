@@ -2,20 +2,26 @@
 
 One file at a time per worker, named the IIPC way
 (``{prefix}-{timestamp17}-{serial}-{pid}~{hostname}.warc.gz``), gzip per record, written
-as ``*.warc.gz.open`` beside ``*.cdxj.open`` and renamed when closed; a new file is
-started once one reaches its maximum size.  A batch is written, flushed and fsynced (the
-WARC, then its index lines) before :meth:`WarcFiles.write` returns: the caller
-acknowledges pages only then.
+as ``*.warc.gz.open`` beside ``*.cdxj.open`` and renamed when closed (the index sorted
+then, as pywb's binary search needs); a new file is started once one reaches its maximum
+size.  A batch is written, flushed and fsynced before :meth:`WarcFiles.write` returns:
+the caller acknowledges pages only then.
 
-A worker killed mid-record leaves an ``.open`` file ending in an incomplete gzip member.
-:func:`repair` cuts the file after its last whole record, indexes again what remains
-(so the index matches the file whatever the kill interrupted) and closes both.  A file
-is repaired only once its writer is gone (:func:`writer_alive`).
+Records are encoded (:func:`encode`: serialised, compressed into one gzip member, their
+index line prepared) by the caller, on the reactor's thread: CPU work on the writing
+thread would only contend with the reactor for the GIL.  The writing thread writes bytes.
+
+A writer holds an exclusive ``flock`` on its ``.open`` file for as long as it writes it.
+A worker killed mid-record leaves the file unlocked, ending in an incomplete gzip member:
+:func:`repair` (which takes the lock, so never under a live writer, nor twice at once)
+cuts it after its last whole member, indexes again what remains (so the index matches
+the file whatever the kill interrupted) and closes both.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import io
 import json
 import logging
@@ -26,7 +32,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import surt
 from warcio.archiveiterator import ArchiveIterator
@@ -40,7 +46,9 @@ logger = logging.getLogger(__name__)
 OPEN = ".open"
 WARC_SUFFIX = ".warc.gz"
 INDEX_SUFFIX = ".cdxj"
+GZIP_LEVEL = 6  # gzip's default; warcio's writer compresses at 9, for 1-2 % smaller files
 _INDEXED = ("response", "revisit", "resource")
+_STALE_EMPTY = 60.0  # seconds: an empty, unlocked .open file older than this is dropped
 
 
 @dataclass(frozen=True)
@@ -52,9 +60,20 @@ class Location:
     length: int
 
 
-def cdxj_line(record: Any, filename: str, offset: int, length: int) -> str | None:
-    """The CDXJ line (pywb's format, as ``cdxj-indexer`` writes it) of a record, or None
-    for a record pywb does not index (request, metadata, warcinfo)."""
+@dataclass(frozen=True)
+class Encoded:
+    """A record ready to write: its gzip member, and its CDXJ line but for the fields only
+    the file knows (length, offset, file name), or None for a record pywb does not index."""
+
+    kind: str
+    data: bytes
+    index: str | None
+
+
+def cdxj_start(record: Any) -> str | None:
+    """A record's CDXJ line (pywb's format, as ``cdxj-indexer`` writes it) up to its
+    length, offset and file name; None for records pywb does not index (request,
+    metadata, warcinfo)."""
     if record.rec_type not in _INDEXED:
         return None
     url = record.rec_headers.get_header("WARC-Target-URI")
@@ -75,26 +94,37 @@ def cdxj_line(record: Any, filename: str, offset: int, length: int) -> str | Non
     digest = record.rec_headers.get_header("WARC-Payload-Digest")
     if digest:
         fields["digest"] = digest
-    fields.update(length=str(length), offset=str(offset), filename=filename)
     stamp = iso_date_to_timestamp(record.rec_headers.get_header("WARC-Date"))
-    return f"{key} {stamp} {json.dumps(fields)}\n"
+    return f"{key} {stamp} {json.dumps(fields)[:-1]}"
 
 
-def writer_alive(path: Path) -> bool:
-    """Whether the worker that writes ``path`` (named ``…-{pid}~{hostname}.warc.gz.open``)
-    may still be running: a live process of that pid on this host, or another host's."""
-    name = path.name.removesuffix(OPEN).removesuffix(WARC_SUFFIX)
-    tail = name.rsplit("-", 1)[-1]
-    pid_text, _, host = tail.partition("~")
-    if host != socket.gethostname():
-        return True  # another host's worker: not ours to judge
+def cdxj_finish(start: str, filename: str, offset: int, length: int) -> str:
+    tail = f'"length": "{length}", "offset": "{offset}", "filename": {json.dumps(filename)}}}\n'
+    return f"{start}, {tail}"  # (the fields before always hold the url)
+
+
+def cdxj_line(record: Any, filename: str, offset: int, length: int) -> str | None:
+    """A record's whole CDXJ line (None for a record pywb does not index)."""
+    start = cdxj_start(record)
+    return None if start is None else cdxj_finish(start, filename, offset, length)
+
+
+def encode(record: Any) -> Encoded:
+    """Serialise ``record`` into one gzip member, and prepare its index line."""
+    raw = io.BytesIO()
+    WARCWriter(raw, gzip=False, warc_version=WARC_VERSION).write_record(record)
+    deflate = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, zlib.MAX_WBITS + 16)
+    data = deflate.compress(raw.getvalue()) + deflate.flush()
+    return Encoded(record.rec_type, data, cdxj_start(record))
+
+
+def _sync_dir(directory: Path) -> None:
+    """Make a file's creation or renaming in ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY)
     try:
-        os.kill(int(pid_text), 0)
-    except (ValueError, ProcessLookupError):
-        return False
-    except PermissionError:
-        return True
-    return True
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _members(path: Path, chunk: int = 1 << 20) -> Iterator[tuple[int, int, bytes]]:
@@ -129,50 +159,10 @@ def _records(path: Path) -> Iterator[tuple[Any, int, int]]:
     for offset, length, data in _members(path):
         try:
             record = next(iter(ArchiveIterator(io.BytesIO(data))))
-        except (StopIteration, Exception) as exc:
+        except Exception as exc:
             logger.debug("%s: no WARC record at %d (%s)", path, offset, exc)
             return
         yield record, offset, length
-
-
-def repair(path: Path) -> tuple[Path, int, int]:
-    """Cut ``path`` (an ``.open`` WARC of a worker that is gone) after its last whole
-    record, write its index again, and give both their closed names.  Returns the closed
-    path, the records kept and the bytes cut off."""
-    final = path.with_name(path.name.removesuffix(OPEN))
-    size = path.stat().st_size
-    end = 0
-    kept = 0
-    lines = []
-    for record, offset, length in _records(path):
-        end = offset + length
-        kept += 1
-        line = cdxj_line(record, final.name, offset, length)
-        if line:
-            lines.append(line)
-    with open(path, "r+b") as stream:
-        stream.truncate(end)
-        stream.flush()
-        os.fsync(stream.fileno())
-    index = _index_path(final)
-    tmp = index.with_name(index.name + ".tmp")
-    tmp.write_text("".join(lines), encoding="utf-8")
-    os.replace(tmp, index)
-    stale = index.with_name(index.name + OPEN)
-    if stale.exists():
-        stale.unlink()
-    os.replace(path, final)
-    return final, kept, size - end
-
-
-def repair_dir(directory: Path) -> list[tuple[Path, int, int]]:
-    """Repair every ``.open`` WARC in ``directory`` whose writer is gone."""
-    done = []
-    for path in sorted(directory.glob(f"*{WARC_SUFFIX}{OPEN}")):
-        if writer_alive(path):
-            continue
-        done.append(repair(path))
-    return done
 
 
 def _index_path(warc: Path) -> Path:
@@ -182,6 +172,83 @@ def _index_path(warc: Path) -> Path:
         base = name.removesuffix(OPEN).removesuffix(WARC_SUFFIX)
         return warc.with_name(base + INDEX_SUFFIX + OPEN)
     return warc.with_name(name.removesuffix(WARC_SUFFIX) + INDEX_SUFFIX)
+
+
+def _write_sorted_index(index: Path, lines: Iterable[str]) -> None:
+    tmp = index.with_name(f"{index.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as out:
+        out.writelines(sorted(lines))
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, index)
+
+
+def writer_alive(path: Path) -> bool:
+    """Whether a worker still writes ``path`` (it holds the file's lock)."""
+    try:
+        with open(path, "rb") as stream:
+            try:
+                fcntl.flock(stream.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            return False
+    except FileNotFoundError:
+        return False
+
+
+class WriterAlive(Exception):
+    """The file is locked by the worker that writes it: not to be repaired."""
+
+
+def repair(path: Path) -> tuple[Path, int, int]:
+    """Cut ``path`` (an ``.open`` WARC of a worker that is gone) after its last whole
+    record, write its index again (sorted), and give both their closed names.  Returns the
+    closed path, the records kept and the bytes cut off.  Raises :class:`WriterAlive` if
+    a worker holds the file, FileNotFoundError if another repair got it first."""
+    final = path.with_name(path.name.removesuffix(OPEN))
+    with open(path, "r+b") as stream:
+        try:
+            fcntl.flock(stream.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise WriterAlive(str(path)) from None
+        if not path.exists():  # renamed by a repair that held the lock before us
+            raise FileNotFoundError(str(path))
+        size = os.fstat(stream.fileno()).st_size
+        end = kept = 0
+        lines = []
+        for record, offset, length in _records(path):
+            end = offset + length
+            kept += 1
+            line = cdxj_line(record, final.name, offset, length)
+            if line:
+                lines.append(line)
+        stream.truncate(end)
+        stream.flush()
+        os.fsync(stream.fileno())
+        _write_sorted_index(_index_path(final), lines)
+        with contextlib.suppress(FileNotFoundError):
+            _index_path(path).unlink()
+        os.replace(path, final)  # (under the lock: a second repair finds it gone)
+    _sync_dir(path.parent)
+    return final, kept, size - end
+
+
+def repair_dir(directory: Path) -> list[tuple[Path, int, int]]:
+    """Repair every ``.open`` WARC in ``directory`` that no worker holds (and drop the
+    empty ones a worker left between creating and locking them)."""
+    done = []
+    for path in sorted(directory.glob(f"*{WARC_SUFFIX}{OPEN}")):
+        try:
+            if path.stat().st_size == 0:
+                if time.time() - path.stat().st_mtime > _STALE_EMPTY and not writer_alive(path):
+                    path.unlink()
+                    with contextlib.suppress(FileNotFoundError):
+                        _index_path(path).unlink()
+                continue
+            done.append(repair(path))
+        except (WriterAlive, FileNotFoundError):
+            continue
+    return done
 
 
 class WarcFiles:
@@ -200,9 +267,8 @@ class WarcFiles:
         self.max_size = max_size
         self.info = dict(info or {})
         self.serial = 0
-        self._warc: IO[bytes] | None = None
-        self._index: IO[str] | None = None
-        self._writer: WARCWriter | None = None
+        self._warc: Any = None  # the open file (binary), locked
+        self._index: Any = None  # its index, being appended to
         self.name = ""  # the closed name of the file being written
         self.records = 0
         self.bytes = 0
@@ -217,42 +283,39 @@ class WarcFiles:
         host = socket.gethostname()
         self.name = f"{self.prefix}-{stamp}-{self.serial:05d}-{os.getpid()}~{host}{WARC_SUFFIX}"
         warc = self.directory / (self.name + OPEN)
-        self._warc = open(warc, "xb")  # noqa: SIM115 - kept open across batches
+        fd = os.open(warc, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # held until the file is closed: see repair()
+        self._warc = os.fdopen(fd, "wb")
         self._index = open(_index_path(warc), "x", encoding="utf-8")  # noqa: SIM115
-        self._writer = WARCWriter(self._warc, gzip=True, warc_version=WARC_VERSION)
-        self._writer.write_record(warcinfo_record(self.name, self.info))
+        self._warc.write(encode(warcinfo_record(self.name, self.info)).data)
+        _sync_dir(self.directory)
         logger.info("Writing WARC records to %s", warc)
 
     def close(self) -> None:
-        """Flush and close the file being written, and give it (and its index) their
+        """Flush and close the file being written, sort its index, and give both their
         closed names."""
         if self._warc is None:
             return
-        warc = Path(self._warc.name)
-        self._sync()
-        self._warc.close()
-        assert self._index is not None
-        self._index.close()
-        index = Path(self._index.name)
-        os.replace(index, index.with_name(index.name.removesuffix(OPEN)))
-        os.replace(warc, warc.with_name(warc.name.removesuffix(OPEN)))
-        self._warc = self._index = self._writer = None
-
-    def _sync(self) -> None:
-        assert self._warc is not None
-        assert self._index is not None
+        warc = self.directory / (self.name + OPEN)
         self._warc.flush()
         os.fsync(self._warc.fileno())
-        self._index.flush()
-        os.fsync(self._index.fileno())
+        self._index.close()
+        index = Path(self._index.name)
+        with open(index, encoding="utf-8") as lines:
+            _write_sorted_index(index.with_name(index.name.removesuffix(OPEN)), lines)
+        index.unlink()
+        os.replace(warc, warc.with_name(warc.name.removesuffix(OPEN)))
+        self._warc.close()  # (the lock goes with it)
+        self._warc = self._index = None
+        _sync_dir(self.directory)
 
     # -- records
 
-    def write(self, groups: Iterable[list[Any]]) -> list[list[Location]]:
-        """Write each group of records (one fetch's) in order, flush and fsync the file
-        and its index, and return where each record went.  A new file is started when
-        the current one has reached ``max_size`` (between groups: a fetch's records stay
-        in one file)."""
+    def write(self, groups: Iterable[list[Encoded]]) -> list[list[Location]]:
+        """Write each group of records (one fetch's) in order, flush and fsync the file,
+        then its index lines, and return where each record went.  A new file is started
+        when the current one has reached ``max_size`` (between groups: a fetch's records
+        stay in one file)."""
         where: list[list[Location]] = []
         lines: list[str] = []
         try:
@@ -262,19 +325,15 @@ class WarcFiles:
                     self.close()
                 if self._warc is None:
                     self._open()
-                assert self._warc is not None
-                assert self._writer is not None
                 spots = []
                 for record in group:
                     offset = self._warc.tell()
-                    self._writer.write_record(record)
-                    length = self._warc.tell() - offset
-                    spots.append(Location(self.name, offset, length))
-                    line = cdxj_line(record, self.name, offset, length)
-                    if line:
-                        lines.append(line)
+                    self._warc.write(record.data)
+                    spots.append(Location(self.name, offset, len(record.data)))
+                    if record.index is not None:
+                        lines.append(cdxj_finish(record.index, self.name, offset, len(record.data)))
                     self.records += 1
-                    self.bytes += length
+                    self.bytes += len(record.data)
                 where.append(spots)
             self._flush_lines(lines)
         except OSError:
@@ -286,24 +345,24 @@ class WarcFiles:
         if self._warc is None:
             return
         self._warc.flush()
-        os.fsync(self._warc.fileno())  # the records before the index lines that name them
-        assert self._index is not None
+        os.fsync(self._warc.fileno())  # the records, before the index lines that name them
         self._index.write("".join(lines))
+        self._index.flush()  # (an index repair() can rebuild: not fsynced per batch)
         lines.clear()
-        self._sync()
 
     def _abandon(self) -> None:
         """After a failed write (a full disk): the file may end in a partial record.
-        Close it as it is and repair it (cut back to its last whole record), so the next
+        Repair it (cut back to its last whole record) and close it, so that the next
         batch starts a clean file."""
         if self._warc is None:
             return
-        path = Path(self._warc.name)
-        for stream in (self._warc, self._index):
-            with contextlib.suppress(OSError):
-                stream.close()  # type: ignore[union-attr]
-        self._warc = self._index = self._writer = None
+        path = self.directory / (self.name + OPEN)
+        with contextlib.suppress(OSError):
+            self._index.close()
+        with contextlib.suppress(OSError):
+            self._warc.close()  # releases the lock: repair takes it
+        self._warc = self._index = None
         try:
             repair(path)
-        except OSError as exc:
+        except (OSError, WriterAlive) as exc:
             logger.warning("Could not repair %s after a failed write (%s)", path, exc)

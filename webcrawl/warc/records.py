@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -52,6 +53,7 @@ class Exchange:
     peer: str = ""
     date: float = 0.0  # Unix time the request left
     truncated: str = ""  # WARC-Truncated's value when the body was cut ("length", "time")
+    proxy: bool = False  # sent through a proxy: the peer is the proxy, not the site
     verdicts: dict[str, Any] = field(default_factory=dict)  # the metadata record's fields
 
 
@@ -62,7 +64,7 @@ class Original:
     target: str
     date: str  # WARC-Date, ISO 8601
     digest: str  # its WARC-Payload-Digest, "sha1:BASE32"
-    entity: str = ""  # the digest of its entity body (chunks removed): what revisits match
+    entity: str = ""  # chunked: the digest of its entity body (chunks removed); else ""
 
 
 def sha1_digest(data: bytes) -> str:
@@ -91,21 +93,60 @@ class RawHeaders(StatusAndHeaders):
         self.headers_buff = self.raw
 
 
-def split_message(data: bytes) -> tuple[StatusAndHeaders, bytes] | None:
+def header_end(data: bytes, start: int = 0) -> int:
+    """Where the header block that begins at ``start`` ends (the offset after its empty
+    line), by Twisted's rule, the one Scrapy's parser followed: lines end at ``\n``, a
+    ``\r`` before it is dropped, the first empty line ends the block.  -1: it never ends."""
+    pos = start
+    while True:
+        newline = data.find(b"\n", pos)
+        if newline < 0:
+            return -1
+        if data[pos:newline].removesuffix(b"\r") == b"" and pos > start:
+            return newline + 1
+        pos = newline + 1
+
+
+def split_message(data: bytes, response: bool = False) -> tuple[StatusAndHeaders, bytes] | None:
     """The headers of a raw HTTP message (kept as they are, :class:`RawHeaders`) and the
-    raw body after them (None when the header block never ended: nothing to archive)."""
-    end = data.find(b"\r\n\r\n")
-    if end < 0:
-        return None
-    raw = data[: end + 4]
+    raw body after them (None when the header block never ended: nothing to archive).
+    For a response, interim 1xx answers before it (100 Continue, 103 Early Hints) are
+    skipped, as Twisted skips them: the record is the final response."""
+    start = 0
+    while True:
+        end = header_end(data, start)
+        if end < 0:
+            return None
+        if not (
+            response
+            and data[start : start + 10].startswith(b"HTTP/1.")
+            and data[start + 9 : start + 10] == b"1"
+        ):
+            break
+        start = end
+    raw = data[start:end]
     parsed = StatusAndHeadersParser(_HTTP, verify=False).parse(io.BytesIO(raw))
-    return RawHeaders(parsed, raw), data[end + 4 :]
+    return RawHeaders(parsed, raw), data[end:]
+
+
+def _chunked(headers: StatusAndHeaders) -> bool:
+    return "chunked" in (headers.get_header("Transfer-Encoding") or "").lower()
+
+
+_PROXY_AUTHORIZATION = re.compile(rb"(?im)^(proxy-authorization[ \t]*:)[^\r\n]*")
+
+
+def redact(sent: bytes) -> bytes:
+    """The request as sent, but for a proxy's credentials (``Proxy-Authorization``)."""
+    end = header_end(sent)
+    head = sent if end < 0 else sent[:end]
+    clean = _PROXY_AUTHORIZATION.sub(rb"\1 [redacted]", head)
+    return clean if end < 0 else clean + sent[end:]
 
 
 def entity_digest(headers: StatusAndHeaders, body: bytes) -> str:
     """The digest of the entity body: ``body`` without its transfer encoding (chunks)."""
-    encoding = (headers.get_header("Transfer-Encoding") or "").lower()
-    if "chunked" in encoding and body:
+    if _chunked(headers) and body:
         reader = ChunkedDataReader(io.BytesIO(body), raise_exceptions=False)
         out = io.BytesIO()
         while chunk := reader.read(65536):
@@ -127,16 +168,19 @@ def fetch_records(
     """The records of one fetch (request, response or revisit, metadata) and the page's
     last full capture after it (this one's when it wrote a full response).  An exchange
     whose response never got past its headers gives no records."""
-    parsed = split_message(exchange.received)
+    parsed = split_message(exchange.received, response=True)
     if parsed is None:
         return [], original
     headers, body = parsed
     date = warc_date(exchange.date)
     common = {"WARC-Date": date}
-    if exchange.peer:
+    if exchange.peer and not exchange.proxy:
         common["WARC-IP-Address"] = exchange.peer
     digest = sha1_digest(body)
-    entity = entity_digest(headers, body)
+    # chunked: the entity body decides (other chunk boundaries, same payload); a replay
+    # tool joins a revisit's headers to its original's raw body, so a revisit needs the
+    # same framing as its original: both chunked, or the very same bytes
+    entity = entity_digest(headers, body) if _chunked(headers) else ""
     status = _status(headers)
     if dedup and status == 304:
         response = _not_modified(exchange, headers, body, common, original)
@@ -144,8 +188,8 @@ def fetch_records(
     elif (
         dedup
         and original is not None
-        and (original.entity or original.digest) == entity
         and not exchange.truncated
+        and (original.digest == digest or (entity and original.entity == entity))
     ):
         response = _identical(exchange, headers, original.digest, common, original)
         after = original
@@ -153,8 +197,8 @@ def fetch_records(
         response = _full(exchange, headers, body, digest, common)
         after = original if exchange.truncated else Original(exchange.url, date, digest, entity)
     response_id = response.rec_headers.get_header("WARC-Record-ID")
-    sent = split_message(exchange.sent)
-    request_headers, request_body = sent if sent is not None else (None, exchange.sent)
+    sent = split_message(redact(exchange.sent))
+    request_headers, request_body = sent if sent is not None else (None, redact(exchange.sent))
     request = _builder.create_warc_record(
         exchange.url,
         "request",
