@@ -360,7 +360,9 @@ def test_a_worker_killed_mid_record_leaves_files_that_repair_makes_whole(tmp_pat
         )
         assert done.returncode == 0, done.stderr
         match = re.search(r"repaired .*: (\d+) records kept, (\d+) bytes cut off", done.stdout)
-        assert match and int(match.group(1)) == 40 and int(match.group(2)) > 0, done.stdout  # warcinfo + 39
+        assert match and int(match.group(1)) == 40 and int(match.group(2)) > 0, (
+            done.stdout
+        )  # warcinfo + 39
         assert not list(copy.glob("*.open"))
         warcio_check(copy)
         cdxj_agrees(copy)

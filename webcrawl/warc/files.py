@@ -111,10 +111,15 @@ def cdxj_line(record: Any, filename: str, offset: int, length: int) -> str | Non
 
 def encode(record: Any) -> Encoded:
     """Serialise ``record`` into one gzip member, and prepare its index line."""
-    raw = io.BytesIO()
-    WARCWriter(raw, gzip=False, warc_version=WARC_VERSION).write_record(record)
+    serialize = getattr(record, "serialize", None)
+    if serialize is not None:  # ours (records.Record)
+        raw = serialize()
+    else:  # warcio's
+        out = io.BytesIO()
+        WARCWriter(out, gzip=False, warc_version=WARC_VERSION).write_record(record)
+        raw = out.getvalue()
     deflate = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, zlib.MAX_WBITS + 16)
-    data = deflate.compress(raw.getvalue()) + deflate.flush()
+    data = deflate.compress(raw) + deflate.flush()
     return Encoded(record.rec_type, data, cdxj_start(record))
 
 
