@@ -168,7 +168,9 @@ class WarcPipeline:
         wire = wire_of(item) if isinstance(item, Page) else None
         if wire is None or wire.archived:
             return item  # no exchange to archive (a page of no download, a failure)
+        started = time.perf_counter()
         prepared = self._prepare(item)
+        self.stats.inc_value("warc/encode_seconds", time.perf_counter() - started)
         if prepared is None:
             return item
         self._buffer.append((item, prepared))

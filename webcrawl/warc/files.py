@@ -118,8 +118,7 @@ def encode(record: Any) -> Encoded:
         out = io.BytesIO()
         WARCWriter(out, gzip=False, warc_version=WARC_VERSION).write_record(record)
         raw = out.getvalue()
-    deflate = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, zlib.MAX_WBITS + 16)
-    data = deflate.compress(raw) + deflate.flush()
+    data = zlib.compress(raw, GZIP_LEVEL, wbits=zlib.MAX_WBITS + 16)  # one gzip member
     return Encoded(record.rec_type, data, cdxj_start(record))
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from warcio.bufferedreaders import ChunkedDataReader
 from warcio.recordbuilder import RecordBuilder
-from warcio.statusandheaders import StatusAndHeaders, StatusAndHeadersParser
+from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 
 WARC_VERSION = "WARC/1.1"
@@ -41,7 +41,6 @@ PROFILE_IDENTICAL = "http://netpreserve.org/warc/1.1/revisit/identical-payload-d
 PROFILE_NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 
 _builder = RecordBuilder(warc_version=WARC_VERSION)
-_HTTP = ["HTTP/1.0", "HTTP/1.1"]
 
 
 @dataclass
@@ -85,8 +84,9 @@ class RawHeaders(StatusAndHeaders):
     keeps the block as it came and hands it to the writer (and its block digest)
     instead; ``tests/test_warc.py`` fails if warcio stops asking for it this way."""
 
-    def __init__(self, parsed: StatusAndHeaders, raw: bytes) -> None:
-        super().__init__(parsed.statusline, parsed.headers, parsed.protocol, len(raw))
+    def __init__(self, raw: bytes) -> None:
+        statusline, headers, protocol = _parse_head(raw)
+        super().__init__(statusline, headers, protocol, len(raw))
         self.raw = raw
         self.headers_buff = raw
 
@@ -125,9 +125,29 @@ def split_message(data: bytes, response: bool = False) -> tuple[StatusAndHeaders
         ):
             break
         start = end
-    raw = data[start:end]
-    parsed = StatusAndHeadersParser(_HTTP, verify=False).parse(io.BytesIO(raw))
-    return RawHeaders(parsed, raw), data[end:]
+    return RawHeaders(data[start:end]), data[end:]
+
+
+def _parse_head(raw: bytes) -> tuple[str, list[tuple[str, str]], str]:
+    """(status line after its protocol, headers, protocol) of a raw header block, read
+    as Scrapy's lenient parser reads it: lines end at LF (a CR before it dropped), a line
+    that begins with a space or tab continues the one before, a line without a colon is
+    skipped.  (warcio's parser does the same, at six times the cost.)"""
+    lines = raw.decode("latin-1").split("\n")
+    first = lines[0].removesuffix("\r")
+    protocol, _, statusline = first.partition(" ")
+    headers: list[tuple[str, str]] = []
+    for text in lines[1:]:
+        line = text.removesuffix("\r")
+        if not line:
+            continue
+        if line[0] in " \t" and headers:
+            name, value = headers[-1]
+            headers[-1] = (name, f"{value} {line.strip()}")
+        elif ":" in line:
+            name, value = line.split(":", 1)
+            headers.append((name.strip(), value.strip()))
+    return statusline.strip(), headers, protocol
 
 
 def _chunked(headers: StatusAndHeaders) -> bool:
