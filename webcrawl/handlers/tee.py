@@ -16,7 +16,8 @@ pipeline, so no later exchange's bytes can land in it).  The handler registers t
 capture under the Scrapy request (:func:`capture_of`), where the spider's page finds it.
 
 Private Twisted and Scrapy names used here (``_LenientHTTP11ClientProtocol`` and its
-factory, ``Request.writeTo``, the pool's retrying wrapper of a kept-alive connection):
+factory, ``request()`` writing through ``self.transport``, the pool's retrying wrapper of
+a kept-alive connection):
 ``tests/test_warc_crawl.py`` fails if one changes.
 """
 
@@ -66,10 +67,17 @@ class TeeingProtocol(_LenientHTTP11ClientProtocol):
         if capture is not None:
             with contextlib.suppress(AttributeError):
                 capture.peer = str(self.transport.getPeer().host)
-            # from the request's own method: Twisted sends the same request again on a new
-            # connection when a kept-alive one turns out closed (one tee, not one more)
-            write_to = request.__dict__.setdefault("_webcrawl_write_to", request.writeTo)
-            request.writeTo = lambda transport: write_to(_TeeTransport(transport, capture.sent))
+            # the request is written through a tee: Twisted writes it (and hands the
+            # parser its transport) within request(), and a body producer keeps what it
+            # was given.  Swapped back at once, the connection itself stays untouched.
+            # (Not by patching the request's writeTo: a request holding a closure over its
+            # own method is a reference cycle a page, for the garbage collector to find.)
+            real = self.transport
+            self.transport = _TeeTransport(real, capture.sent)
+            try:
+                return super().request(request)
+            finally:
+                self.transport = real
         return super().request(request)
 
     def dataReceived(self, data: bytes) -> None:
