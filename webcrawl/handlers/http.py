@@ -58,6 +58,7 @@ from webcrawl.handlers.tee import TeeingFactory, hand_capture
 from webcrawl.safety.addresses import AddressPolicy, BlockedAddress
 from webcrawl.safety.policy import address_policy
 from webcrawl.warc.capture import Capture, register
+from webcrawl.warc.records import header_end
 
 logger = logging.getLogger(__name__)
 
@@ -228,7 +229,7 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
         try:
             return await super().download_request(request)
         except (DownloadCancelledError, DownloadTimeoutError) as exc:
-            if capture is not None and b"\r\n\r\n" in capture.received:
+            if capture is not None and header_end(bytes(capture.received)) >= 0:
                 # the body was cut: by DOWNLOAD_MAXSIZE, or by the download's timeout
                 capture.truncated = "time" if isinstance(exc, DownloadTimeoutError) else "length"
             raise
