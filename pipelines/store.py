@@ -24,13 +24,11 @@ from typing import Any
 from itemadapter import ItemAdapter
 from scrapy.crawler import Crawler
 from scrapy.utils.defer import maybe_deferred_to_future
-from twisted.internet import task
-from twisted.internet.defer import Deferred, DeferredList
 from twisted.internet.threads import deferToThreadPool
-from twisted.python.threadpool import ThreadPool
 
 from webcrawl.frontier.requeue import Requeue
 from webcrawl.page import store_row
+from webcrawl.pipelines.batches import ThreadedBatches
 from webcrawl.pipelines.outage import StoreOutage
 from webcrawl.settings_check import non_negative_float, positive_float, positive_int
 from webcrawl.store import Store, StoreError, open_store, store_url_from_settings
@@ -38,7 +36,7 @@ from webcrawl.store import Store, StoreError, open_store, store_url_from_setting
 logger = logging.getLogger(__name__)
 
 
-class StorePipeline:
+class StorePipeline(ThreadedBatches):
     def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
         self.stats = crawler.stats
@@ -48,11 +46,7 @@ class StorePipeline:
         self.retry_times = int(non_negative_float(settings, "STORE_RETRY_TIMES"))
         self.connect_wait = non_negative_float(settings, "STORE_CONNECT_WAIT")
         self.store: Store = open_store(self.store_url)  # validates the URL; connects lazily
-        self._buffer: list[Any] = []
-        self._waiters: list[Deferred[None]] = []  # one per buffered item, fired when written
-        self._pending: set[Deferred[None]] = set()
-        self._pool = ThreadPool(minthreads=1, maxthreads=1, name="webcrawl-store")
-        self._loop = task.LoopingCall(self._flush)
+        self._start_batches("webcrawl-store")
         self.outage = StoreOutage.of(crawler)
 
     @classmethod
@@ -73,58 +67,25 @@ class StorePipeline:
             logger.error("Cannot start: %s", exc)
             self._pool.stop()  # (close_spider still runs: it finds the pool stopped)
             raise
-        self._loop.start(self.flush_interval, now=False)
+        self._run_batches()
         logger.info("Storing pages in %s", self.store_url)
 
     async def process_item(self, item: Any) -> Any:
-        self._buffer.append(item)  # made into a row on the store thread, not the reactor's
-        # Each item waits on a Deferred of its own: awaiting one shared Deferred
-        # from several coroutines hands its result to the first only.
-        written: Deferred[None] = Deferred()
-        self._waiters.append(written)
-        if len(self._buffer) >= self.batch_size:
-            self._flush()
-        await maybe_deferred_to_future(written)
+        # made into a row on the store thread, not the reactor's
+        await self._written_with_batch(item)
         return item
 
     async def close_spider(self) -> None:
-        from twisted.internet import reactor  # late: importing it installs one
-
-        if self._loop.running:
-            self._loop.stop()
-        self._flush()
-        if self._pending:
-            await maybe_deferred_to_future(DeferredList(list(self._pending)))
+        await self._drain()
         if self._pool.started:
-            await maybe_deferred_to_future(deferToThreadPool(reactor, self._pool, self.store.close))
+            await maybe_deferred_to_future(self._in_thread(self.store.close))
             self._pool.stop()
         else:  # open_spider failed: no thread, nothing written
             self.store.close()
         self.outage.close()
 
-    def _flush(self) -> None:
-        from twisted.internet import reactor  # late: importing it installs one
-
-        if not self._buffer:
-            return
-        batch, self._buffer = self._buffer, []
-        waiters, self._waiters = self._waiters, []
-        retries = 0 if self.outage.down else self.retry_times
-        d: Deferred[tuple[int, float]] = deferToThreadPool(
-            reactor, self._pool, self._write, batch, retries
-        )
-        d.addCallbacks(self._written, self._failed, callbackArgs=(batch,), errbackArgs=(batch,))
-        self._pending.add(d)
-
-        def done(outcome: Requeue | None) -> None:
-            self._pending.discard(d)
-            for waiter in waiters:
-                if outcome is None:
-                    waiter.callback(None)
-                else:  # each item raises its own exception
-                    waiter.errback(Requeue(str(outcome), outcome.wait))
-
-        d.addBoth(done)
+    def _write_args(self) -> tuple[int]:
+        return (0 if self.outage.down else self.retry_times,)
 
     def _write(self, batch: list[Any], retry_times: int) -> tuple[int, float]:
         """Runs in the store thread: write, retrying with back-off; return rows written and

@@ -41,13 +41,10 @@ from itemadapter import ItemAdapter
 from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
-from twisted.internet import task
-from twisted.internet.defer import Deferred, DeferredList
-from twisted.internet.threads import deferToThreadPool
-from twisted.python.threadpool import ThreadPool
 
 from webcrawl.frontier.requeue import Requeue
 from webcrawl.page import Page, wire_of
+from webcrawl.pipelines.batches import ThreadedBatches
 from webcrawl.pipelines.outage import StoreOutage
 from webcrawl.settings_check import positive_float, positive_int
 from webcrawl.warc.files import Encoded, WarcFiles, encode, repair_dir
@@ -98,7 +95,7 @@ class WarcOutage(StoreOutage):
         check_writable(self.directory)
 
 
-class WarcPipeline:
+class WarcPipeline(ThreadedBatches):
     def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
         if not settings.getbool("WARC_ENABLED"):
@@ -133,11 +130,7 @@ class WarcPipeline:
             max_size=max_size,
             info=info,
         )
-        self._buffer: list[tuple[Page, _Prepared]] = []
-        self._waiters: list[Deferred[None]] = []
-        self._pending: set[Deferred[None]] = set()
-        self._pool = ThreadPool(minthreads=1, maxthreads=1, name="webcrawl-warc")
-        self._loop = task.LoopingCall(self._flush)
+        self._start_batches("webcrawl-warc")
         self.outage = WarcOutage.of(crawler)
         _PIPELINES[crawler] = self
 
@@ -155,8 +148,7 @@ class WarcPipeline:
                 cut,
             )
             self.stats.inc_value("warc/repaired_files")
-        self._pool.start()
-        self._loop.start(self.flush_interval, now=False)
+        self._run_batches()
         logger.info("Writing WARC files in %s", self.directory)
 
     @staticmethod
@@ -171,14 +163,8 @@ class WarcPipeline:
         started = time.perf_counter()
         prepared = self._prepare(item)
         self.stats.inc_value("warc/encode_seconds", time.perf_counter() - started)
-        if prepared is None:
-            return item
-        self._buffer.append((item, prepared))
-        written: Deferred[None] = Deferred()
-        self._waiters.append(written)
-        if len(self._buffer) >= self.batch_size:
-            self._flush()
-        await maybe_deferred_to_future(written)
+        if prepared is not None:
+            await self._written_with_batch((item, prepared))
         return item
 
     def _prepare(self, page: Page) -> _Prepared | None:
@@ -205,39 +191,12 @@ class WarcPipeline:
         return _Prepared(encoded, after, main.rec_type, main.rec_headers.get_header("WARC-Date"))
 
     async def close_spider(self) -> None:
-        from twisted.internet import reactor  # late: importing it installs one
-
-        if self._loop.running:
-            self._loop.stop()
-        self._flush()
-        if self._pending:
-            await maybe_deferred_to_future(DeferredList(list(self._pending)))
+        await self._drain()
         if self._pool.started:
-            await maybe_deferred_to_future(deferToThreadPool(reactor, self._pool, self.files.close))
+            await maybe_deferred_to_future(self._in_thread(self.files.close))
             self._pool.stop()
         self.outage.close()
         self.stats.set_value("warc/files", self.files.serial)
-
-    def _flush(self) -> None:
-        from twisted.internet import reactor  # late: importing it installs one
-
-        if not self._buffer:
-            return
-        batch, self._buffer = self._buffer, []
-        waiters, self._waiters = self._waiters, []
-        d: Deferred[Any] = deferToThreadPool(reactor, self._pool, self._write, batch)
-        d.addCallbacks(self._written, self._failed, errbackArgs=(batch,))
-        self._pending.add(d)
-
-        def done(outcome: Requeue | None) -> None:
-            self._pending.discard(d)
-            for waiter in waiters:
-                if outcome is None:
-                    waiter.callback(None)
-                else:
-                    waiter.errback(Requeue(str(outcome), outcome.wait))
-
-        d.addBoth(done)
 
     def _write(self, batch: list[tuple[Page, _Prepared]]) -> dict[str, int]:
         """Runs on the WARC thread: the pages' records written and synced; the items learn
@@ -273,7 +232,7 @@ class WarcPipeline:
         counts["microseconds"] = int((time.perf_counter() - started) * 1e6)
         return counts
 
-    def _written(self, counts: dict[str, int]) -> None:
+    def _written(self, counts: dict[str, int], batch: list[tuple[Page, _Prepared]]) -> None:
         for name in ("records", "responses", "revisits", "bytes"):
             self.stats.inc_value(f"warc/{name}", counts[name])
         self.stats.inc_value("warc/write_seconds", counts["microseconds"] / 1e6)

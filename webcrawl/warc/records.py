@@ -314,20 +314,26 @@ _RESPONSE_TYPE = "application/http; msgtype=response"
 _REQUEST_TYPE = "application/http; msgtype=request"
 
 
+def _answer(
+    kind: str, exchange: Exchange, extra: list, headers: RawHeaders, payload: bytes
+) -> Record:
+    return Record(
+        kind,
+        exchange.url,
+        extra,
+        content_type=_RESPONSE_TYPE,
+        http_headers=headers,
+        payload=payload,
+    )
+
+
 def _full(
     exchange: Exchange, headers: RawHeaders, body: bytes, digest: str, common: list
 ) -> Record:
     extra = [*common, ("WARC-Payload-Digest", digest)]
     if exchange.truncated:
         extra.append(("WARC-Truncated", exchange.truncated))
-    return Record(
-        "response",
-        exchange.url,
-        extra,
-        content_type=_RESPONSE_TYPE,
-        http_headers=headers,
-        payload=body,
-    )
+    return _answer("response", exchange, extra, headers, body)
 
 
 def _identical(
@@ -341,14 +347,7 @@ def _identical(
         ("WARC-Refers-To-Date", original.date),
         ("WARC-Payload-Digest", digest),
     ]
-    return Record(
-        "revisit",
-        exchange.url,
-        extra,
-        content_type=_RESPONSE_TYPE,
-        http_headers=headers,
-        payload=b"",
-    )
+    return _answer("revisit", exchange, extra, headers, b"")
 
 
 def _not_modified(
@@ -362,14 +361,7 @@ def _not_modified(
     if original is not None:
         extra.append(("WARC-Refers-To-Target-URI", original.target))
         extra.append(("WARC-Refers-To-Date", original.date))
-    return Record(
-        "revisit",
-        exchange.url,
-        extra,
-        content_type=_RESPONSE_TYPE,
-        http_headers=headers,
-        payload=body,
-    )
+    return _answer("revisit", exchange, extra, headers, body)
 
 
 def metadata_record(url: str, date: str, concurrent_to: str, fields: dict[str, Any]) -> Record:

@@ -1,0 +1,100 @@
+"""Items written in batches by one thread of their own; an item is done when its batch is.
+
+The store and WARC pipelines share this: items are buffered and written in batches of
+``batch_size`` (or every ``flush_interval`` seconds) by one dedicated thread.  An item's
+``process_item`` awaits its batch, so Scrapy keeps its request in progress until the
+batch is written and the frontier acknowledges it only then.  A batch that fails is not
+acknowledged: the subclass's ``_failed`` makes a :class:`~webcrawl.frontier.requeue.Requeue`
+that each of its items raises (their requests go back to the frontier).  Closing waits
+for every buffered item.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet import task
+from twisted.internet.defer import Deferred, DeferredList
+from twisted.internet.threads import deferToThreadPool
+from twisted.python.threadpool import ThreadPool
+
+from webcrawl.frontier.requeue import Requeue
+
+
+class ThreadedBatches:
+    """Subclasses set ``batch_size`` and ``flush_interval`` and define ``_write(batch,
+    *args)`` (on the thread), ``_written(result, batch)`` and ``_failed(failure, batch)``
+    (on the reactor, the latter returning the batch's Requeue); ``_write_args()`` gives
+    extra arguments fixed when the batch leaves."""
+
+    batch_size: int
+    flush_interval: float
+
+    def _start_batches(self, name: str) -> None:
+        self._buffer: list[Any] = []
+        self._waiters: list[Deferred[None]] = []  # one per buffered item, fired when written
+        self._pending: set[Deferred[Any]] = set()
+        self._pool = ThreadPool(minthreads=1, maxthreads=1, name=name)
+        self._loop = task.LoopingCall(self._flush)
+
+    def _run_batches(self) -> None:
+        """Start the thread (if not yet) and the periodic flush."""
+        if not self._pool.started:
+            self._pool.start()
+        self._loop.start(self.flush_interval, now=False)
+
+    async def _written_with_batch(self, entry: Any) -> None:
+        """Buffer ``entry`` and wait until its batch is written (raises its Requeue)."""
+        self._buffer.append(entry)
+        # Each item waits on a Deferred of its own: awaiting one shared Deferred
+        # from several coroutines hands its result to the first only.
+        written: Deferred[None] = Deferred()
+        self._waiters.append(written)
+        if len(self._buffer) >= self.batch_size:
+            self._flush()
+        await maybe_deferred_to_future(written)
+
+    async def _drain(self) -> None:
+        """Stop the periodic flush and wait for every buffered item's batch."""
+        if self._loop.running:
+            self._loop.stop()
+        self._flush()
+        if self._pending:
+            await maybe_deferred_to_future(DeferredList(list(self._pending)))
+
+    def _in_thread(self, f: Any, *args: Any) -> Deferred[Any]:
+        from twisted.internet import reactor  # late: importing it installs one
+
+        return deferToThreadPool(reactor, self._pool, f, *args)
+
+    def _write_args(self) -> tuple[Any, ...]:
+        return ()
+
+    def _flush(self) -> None:
+        if not self._buffer:
+            return
+        batch, self._buffer = self._buffer, []
+        waiters, self._waiters = self._waiters, []
+        d = self._in_thread(self._write, batch, *self._write_args())
+        d.addCallbacks(self._written, self._failed, callbackArgs=(batch,), errbackArgs=(batch,))
+        self._pending.add(d)
+
+        def done(outcome: Requeue | None) -> None:
+            self._pending.discard(d)
+            for waiter in waiters:
+                if outcome is None:
+                    waiter.callback(None)
+                else:  # each item raises its own exception
+                    waiter.errback(Requeue(str(outcome), outcome.wait))
+
+        d.addBoth(done)
+
+    def _write(self, batch: list[Any], *args: Any) -> Any:
+        raise NotImplementedError
+
+    def _written(self, result: Any, batch: list[Any]) -> None:
+        raise NotImplementedError
+
+    def _failed(self, failure: Any, batch: list[Any]) -> Requeue:
+        raise NotImplementedError
