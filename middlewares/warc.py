@@ -39,6 +39,8 @@ class WarcRedirectsMiddleware:
     async def process_response(self, request: Request, response: Response) -> Response:
         if response.status not in REDIRECTS or b"Location" not in response.headers:
             return response
+        if request.method == "HEAD":  # a revisit's pre-check, not a capture to replay
+            return response
         capture = capture_of(request)
         pipeline = WarcPipeline.of(self.crawler)
         if capture is None or capture.archived or pipeline is None:

@@ -229,12 +229,50 @@ def test_a_file_cut_mid_record_is_repaired_to_its_whole_records_and_reindexed(tm
         repair(path)
 
 
-def test_an_empty_file_left_between_creating_and_locking_is_dropped_once_stale(tmp_path):
-    empty = tmp_path / "webcrawl-20260101000000000-00001-1~h.warc.gz.open"
+def test_leftovers_of_a_writer_killed_before_its_first_record_are_dropped(tmp_path):
+    # a file its writer created but had not locked yet; one it locked, then died
+    creating = tmp_path / "webcrawl-20260101000000000-00001-1~h.warc.gz.creating"
+    creating.touch()
+    empty = tmp_path / "webcrawl-20260101000000000-00002-1~h.warc.gz.open"
     empty.touch()
-    assert repair_dir(tmp_path) == [] and empty.exists()  # its writer may lock it yet
-    os.utime(empty, (time.time() - 3600, time.time() - 3600))
-    assert repair_dir(tmp_path) == [] and not empty.exists()
+    assert repair_dir(tmp_path) == [(empty.with_name(empty.name[:-5]), 0, 0)]
+    assert not empty.exists() and creating.exists()  # too young to judge
+    os.utime(creating, (time.time() - 3600, time.time() - 3600))
+    repair_dir(tmp_path)
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_file_that_cannot_be_opened_whole_leaves_no_writer_stuck(tmp_path, monkeypatch):
+    files = WarcFiles(tmp_path)
+    real_open = open
+
+    def no_index(path, mode="r", *args, **kwargs):
+        if str(path).endswith(".cdxj.open"):
+            raise OSError(24, "Too many open files")
+        return real_open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", no_index)
+    with pytest.raises(OSError, match="Too many open files"):
+        files.write([encoded(fetch_records(exchange(response()), None)[0])])
+    monkeypatch.undo()
+    files.write([encoded(fetch_records(exchange(response()), None)[0])])  # a new file
+    files.close()
+    assert len(list(tmp_path.glob("*.warc.gz"))) == 1
+    assert not list(tmp_path.glob("*.open"))
+    warcio_check(*tmp_path.glob("*.warc.gz"))
+
+
+def test_whitespace_lines_in_a_header_block_are_not_archived():
+    raw = b"HTTP/1.1 200 OK\r\nA: 1\r\n \r\nB: 2\r\nContent-Length: 4\r\n\r\nbody"
+    records, _ = fetch_records(exchange(raw), None)
+    assert (
+        records[1].http_headers.raw
+        == b"HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\nContent-Length: 4\r\n\r\n"
+    )
+    assert records[1].http_headers.get_header("B") == "2"
+    for interim in (b"HTTP/1.1 0100 Continue\r\n\r\n",):
+        records, _ = fetch_records(exchange(interim + raw), None)
+        assert records[1].http_headers.get_statuscode() == "200"
 
 
 def test_a_cdxj_line_is_pywbs():
@@ -323,7 +361,7 @@ def test_our_records_are_what_warcio_writes_for_the_same_exchange(tmp_path):
     )
     path = tmp_path / "both.warc.gz"
     with open(path, "wb") as out:
-        out.write(encode(ours[1]).data)
+        out.write(gzip.compress(encode(ours[1]).data))  # one member, as the files write it
         WARCWriter(out, gzip=True, warc_version="WARC/1.1").write_record(theirs)
     (a, a_headers, a_block), (b, b_headers, b_block) = records_of(path)
     assert a == b == "response"

@@ -44,11 +44,12 @@ from webcrawl.warc.records import WARC_VERSION, warcinfo_record
 logger = logging.getLogger(__name__)
 
 OPEN = ".open"
+CREATING = ".creating"  # a file not yet locked by its writer (see WarcFiles._open)
 WARC_SUFFIX = ".warc.gz"
 INDEX_SUFFIX = ".cdxj"
 GZIP_LEVEL = 6  # gzip's default; warcio's writer compresses at 9, for 1-2 % smaller files
 _INDEXED = ("response", "revisit", "resource")
-_STALE_EMPTY = 60.0  # seconds: an empty, unlocked .open file older than this is dropped
+_STALE = 60.0  # seconds: an unlocked leftover (.creating, .tmp) older than this is dropped
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,9 @@ class Location:
 
 @dataclass(frozen=True)
 class Encoded:
-    """A record ready to write: its gzip member, and its CDXJ line but for the fields only
-    the file knows (length, offset, file name), or None for a record pywb does not index."""
+    """A record ready to write: serialised (``data``; compressed as it is written), and
+    its CDXJ line but for the fields only the file knows (length, offset, file name), or
+    None for a record pywb does not index."""
 
     kind: str
     data: bytes
@@ -118,8 +120,13 @@ def encode(record: Any) -> Encoded:
         out = io.BytesIO()
         WARCWriter(out, gzip=False, warc_version=WARC_VERSION).write_record(record)
         raw = out.getvalue()
-    data = zlib.compress(raw, GZIP_LEVEL, wbits=zlib.MAX_WBITS + 16)  # one gzip member
-    return Encoded(record.rec_type, data, cdxj_start(record))
+    return Encoded(record.rec_type, raw, cdxj_start(record))
+
+
+def _member(raw: bytes) -> bytes:
+    """One gzip member of a serialised record (zlib lets go of the GIL while it works:
+    this runs on the writing thread)."""
+    return zlib.compress(raw, GZIP_LEVEL, wbits=zlib.MAX_WBITS + 16)
 
 
 def _sync_dir(directory: Path) -> None:
@@ -226,12 +233,16 @@ def repair(path: Path) -> tuple[Path, int, int]:
             line = cdxj_line(record, final.name, offset, length)
             if line:
                 lines.append(line)
+        with contextlib.suppress(FileNotFoundError):
+            _index_path(path).unlink()
+        if kept == 0:  # not even its warcinfo: nothing to keep
+            path.unlink()
+            _sync_dir(path.parent)
+            return final, 0, size
         stream.truncate(end)
         stream.flush()
         os.fsync(stream.fileno())
         _write_sorted_index(_index_path(final), lines)
-        with contextlib.suppress(FileNotFoundError):
-            _index_path(path).unlink()
         os.replace(path, final)  # (under the lock: a second repair finds it gone)
     _sync_dir(path.parent)
     return final, kept, size - end
@@ -243,15 +254,16 @@ def repair_dir(directory: Path) -> list[tuple[Path, int, int]]:
     done = []
     for path in sorted(directory.glob(f"*{WARC_SUFFIX}{OPEN}")):
         try:
-            if path.stat().st_size == 0:
-                if time.time() - path.stat().st_mtime > _STALE_EMPTY and not writer_alive(path):
-                    path.unlink()
-                    with contextlib.suppress(FileNotFoundError):
-                        _index_path(path).unlink()
-                continue
             done.append(repair(path))
         except (WriterAlive, FileNotFoundError):
             continue
+    # what a writer killed between creating and locking a file, or a repair killed while
+    # writing an index, leaves: unlocked, and old
+    for pattern in (f"*{WARC_SUFFIX}{CREATING}", f"*{INDEX_SUFFIX}.*.tmp"):
+        for path in directory.glob(pattern):
+            with contextlib.suppress(OSError):
+                if time.time() - path.stat().st_mtime > _STALE and not writer_alive(path):
+                    path.unlink()
     return done
 
 
@@ -287,12 +299,26 @@ class WarcFiles:
         host = socket.gethostname()
         self.name = f"{self.prefix}-{stamp}-{self.serial:05d}-{os.getpid()}~{host}{WARC_SUFFIX}"
         warc = self.directory / (self.name + OPEN)
-        fd = os.open(warc, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        fcntl.flock(fd, fcntl.LOCK_EX)  # held until the file is closed: see repair()
-        self._warc = os.fdopen(fd, "wb")
-        self._index = open(_index_path(warc), "x", encoding="utf-8")  # noqa: SIM115
-        self._warc.write(encode(warcinfo_record(self.name, self.info)).data)
-        _sync_dir(self.directory)
+        # made under a name no repair looks at, locked, then given its .open name: a
+        # repair never sees an .open file its writer has not locked yet
+        creating = self.directory / (self.name + CREATING)
+        fd = os.open(creating, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # held until the file is closed: see repair()
+            os.rename(creating, warc)
+            self._warc = os.fdopen(fd, "wb")
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                creating.unlink()
+            raise
+        try:
+            self._index = open(_index_path(warc), "x", encoding="utf-8")  # noqa: SIM115
+            self._warc.write(_member(encode(warcinfo_record(self.name, self.info)).data))
+            _sync_dir(self.directory)
+        except BaseException:
+            self._abandon()
+            raise
         logger.info("Writing WARC records to %s", warc)
 
     def close(self) -> None:
@@ -332,12 +358,13 @@ class WarcFiles:
                 spots = []
                 for record in group:
                     offset = self._warc.tell()
-                    self._warc.write(record.data)
-                    spots.append(Location(self.name, offset, len(record.data)))
+                    member = _member(record.data)
+                    self._warc.write(member)
+                    spots.append(Location(self.name, offset, len(member)))
                     if record.index is not None:
-                        lines.append(cdxj_finish(record.index, self.name, offset, len(record.data)))
+                        lines.append(cdxj_finish(record.index, self.name, offset, len(member)))
                     self.records += 1
-                    self.bytes += len(record.data)
+                    self.bytes += len(member)
                 where.append(spots)
             self._flush_lines(lines)
         except OSError:
@@ -361,10 +388,10 @@ class WarcFiles:
         if self._warc is None:
             return
         path = self.directory / (self.name + OPEN)
-        with contextlib.suppress(OSError):
-            self._index.close()
-        with contextlib.suppress(OSError):
-            self._warc.close()  # releases the lock: repair takes it
+        for stream in (self._index, self._warc):  # (closing the WARC releases its lock)
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
         self._warc = self._index = None
         try:
             repair(path)

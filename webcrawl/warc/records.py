@@ -118,14 +118,38 @@ def split_message(data: bytes, response: bool = False) -> tuple[StatusAndHeaders
         end = header_end(data, start)
         if end < 0:
             return None
-        if not (
-            response
-            and data[start : start + 10].startswith(b"HTTP/1.")
-            and data[start + 9 : start + 10] == b"1"
-        ):
+        if not (response and _interim(data[start:end])):
             break
         start = end
-    return RawHeaders(data[start:end]), data[end:]
+    return RawHeaders(_without_blank_lines(data[start:end])), data[end:]
+
+
+def _interim(head: bytes) -> bool:
+    """Whether a response's header block is an interim 1xx answer (Twisted's reading:
+    the status code as an integer)."""
+    parts = head.split(b"\n", 1)[0].split(b" ", 2)
+    try:
+        return 100 <= int(parts[1]) < 200
+    except (IndexError, ValueError):
+        return False
+
+
+_WHITESPACE_LINE = re.compile(rb"\n[ \t\r]+\n")
+
+
+def _without_blank_lines(head: bytes) -> bytes:
+    """A header block without its lines of only spaces, tabs or CRs before its end.
+
+    Twisted reads past such a line (it folds it into the header before it); warcio,
+    pywb and cdxj-indexer end the block there, and would read the headers after it as
+    the body (``warcio check`` then fails its digest).  A server that sends one is
+    archived without it: the one change made to the bytes received."""
+    body = head[:-1]  # (the block's own last, empty line is not looked at)
+    if not _WHITESPACE_LINE.search(body):
+        return head
+    while _WHITESPACE_LINE.search(body):
+        body = _WHITESPACE_LINE.sub(b"\n", body)
+    return body + head[-1:]
 
 
 def _parse_head(raw: bytes) -> tuple[str, list[tuple[str, str]], str]:
