@@ -57,9 +57,10 @@ class WarcRedirectsMiddleware:
         try:
             await pipeline.process_item(page)
         except Requeue as exc:
-            scheduler = getattr(self.crawler.engine._slot, "scheduler", None)
-            requeue = getattr(scheduler, "requeue", None)
-            if requeue is not None:
-                requeue(request, exc.wait, str(exc))
+            from webcrawl.frontier.scheduler import frontier_of  # late: it imports a reactor
+
+            frontier = frontier_of(self.crawler)
+            if frontier is not None:
+                frontier.requeue(request, exc.wait, str(exc))
             raise IgnoreRequest(f"redirect not archived: {exc}") from None
         return response

@@ -11,6 +11,7 @@ for every buffered item.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from scrapy.utils.defer import maybe_deferred_to_future
@@ -21,6 +22,8 @@ from twisted.python.threadpool import ThreadPool
 
 from webcrawl.frontier.requeue import Requeue
 
+logger = logging.getLogger(__name__)
+
 
 class ThreadedBatches:
     """Subclasses set ``batch_size`` and ``flush_interval`` and define ``_write(batch,
@@ -30,6 +33,7 @@ class ThreadedBatches:
 
     batch_size: int
     flush_interval: float
+    outage: Any  # a StoreOutage (pipelines/outage.py)
 
     def _start_batches(self, name: str) -> None:
         self._buffer: list[Any] = []
@@ -89,6 +93,18 @@ class ThreadedBatches:
                     waiter.errback(Requeue(str(outcome), outcome.wait))
 
         d.addBoth(done)
+
+    def _give_back(self, failure: Any, urls: list[str], what: str, label: str) -> Requeue:
+        """The Requeue of a batch that could not be written (``what``: "3 rows"): said
+        once with its URLs, and the outage begun (``self.outage``: the worker pauses)."""
+        logger.warning(
+            "Could not write %s (%s); their requests go back to the frontier: %s",
+            what,
+            failure.getErrorMessage(),
+            " ".join(urls[:20]),
+        )
+        self.outage.begin(f"writing {what}", failure.value)
+        return Requeue(f"{label} write failed: {failure.getErrorMessage()}", self.outage.wait)
 
     def _write(self, batch: list[Any], *args: Any) -> Any:
         raise NotImplementedError

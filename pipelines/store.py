@@ -128,11 +128,4 @@ class StorePipeline(ThreadedBatches):
         """The batch could not be written: its pages are fetched again, later."""
         self.stats.inc_value("store/requeued_rows", len(batch))
         urls = [ItemAdapter(item).get("url", "?") for item in batch]
-        logger.warning(
-            "Could not write %d rows (%s); their requests go back to the frontier: %s",
-            len(batch),
-            failure.getErrorMessage(),
-            " ".join(urls[:20]),
-        )
-        self.outage.begin(f"writing {len(batch)} rows", failure.value)
-        return Requeue(f"store write failed: {failure.getErrorMessage()}", self.outage.wait)
+        return self._give_back(failure, urls, f"{len(batch)} rows", "store")

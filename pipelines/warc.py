@@ -242,15 +242,7 @@ class WarcPipeline(ThreadedBatches):
         if not failure.check(OSError):  # not the disk: a fault of ours, shown in full
             logger.error("WARC write failed:\n%s", failure.getTraceback())
         urls = [ItemAdapter(item).get("url", "?") for item, _ in batch]
-        logger.warning(
-            "Could not write the WARC records of %d pages (%s); their requests go back to "
-            "the frontier: %s",
-            len(batch),
-            failure.getErrorMessage(),
-            " ".join(urls[:20]),
-        )
-        self.outage.begin(f"writing the records of {len(batch)} pages", failure.value)
-        return Requeue(f"WARC write failed: {failure.getErrorMessage()}", self.outage.wait)
+        return self._give_back(failure, urls, f"the WARC records of {len(batch)} pages", "WARC")
 
 
 @dataclass

@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -22,7 +21,7 @@ import brotli
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from tests.conftest import crawl_env
+from tests.conftest import crawl_env, free_port
 from tests.support.pywb import tool
 from webcrawl.demo import demo_server
 from webcrawl.demo.web import DemoWeb
@@ -211,12 +210,6 @@ def pywb_collection(tmp_path: Path, warcs: list[Path]) -> Path:
         )
         assert done.returncode == 0, done.stdout + done.stderr
     return home
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wayback(home: Path) -> tuple[subprocess.Popen, str]:

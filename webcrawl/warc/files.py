@@ -67,7 +67,6 @@ class Encoded:
     its CDXJ line but for the fields only the file knows (length, offset, file name), or
     None for a record pywb does not index."""
 
-    kind: str
     data: bytes
     index: str | None
 
@@ -120,7 +119,7 @@ def encode(record: Any) -> Encoded:
         out = io.BytesIO()
         WARCWriter(out, gzip=False, warc_version=WARC_VERSION).write_record(record)
         raw = out.getvalue()
-    return Encoded(record.rec_type, raw, cdxj_start(record))
+    return Encoded(raw, cdxj_start(record))
 
 
 def _member(raw: bytes) -> bytes:
@@ -286,8 +285,6 @@ class WarcFiles:
         self._warc: Any = None  # the open file (binary), locked
         self._index: Any = None  # its index, being appended to
         self.name = ""  # the closed name of the file being written
-        self.records = 0
-        self.bytes = 0
 
     # -- files
 
@@ -363,8 +360,6 @@ class WarcFiles:
                     spots.append(Location(self.name, offset, len(member)))
                     if record.index is not None:
                         lines.append(cdxj_finish(record.index, self.name, offset, len(member)))
-                    self.records += 1
-                    self.bytes += len(member)
                 where.append(spots)
             self._flush_lines(lines)
         except OSError:
