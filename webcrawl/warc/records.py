@@ -189,15 +189,13 @@ def redact(sent: bytes) -> bytes:
     return clean if end < 0 else clean + sent[end:]
 
 
-def entity_digest(headers: StatusAndHeaders, body: bytes) -> str:
-    """The digest of the entity body: ``body`` without its transfer encoding (chunks)."""
-    if _chunked(headers) and body:
-        reader = ChunkedDataReader(io.BytesIO(body), raise_exceptions=False)
-        out = io.BytesIO()
-        while chunk := reader.read(65536):
-            out.write(chunk)
-        return sha1_digest(out.getvalue())
-    return sha1_digest(body)
+def entity_digest(chunked_body: bytes) -> str:
+    """The digest of the entity body of a chunked response: its chunks, joined."""
+    reader = ChunkedDataReader(io.BytesIO(chunked_body), raise_exceptions=False)
+    out = io.BytesIO()
+    while chunk := reader.read(65536):
+        out.write(chunk)
+    return sha1_digest(out.getvalue())
 
 
 def _status(headers: StatusAndHeaders) -> int:
@@ -225,7 +223,7 @@ def fetch_records(
     # chunked: the entity body decides (other chunk boundaries, same payload); a replay
     # tool joins a revisit's headers to its original's raw body, so a revisit needs the
     # same framing as its original: both chunked, or the very same bytes
-    entity = entity_digest(headers, body) if _chunked(headers) else ""
+    entity = entity_digest(body) if _chunked(headers) else ""
     status = _status(headers)
     if dedup and status == 304:
         response = _not_modified(exchange, headers, body, common, original)
