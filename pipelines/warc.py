@@ -47,7 +47,7 @@ from webcrawl.page import Page, wire_of
 from webcrawl.pipelines.batches import ThreadedBatches
 from webcrawl.pipelines.outage import StoreOutage
 from webcrawl.settings_check import positive_float, positive_int
-from webcrawl.warc.files import Encoded, WarcFiles, encode, repair_dir
+from webcrawl.warc.files import Encoded, Members, WarcFiles, encode, repair_dir
 from webcrawl.warc.records import Exchange, Original, fetch_records
 
 logger = logging.getLogger(__name__)
@@ -130,6 +130,7 @@ class WarcPipeline(ThreadedBatches):
             max_size=max_size,
             info=info,
         )
+        self._members = Members()  # (compresses on the reactor's thread only)
         self._start_batches("webcrawl-warc")
         self.outage = WarcOutage.of(crawler)
         _PIPELINES[crawler] = self
@@ -168,14 +169,14 @@ class WarcPipeline(ThreadedBatches):
         return item
 
     def _prepare(self, page: Page) -> _Prepared | None:
-        """The page's records, encoded, here on the reactor's thread (CPU work on the
-        writing thread would only contend with the reactor for the GIL); None if it has
-        none (said, and counted: the page goes on without records, its row's ``warc``
-        keeps the last capture)."""
+        """The page's records, encoded and compressed, here on the reactor's thread (the
+        writing thread only writes: see :mod:`webcrawl.warc.files`); None if it has none
+        (said, and counted: the page goes on without records, its row's ``warc`` keeps the
+        last capture)."""
         original = _original(page.warc_original) if self.dedup else None
         try:
             records, after = fetch_records(_exchange(page), original, self.dedup)
-            encoded = [encode(record) for record in records]
+            encoded = [encode(record, self._members) for record in records]
         except Exception:  # a fault of ours for this one page: not an outage
             logger.exception("Cannot make the WARC records of %s", page.final_url)
             self.stats.inc_value("warc/unarchived")

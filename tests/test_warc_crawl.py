@@ -299,7 +299,7 @@ def test_a_second_crawl_of_an_unchanged_web_writes_revisits_that_pywb_replays(tm
 # (for the kill): a worker killed mid-record, at a moment the test knows
 HALF_WRITE = (
     "import os, sys, time\n"
-    "from webcrawl.warc.files import WarcFiles, _member\n"
+    "from webcrawl.warc.files import WarcFiles\n"
     "write, seen = WarcFiles.write, [0]\n"
     "def halfway(self, groups):\n"
     "    where = []\n"
@@ -311,8 +311,8 @@ HALF_WRITE = (
     "        if self._warc is None:\n"
     "            self._open()\n"
     "        for record in group[: 39 - seen[0]]:\n"
-    "            self._warc.write(_member(record.data))\n"
-    "        data = _member(group[39 - seen[0]].data)\n"
+    "            self._warc.write(record.data)\n"
+    "        data = group[39 - seen[0]].data\n"
     "        self._warc.write(data[: len(data) // 2])\n"
     "        self._warc.flush()\n"
     "        os.fsync(self._warc.fileno())\n"
@@ -384,7 +384,7 @@ def test_a_worker_killed_mid_record_leaves_files_that_repair_makes_whole(tmp_pat
 DISK_FULL = (
     "import errno, os, sys\n"
     "import webcrawl.pipelines.warc as pipeline\n"
-    "from webcrawl.warc.files import WarcFiles, _member\n"
+    "from webcrawl.warc.files import WarcFiles\n"
     "def full():\n"
     "    if os.path.exists(os.environ['DISK_FULL']):\n"
     "        raise OSError(errno.ENOSPC, 'No space left on device')\n"

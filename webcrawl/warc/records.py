@@ -25,16 +25,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import os
 import re
-import uuid
+import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 
 from warcio.bufferedreaders import ChunkedDataReader
 from warcio.recordbuilder import RecordBuilder
 from warcio.statusandheaders import StatusAndHeaders
-from warcio.timeutils import datetime_to_iso_date
 
 WARC_VERSION = "WARC/1.1"
 PROFILE_IDENTICAL = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
@@ -68,12 +67,40 @@ class Original:
 
 
 def sha1_digest(data: bytes) -> str:
-    return "sha1:" + base64.b32encode(hashlib.sha1(data).digest()).decode("ascii")
+    return _b32(hashlib.sha1(data))
+
+
+def _b32(sha1: Any) -> str:
+    return "sha1:" + base64.b32encode(sha1.digest()).decode("ascii")
+
+
+_EMPTY_DIGEST = sha1_digest(b"")
 
 
 def warc_date(unix: float) -> str:
-    moment = datetime.fromtimestamp(unix, timezone.utc).replace(tzinfo=None)  # warcio: naive UTC
-    return datetime_to_iso_date(moment, use_micros=True)
+    """WARC-Date of a Unix time, to the microsecond (as warcio writes it)."""
+    seconds = int(unix)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + (
+        f".{int((unix - seconds) * 1e6):06d}Z"
+    )
+
+
+def _cdx_stamp(date: str) -> str:
+    """The 14-digit timestamp of a WARC-Date (``2026-11-26T04:56:57.123456Z``)."""
+    return date[0:4] + date[5:7] + date[8:10] + date[11:13] + date[14:16] + date[17:19]
+
+
+def _record_ids(count: int) -> list[str]:
+    """``count`` record ids, random (version 4) UUIDs as ``uuid.uuid4`` makes them, from
+    one read of the system's random source."""
+    raw = bytearray(os.urandom(16 * count))
+    ids = []
+    for i in range(0, len(raw), 16):
+        raw[i + 6] = (raw[i + 6] & 0x0F) | 0x40  # version 4
+        raw[i + 8] = (raw[i + 8] & 0x3F) | 0x80  # RFC 4122 variant
+        h = raw[i : i + 16].hex()
+        ids.append(f"<urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}>")
+    return ids
 
 
 class RawHeaders(StatusAndHeaders):
@@ -82,33 +109,38 @@ class RawHeaders(StatusAndHeaders):
     warcio writes a record's HTTP header block from its parsed form (``to_bytes``),
     which folds spaces and drops what it cannot parse: not the bytes on the wire.  This
     keeps the block as it came and hands it to the writer (and its block digest)
-    instead; ``tests/test_warc.py`` fails if warcio stops asking for it this way."""
+    instead; ``tests/test_warc.py`` fails if warcio stops asking for it this way.  The
+    block is parsed when first asked (``statusline``, ``headers``, ``protocol``): a
+    fetch's records are written from the raw bytes alone."""
 
-    def __init__(self, raw: bytes) -> None:
-        statusline, headers, protocol = _parse_head(raw)
-        super().__init__(statusline, headers, protocol, len(raw))
+    def __init__(self, raw: bytes) -> None:  # (StatusAndHeaders.__init__ parses)
         self.raw = raw
         self.headers_buff = raw
+        self.total_len = len(raw)
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in ("statusline", "headers", "protocol"):
+            raise AttributeError(name)
+        self.statusline, self.headers, self.protocol = _parse_head(self.raw)
+        return getattr(self, name)
 
     def compute_headers_buffer(self, header_filter: Any = None) -> None:
         self.headers_buff = self.raw
 
 
+_HEAD_END = re.compile(rb"\n\r?\n")
+
+
 def header_end(data: bytes, start: int = 0) -> int:
     """Where the header block that begins at ``start`` ends (the offset after its empty
     line), by Twisted's rule, the one Scrapy's parser followed: lines end at ``\n``, a
-    ``\r`` before it is dropped, the first empty line ends the block.  -1: it never ends."""
-    pos = start
-    while True:
-        newline = data.find(b"\n", pos)
-        if newline < 0:
-            return -1
-        if data[pos:newline].removesuffix(b"\r") == b"" and pos > start:
-            return newline + 1
-        pos = newline + 1
+    ``\r`` before it is dropped, the first empty line ends the block (not a first line
+    of its own: the block's own first line is its start line).  -1: it never ends."""
+    found = _HEAD_END.search(data, start)
+    return -1 if found is None else found.end()
 
 
-def split_message(data: bytes, response: bool = False) -> tuple[StatusAndHeaders, bytes] | None:
+def split_message(data: bytes, response: bool = False) -> tuple[RawHeaders, bytes] | None:
     """The headers of a raw HTTP message (kept as they are, :class:`RawHeaders`) and the
     raw body after them (None when the header block never ended: nothing to archive).
     For a response, interim 1xx answers before it (100 Continue, 103 Early Hints) are
@@ -174,8 +206,27 @@ def _parse_head(raw: bytes) -> tuple[str, list[tuple[str, str]], str]:
     return statusline.strip(), headers, protocol
 
 
-def _chunked(headers: StatusAndHeaders) -> bool:
-    return "chunked" in (headers.get_header("Transfer-Encoding") or "").lower()
+_TRANSFER_ENCODING = re.compile(rb"(?im)^transfer-encoding[ \t]*:([^\r\n]*)")
+_CONTENT_TYPE = re.compile(rb"(?im)^content-type[ \t]*:([^\r\n]*)")
+_FOLDED = re.compile(rb"\n[ \t]")
+
+
+def _header(head: RawHeaders, name: str, pattern: re.Pattern[bytes]) -> str:
+    """The value of a header's first line, as the parsed block gives it ("" if none),
+    read without parsing the block when no line of it is folded."""
+    if _FOLDED.search(head.raw) is not None:
+        return head.get_header(name) or ""
+    found = pattern.search(head.raw)
+    return found.group(1).strip().decode("latin-1") if found else ""
+
+
+def _chunked(head: RawHeaders) -> bool:
+    return "chunked" in _header(head, "Transfer-Encoding", _TRANSFER_ENCODING).lower()
+
+
+def _mime(head: RawHeaders) -> str:
+    """The media type of a response's Content-Type, as pywb indexes it."""
+    return _header(head, "Content-Type", _CONTENT_TYPE).split(";")[0].strip()
 
 
 _PROXY_AUTHORIZATION = re.compile(rb"(?im)^(proxy-authorization[ \t]*:)[^\r\n]*")
@@ -198,16 +249,22 @@ def entity_digest(chunked_body: bytes) -> str:
     return sha1_digest(out.getvalue())
 
 
-def _status(headers: StatusAndHeaders) -> int:
+def _status(head: bytes) -> str:
+    """The status code of a response's header block, as the parsed block gives it."""
+    first = head.split(b"\n", 1)[0].decode("latin-1").removesuffix("\r")
+    return first.partition(" ")[2].strip().split(" ", 1)[0]
+
+
+def _number(status: str) -> int:
     try:
-        return int(headers.get_statuscode())
-    except (TypeError, ValueError):
+        return int(status)
+    except ValueError:
         return 0
 
 
 def fetch_records(
     exchange: Exchange, original: Original | None, dedup: bool = True
-) -> tuple[list[Any], Original | None]:
+) -> tuple[list[Record], Original | None]:
     """The records of one fetch (request, response or revisit, metadata) and the page's
     last full capture after it (this one's when it wrote a full response).  An exchange
     whose response never got past its headers gives no records."""
@@ -224,9 +281,10 @@ def fetch_records(
     # tool joins a revisit's headers to its original's raw body, so a revisit needs the
     # same framing as its original: both chunked, or the very same bytes
     entity = entity_digest(body) if _chunked(headers) else ""
-    status = _status(headers)
-    if dedup and status == 304:
-        response = _not_modified(exchange, headers, body, common, original)
+    status = _status(headers.raw)
+    ids = _record_ids(3)
+    if dedup and _number(status) == 304:
+        response = _not_modified(exchange, headers, body, common, original, record_id=ids[1])
         after = original
     elif (
         dedup
@@ -234,12 +292,20 @@ def fetch_records(
         and not exchange.truncated
         and (original.digest == digest or (entity and original.entity == entity))
     ):
-        response = _identical(exchange, headers, original.digest, common, original)
+        response = _identical(
+            exchange, headers, original.digest, common, original, record_id=ids[1]
+        )
         after = original
     else:  # (a cut body is never the payload of a revisit, nor an original)
-        response = _full(exchange, headers, body, digest, common)
+        response = _full(exchange, headers, body, digest, common, record_id=ids[1])
         after = original if exchange.truncated else Original(exchange.url, date, digest, entity)
-    response_id = response.record_id
+    response.cdx = (
+        exchange.url,
+        _cdx_stamp(date),
+        "warc/revisit" if response.rec_type == "revisit" else _mime(headers),
+        status,
+        response.payload_digest,
+    )
     sent = redact(exchange.sent)
     split = split_message(sent)
     request_headers, request_body = split if split is not None else (None, sent)
@@ -248,16 +314,17 @@ def fetch_records(
         exchange.url,
         [
             *common,
-            ("WARC-Concurrent-To", response_id),
-            ("WARC-Payload-Digest", sha1_digest(request_body)),
+            ("WARC-Concurrent-To", ids[1]),
+            ("WARC-Payload-Digest", sha1_digest(request_body) if request_body else _EMPTY_DIGEST),
         ],
         content_type=_REQUEST_TYPE,
         http_headers=request_headers,
         payload=request_body,
+        record_id=ids[0],
     )
     records = [request, response]
     if exchange.verdicts:
-        records.append(metadata_record(exchange.url, date, response_id, exchange.verdicts))
+        records.append(metadata_record(exchange.url, date, ids[1], exchange.verdicts, ids[2]))
     return records, after
 
 
@@ -287,9 +354,18 @@ class Record:
     here; warcio writes the ``warcinfo`` record, reads every file back (repair) and
     checks them (``tests/test_warc.py`` compares both writers' output, and runs ``warcio
     check``).  The attributes warcio's records have and the index needs: ``rec_type``,
-    ``rec_headers``, ``http_headers``, ``raw_stream``."""
+    ``rec_headers``, ``http_headers``, ``raw_stream``; ``cdx``: a response's or
+    revisit's index fields (url, timestamp, mime, status, digest)."""
 
-    __slots__ = ("http_headers", "payload", "rec_headers", "rec_type", "record_id")
+    __slots__ = (
+        "cdx",
+        "http_headers",
+        "payload",
+        "payload_digest",
+        "rec_headers",
+        "rec_type",
+        "record_id",
+    )
 
     def __init__(
         self,
@@ -300,22 +376,30 @@ class Record:
         content_type: str,
         http_headers: RawHeaders | None,
         payload: bytes,
+        record_id: str = "",
+        payload_digest: str = "",
     ) -> None:
         self.rec_type = rec_type
-        self.record_id = f"<urn:uuid:{uuid.uuid4()}>"
+        self.record_id = record_id or _record_ids(1)[0]
         self.http_headers = http_headers
         self.payload = payload
-        block_head = http_headers.raw if http_headers is not None else b""
-        block = block_head + payload
+        self.payload_digest = payload_digest
+        self.cdx: tuple[str, str, str, str, str] | None = None
+        block = hashlib.sha1()
+        length = len(payload)
+        if http_headers is not None:
+            block.update(http_headers.raw)
+            length += len(http_headers.raw)
+        block.update(payload)
         self.rec_headers = _WarcHeaders(
             [
                 ("WARC-Type", rec_type),
                 ("WARC-Record-ID", self.record_id),
                 ("WARC-Target-URI", url),
                 *headers,
-                ("WARC-Block-Digest", sha1_digest(block)),
+                ("WARC-Block-Digest", _b32(block)),
                 ("Content-Type", content_type),
-                ("Content-Length", str(len(block))),
+                ("Content-Length", str(length)),
             ]
         )
 
@@ -325,7 +409,7 @@ class Record:
         return io.BytesIO(self.payload)
 
     def serialize(self) -> bytes:
-        head = "".join(f"{name}: {value}\r\n" for name, value in self.rec_headers.headers)
+        head = "".join([f"{name}: {value}\r\n" for name, value in self.rec_headers.headers])
         block_head = self.http_headers.raw if self.http_headers is not None else b""
         return b"".join(
             (b"WARC/1.1\r\n", head.encode("utf-8"), b"\r\n", block_head, self.payload, b"\r\n\r\n")
@@ -337,7 +421,14 @@ _REQUEST_TYPE = "application/http; msgtype=request"
 
 
 def _answer(
-    kind: str, exchange: Exchange, extra: list, headers: RawHeaders, payload: bytes
+    kind: str,
+    exchange: Exchange,
+    extra: list,
+    headers: RawHeaders,
+    payload: bytes,
+    *,
+    record_id: str,
+    digest: str = "",
 ) -> Record:
     return Record(
         kind,
@@ -346,20 +437,34 @@ def _answer(
         content_type=_RESPONSE_TYPE,
         http_headers=headers,
         payload=payload,
+        record_id=record_id,
+        payload_digest=digest,
     )
 
 
 def _full(
-    exchange: Exchange, headers: RawHeaders, body: bytes, digest: str, common: list
+    exchange: Exchange,
+    headers: RawHeaders,
+    body: bytes,
+    digest: str,
+    common: list,
+    *,
+    record_id: str,
 ) -> Record:
     extra = [*common, ("WARC-Payload-Digest", digest)]
     if exchange.truncated:
         extra.append(("WARC-Truncated", exchange.truncated))
-    return _answer("response", exchange, extra, headers, body)
+    return _answer("response", exchange, extra, headers, body, record_id=record_id, digest=digest)
 
 
 def _identical(
-    exchange: Exchange, headers: RawHeaders, digest: str, common: list, original: Original
+    exchange: Exchange,
+    headers: RawHeaders,
+    digest: str,
+    common: list,
+    original: Original,
+    *,
+    record_id: str,
 ) -> Record:
     """The headers of the answer, and the original's payload by reference."""
     extra = [
@@ -369,7 +474,7 @@ def _identical(
         ("WARC-Refers-To-Date", original.date),
         ("WARC-Payload-Digest", digest),
     ]
-    return _answer("revisit", exchange, extra, headers, b"")
+    return _answer("revisit", exchange, extra, headers, b"", record_id=record_id, digest=digest)
 
 
 def _not_modified(
@@ -378,25 +483,34 @@ def _not_modified(
     body: bytes,
     common: list,
     original: Original | None,
+    *,
+    record_id: str,
 ) -> Record:
     extra = [*common, ("WARC-Profile", PROFILE_NOT_MODIFIED)]
     if original is not None:
         extra.append(("WARC-Refers-To-Target-URI", original.target))
         extra.append(("WARC-Refers-To-Date", original.date))
-    return _answer("revisit", exchange, extra, headers, body)
+    return _answer("revisit", exchange, extra, headers, body, record_id=record_id)
 
 
-def metadata_record(url: str, date: str, concurrent_to: str, fields: dict[str, Any]) -> Record:
+_LINE_BREAKS = re.compile(r"[\r\n]")
+
+
+def metadata_record(
+    url: str, date: str, concurrent_to: str, fields: dict[str, Any], record_id: str = ""
+) -> Record:
     """A ``metadata`` record of ``application/warc-fields``: one ``name: value`` line per
     verdict (a list gives one line per item, as Heritrix writes ``outlink``)."""
     lines = []
     for name, value in fields.items():
-        for item in value if isinstance(value, list) else [value]:
-            if item is None:
-                continue
-            text = str(item).replace("\r", " ").replace("\n", " ")
-            lines.append(f"{name}: {text}\r\n")
-    data = "".join(lines).encode("utf-8")
+        if isinstance(value, list):
+            lines.extend([f"{name}: {item}\r\n" for item in value if item is not None])
+        elif value is not None:
+            lines.append(f"{name}: {value}\r\n")
+    text = "".join(lines)
+    if text.count("\n") != len(lines) or text.count("\r") != len(lines):
+        # a value holds a line break of its own: made a space
+        text = "".join(_LINE_BREAKS.sub(" ", line[:-2]) + "\r\n" for line in lines)
     extra = [("WARC-Date", date), ("WARC-Concurrent-To", concurrent_to)]
     return Record(
         "metadata",
@@ -404,7 +518,8 @@ def metadata_record(url: str, date: str, concurrent_to: str, fields: dict[str, A
         extra,
         content_type="application/warc-fields",
         http_headers=None,
-        payload=data,
+        payload=text.encode("utf-8"),
+        record_id=record_id,
     )
 
 
