@@ -1,7 +1,9 @@
 """Items written in batches by one thread of their own; an item is done when its batch is.
 
 The store and WARC pipelines share this: items are buffered and written in batches of
-``batch_size`` (or every ``flush_interval`` seconds) by one dedicated thread.  An item's
+``batch_size`` (or every ``flush_interval`` seconds; with 0, as soon as the writing
+thread is free: group commit, so that a batch is whatever came while the last one was
+written) by one dedicated thread.  An item's
 ``process_item`` awaits its batch, so Scrapy keeps its request in progress until the
 batch is written and the frontier acknowledges it only then.  A batch that fails is not
 acknowledged: the subclass's ``_failed`` makes a :class:`~webcrawl.frontier.requeue.Requeue`
@@ -32,7 +34,7 @@ class ThreadedBatches:
     extra arguments fixed when the batch leaves."""
 
     batch_size: int
-    flush_interval: float
+    flush_interval: float  # seconds; 0: group commit
     outage: Any  # a StoreOutage (pipelines/outage.py)
 
     def _start_batches(self, name: str) -> None:
@@ -41,12 +43,14 @@ class ThreadedBatches:
         self._pending: set[Deferred[Any]] = set()
         self._pool = ThreadPool(minthreads=1, maxthreads=1, name=name)
         self._loop = task.LoopingCall(self._flush)
+        self._soon: Any = None  # group commit: the flush called for this reactor turn
 
     def _run_batches(self) -> None:
         """Start the thread (if not yet) and the periodic flush."""
         if not self._pool.started:
             self._pool.start()
-        self._loop.start(self.flush_interval, now=False)
+        if self.flush_interval > 0:
+            self._loop.start(self.flush_interval, now=False)
 
     async def _written_with_batch(self, entry: Any) -> None:
         """Buffer ``entry`` and wait until its batch is written (raises its Requeue)."""
@@ -57,7 +61,17 @@ class ThreadedBatches:
         self._waiters.append(written)
         if len(self._buffer) >= self.batch_size:
             self._flush()
+        elif not self.flush_interval and not self._pending:
+            self._flush_soon()
         await maybe_deferred_to_future(written)
+
+    def _flush_soon(self) -> None:
+        """Flush once the reactor has run what is ready now (the items of this turn join
+        the batch)."""
+        if self._soon is None or not self._soon.active():
+            from twisted.internet import reactor  # late: importing it installs one
+
+            self._soon = reactor.callLater(0, self._flush)
 
     async def _drain(self) -> None:
         """Stop the periodic flush and wait for every buffered item's batch."""
@@ -91,6 +105,8 @@ class ThreadedBatches:
                     waiter.callback(None)
                 else:  # each item raises its own exception
                     waiter.errback(Requeue(str(outcome), outcome.wait))
+            if not self.flush_interval and self._buffer and not self._pending:
+                self._flush()  # group commit: what came meanwhile is the next batch
 
         d.addBoth(done)
 

@@ -3,9 +3,12 @@ a WARC.
 
 With ``WARC_ENABLED`` the download handler keeps the bytes of each exchange
 (:mod:`webcrawl.handlers.tee`); this pipeline turns a page's exchange into its records
-(:mod:`webcrawl.warc.records`: request, response or revisit, metadata) and writes them,
-in batches of ``WARC_BATCH_SIZE`` (or every ``WARC_FLUSH_INTERVAL`` seconds) on a thread
-of its own, into the worker's current file in ``WARC_DIR`` (:mod:`webcrawl.warc.files`).
+(:mod:`webcrawl.warc.records`: request, response or revisit, metadata) and writes them
+on a thread of its own, into the worker's current file in ``WARC_DIR``
+(:mod:`webcrawl.warc.files`), in batches: what came while the last batch was written
+(group commit), at most ``WARC_BATCH_SIZE`` pages.  (Not every so many seconds, as the
+store writes: while a page waits, so does its response with all Scrapy keeps of it, and
+the garbage collector's work on them cost more than the write.)
 An item is done when its batch is written, flushed and fsynced; until then Scrapy keeps
 its request in progress, so the frontier acknowledges the request only after that.
 
@@ -46,7 +49,7 @@ from webcrawl.frontier.requeue import Requeue
 from webcrawl.page import Page, wire_of
 from webcrawl.pipelines.batches import ThreadedBatches
 from webcrawl.pipelines.outage import StoreOutage
-from webcrawl.settings_check import positive_float, positive_int
+from webcrawl.settings_check import positive_int
 from webcrawl.warc.files import Encoded, Members, WarcFiles, encode, repair_dir
 from webcrawl.warc.records import Exchange, Original, fetch_records
 
@@ -108,7 +111,7 @@ class WarcPipeline(ThreadedBatches):
             raise ValueError(f"WARC_DIR={str(self.directory)!r} cannot be written: {exc}") from None
         max_size = positive_int(settings, "WARC_MAX_SIZE")
         self.batch_size = positive_int(settings, "WARC_BATCH_SIZE")
-        self.flush_interval = positive_float(settings, "WARC_FLUSH_INTERVAL")
+        self.flush_interval = 0.0  # group commit (see above)
         self.dedup = settings.getbool("WARC_DEDUP")
         crawl = settings.get("WEBCRAWL_CRAWL") or settings.get("BOT_NAME") or "webcrawl"
         robots = "obey" if settings.getbool("ROBOTSTXT_OBEY") else "ignore"

@@ -336,10 +336,9 @@ WARC_MAX_SIZE = 1_000_000_000
 WARC_DEDUP = True
 # Who runs the crawl (a name, an e-mail): the `operator` of each file's warcinfo.
 WARC_OPERATOR = ""
-# Pages per write (each write is flushed and fsynced before its pages are
-# acknowledged), and seconds at most a page waits for its write.
+# Pages per write at most (each write is flushed and fsynced before its pages are
+# acknowledged; a write takes what came while the one before it was written).
 WARC_BATCH_SIZE = 200
-WARC_FLUSH_INTERVAL = 0.2
 
 # --- Change detection and revisits ----------------------------------------------
 # A page changed when the SimHash (64 bits) of its visible text is more than

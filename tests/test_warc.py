@@ -5,14 +5,20 @@ import io
 import os
 import subprocess
 import time
+import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
 from warcio.recordbuilder import RecordBuilder
+from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
 from webcrawl.warc.files import (
+    Members,
     WarcFiles,
     WriterAlive,
     cdxj_line,
@@ -26,9 +32,15 @@ from webcrawl.warc.records import (
     PROFILE_NOT_MODIFIED,
     Exchange,
     Original,
+    RawHeaders,
+    _chunked,
+    _mime,
+    _status,
     fetch_records,
+    header_end,
     sha1_digest,
     split_message,
+    warc_date,
 )
 
 REQUEST = b"GET /a HTTP/1.1\r\nHost: example.com\r\nUser-Agent: t\r\n\r\n"
@@ -370,3 +382,72 @@ def test_our_records_are_what_warcio_writes_for_the_same_exchange(tmp_path):
         a_headers.pop(name), b_headers.pop(name)
     assert a_headers == b_headers
     warcio_check(path)
+
+
+def _twisted_header_end(data: bytes, start: int = 0) -> int:
+    """Twisted's rule, line by line (what ``header_end`` finds with one regex)."""
+    pos = start
+    while True:
+        newline = data.find(b"\n", pos)
+        if newline < 0:
+            return -1
+        if data[pos:newline].removesuffix(b"\r") == b"" and pos > start:
+            return newline + 1
+        pos = newline + 1
+
+
+HEAD_BYTES = st.lists(
+    st.sampled_from([b"\r", b"\n", b"\r\n", b" ", b"\t", b"A", b":"]), max_size=14
+)
+
+
+@given(HEAD_BYTES.map(b"".join), st.integers(0, 3))
+@example(b"\r\n\r\n", 0)
+@example(b"\n\nX", 0)
+def test_a_header_block_ends_where_twisteds_line_reader_ends_it(data, start):
+    assert header_end(data, start) == _twisted_header_end(data, start)
+
+
+HEADER_LINES = st.lists(
+    st.tuples(
+        st.sampled_from(["Content-Type", "content-type ", "Transfer-Encoding", "X-A", " folded"]),
+        st.sampled_from(["text/html; charset=x", " chunked", "gzip, chunked", "", "a;b"]),
+    ),
+    max_size=5,
+)
+
+
+@given(HEADER_LINES, st.sampled_from(["\r\n", "\n"]))
+def test_headers_read_without_parsing_are_what_parsing_reads(lines, end):
+    text = f"HTTP/1.1 200 OK{end}" + "".join(f"{n}:{v}{end}" for n, v in lines) + end
+    fast = RawHeaders(text.encode("latin-1"))
+    parsed = RawHeaders(text.encode("latin-1"))
+    parsed.headers  # noqa: B018  (parsed: the slow path's answers)
+    for head in (fast, parsed):
+        assert _status(head.raw) == head.get_statuscode() == "200"
+    content_type = parsed.get_header("Content-Type") or ""
+    assert _mime(fast) == content_type.split(";")[0].strip()
+    assert _chunked(fast) == ("chunked" in (parsed.get_header("Transfer-Encoding") or "").lower())
+
+
+def test_gzip_members_of_one_compressor_are_whole_members_each(tmp_path):
+    members = Members()
+    raws = [os.urandom(700).hex().encode(), b"GET / HTTP/1.1\r\n\r\n", BODY, b"x" * 100_000]
+    data = [members.member(raw) for raw in raws]
+    for raw, member in zip(raws, data, strict=True):
+        assert gzip.decompress(member) == raw  # each alone, as a replay tool reads it
+        assert len(member) <= len(gzip.compress(raw, 6)) + 16
+    assert gzip.decompress(b"".join(data)) == b"".join(raws)
+
+
+def test_record_ids_and_dates_are_what_warcio_makes():
+    records, _ = fetch_records(exchange(response(), verdicts={"status": 200}), None)
+    ids = {r.record_id for r in records}
+    assert len(ids) == len(records) == 3
+    for record_id in ids:
+        value = uuid.UUID(record_id.removeprefix("<urn:uuid:").removesuffix(">"))
+        assert value.version == 4 and value.variant == uuid.RFC_4122
+    moment = 1_764_130_617.25
+    assert warc_date(moment) == datetime_to_iso_date(
+        datetime.fromtimestamp(moment, timezone.utc).replace(tzinfo=None), use_micros=True
+    )
