@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+import surt
 from hypothesis import example, given
 from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
@@ -25,6 +26,7 @@ from webcrawl.warc.files import (
     encode,
     repair,
     repair_dir,
+    surt_key,
     writer_alive,
 )
 from webcrawl.warc.records import (
@@ -451,3 +453,31 @@ def test_record_ids_and_dates_are_what_warcio_makes():
     assert warc_date(moment) == datetime_to_iso_date(
         datetime.fromtimestamp(moment, timezone.utc).replace(tzinfo=None), use_micros=True
     )
+
+
+LABELS = st.sampled_from(
+    ["www", "WWW2", "www1", "example", "Ex-am", "-x", "xn--bcher-kva", "com", "7", "a..b", ""]
+)
+HOSTS = st.one_of(
+    st.lists(LABELS, min_size=1, max_size=4).map(".".join),
+    st.sampled_from(["127.0.0.2", "2130706433", "0x7f.1", "[::1]", "1.2.3", "01.02.03.04"]),
+)
+SEGMENTS = st.one_of(
+    st.text(alphabet="aZ09._~-", max_size=6),  # plain: surt_key's own work
+    st.text(alphabet="aZ09._~-/%;()?#&=@:", max_size=8),  # the rest: surt's
+)
+
+
+@given(
+    st.sampled_from(["http", "https", "HTTP"]),
+    HOSTS,
+    st.sampled_from(["", ":80", ":443", ":8080", ":0", ":00080", ":"]),
+    st.lists(SEGMENTS, max_size=4).map("/".join),
+)
+@example("http", "www.example.com", ":80", "A/B/")
+@example("https", "127.0.0.2", ":443", "x/./y")
+@example("https", "..", ":8080", "")
+def test_the_index_key_is_surts(scheme, host, port, path):
+    url = f"{scheme}://{host}{port}/{path}"
+    for u in (url, url.rstrip("/"), url + "/"):
+        assert surt_key(u) == surt.surt(u), u
