@@ -20,6 +20,7 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import task
 from twisted.internet.defer import Deferred, DeferredList
 from twisted.internet.threads import deferToThreadPool
+from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
 from webcrawl.frontier.requeue import Requeue
@@ -98,15 +99,20 @@ class ThreadedBatches:
         d.addCallbacks(self._written, self._failed, callbackArgs=(batch,), errbackArgs=(batch,))
         self._pending.add(d)
 
-        def done(outcome: Requeue | None) -> None:
+        def done(outcome: Requeue | Failure | None) -> None:
             self._pending.discard(d)
-            for waiter in waiters:
-                if outcome is None:
-                    waiter.callback(None)
-                else:  # each item raises its own exception
-                    waiter.errback(Requeue(str(outcome), outcome.wait))
-            if not self.flush_interval and self._buffer and not self._pending:
-                self._flush()  # group commit: what came meanwhile is the next batch
+            if isinstance(outcome, Failure):  # a fault of _written or _failed: not lost
+                logger.error("Batch of %d items:\n%s", len(waiters), outcome.getTraceback())
+                outcome = Requeue(f"batch failed: {outcome.getErrorMessage()}", self.outage.wait)
+            try:
+                for waiter in waiters:
+                    if outcome is None:
+                        waiter.callback(None)
+                    else:  # each item raises its own exception
+                        waiter.errback(Requeue(str(outcome), outcome.wait))
+            finally:
+                if not self.flush_interval and self._buffer and not self._pending:
+                    self._flush()  # group commit: what came meanwhile is the next batch
 
         d.addBoth(done)
 

@@ -54,6 +54,7 @@ INDEX_SUFFIX = ".cdxj"
 GZIP_LEVEL = 6  # gzip's default; warcio's writer compresses at 9, for 1-2 % smaller files
 _INDEXED = ("response", "revisit", "resource")
 _STALE = 60.0  # seconds: an unlocked leftover (.creating, .tmp) older than this is dropped
+_ONE_WRITE = 16 << 20  # bytes: a batch up to this size is joined and written at once
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,13 @@ def surt_key(url: str) -> str:
     if head is None:
         if len(_ORIGINS) >= 10_000:
             _ORIGINS.clear()
-        head = _ORIGINS[origin] = _surt(origin + "/").removesuffix("/")
+        try:
+            head = surt.surt(origin + "/").removesuffix("/")
+        except Exception:  # (a port above 65535): the slow path's answer
+            head = ""
+        _ORIGINS[origin] = head
+    if not head:
+        return _surt(url)
     path = (path or "/").lower()
     if len(path) > 1 and path.endswith("/"):
         path = path[:-1]
@@ -456,7 +463,7 @@ class WarcFiles:
                         lines.append(cdxj_finish(record.index, self.name, offset, length))
                 where.append(spots)
             self._flush(chunks, lines)
-        except OSError:
+        except BaseException:  # (a full disk, or anything between counting and writing)
             self._abandon()
             raise
         return where
@@ -465,8 +472,13 @@ class WarcFiles:
         """Write ``chunks`` to the file and sync it, then ``lines`` to its index."""
         if self._warc is None:
             return
-        self._warc.write(b"".join(chunks))
+        if sum(map(len, chunks)) <= _ONE_WRITE:
+            self._warc.write(b"".join(chunks))  # one system call, one wait for the GIL
+        else:  # (not a second copy of large pages)
+            self._warc.writelines(chunks)
         self._warc.flush()
+        if self._warc.tell() != self._end:
+            raise OSError(f"{self.name}: {self._warc.tell()} bytes written, not {self._end}")
         os.fsync(self._warc.fileno())  # the records, before the index lines that name them
         self._index.write("".join(lines))
         self._index.flush()  # (an index repair() can rebuild: not fsynced per batch)

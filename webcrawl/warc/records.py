@@ -78,11 +78,10 @@ _EMPTY_DIGEST = sha1_digest(b"")
 
 
 def warc_date(unix: float) -> str:
-    """WARC-Date of a Unix time, to the microsecond (as warcio writes it)."""
-    seconds = int(unix)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + (
-        f".{int((unix - seconds) * 1e6):06d}Z"
-    )
+    """WARC-Date of a Unix time, to the nearest microsecond (always six digits: warcio
+    leaves them out of a whole second)."""
+    seconds, micros = divmod(round(unix * 1e6), 1_000_000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{micros:06d}Z"
 
 
 def _cdx_stamp(date: str) -> str:
@@ -208,16 +207,19 @@ def _parse_head(raw: bytes) -> tuple[str, list[tuple[str, str]], str]:
 
 _TRANSFER_ENCODING = re.compile(rb"(?im)^transfer-encoding[ \t]*:([^\r\n]*)")
 _CONTENT_TYPE = re.compile(rb"(?im)^content-type[ \t]*:([^\r\n]*)")
-_FOLDED = re.compile(rb"\n[ \t]")
+# what the parser reads otherwise than a line-by-line search: a folded line, a CR that
+# does not end a line, a byte that str.strip() would take for space (or not ASCII)
+_UNPLAIN = re.compile(rb"\n[ \t]|\r(?!\n)|[^\t\r\n\x20-\x7e]")
 
 
 def _header(head: RawHeaders, name: str, pattern: re.Pattern[bytes]) -> str:
-    """The value of a header's first line, as the parsed block gives it ("" if none),
-    read without parsing the block when no line of it is folded."""
-    if _FOLDED.search(head.raw) is not None:
+    """The value of a header (its first), as the parsed block gives it ("" if none),
+    found without parsing a plain block (most: printable ASCII, no folded line)."""
+    raw = head.raw
+    if _UNPLAIN.search(raw) is not None:
         return head.get_header(name) or ""
-    found = pattern.search(head.raw)
-    return found.group(1).strip().decode("latin-1") if found else ""
+    found = pattern.search(raw, raw.find(b"\n") + 1)  # (not in the status line)
+    return found.group(1).strip().decode("ascii") if found else ""
 
 
 def _chunked(head: RawHeaders) -> bool:
