@@ -181,6 +181,12 @@ def test_metadata_carries_the_verdicts_and_no_records_without_a_header_block():
         meta.raw_stream.read() == b"simhash: ab\r\nchanged: true\r\noutlink: u1\r\noutlink: u2\r\n"
     )
     assert fetch_records(exchange(b"HTTP/1.1 200 OK\r\nContent-Le"), None) == ([], None)
+    # a value's own line breaks would forge fields: each is made a space
+    records, _ = fetch_records(
+        exchange(response(), verdicts={"kind": "a\r\nforged: 1", "outlink": ["u\n1", None]}),
+        None,
+    )
+    assert records[2].raw_stream.read() == b"kind: a  forged: 1\r\noutlink: u 1\r\n"
 
 
 def test_files_are_named_the_iipc_way_rotated_and_closed_with_their_index(tmp_path):
