@@ -40,6 +40,7 @@ def test_requests_waiting_for_robots_txt_are_checked(slow_demo, tmp_path, middle
 import itertools  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
+from urllib.parse import urlsplit  # noqa: E402
 
 from webcrawl.demo import demo_server  # noqa: E402
 from webcrawl.demo.web import DemoWeb  # noqa: E402
@@ -172,7 +173,18 @@ def test_two_workers_fetch_each_robots_txt_once_in_the_hosts_turn(
         assert mine[0]["path"] == "/robots.txt"
         gaps = [b["t"] - a["t"] for a, b in itertools.pairwise(mine)]
         assert min(gaps) >= 0.4, (host, sorted(gaps)[:3])
-    assert sum(_stat(log, "robotstxt/shared") for log in logs) >= 1  # one read the other's
+    # a host both workers fetched pages of: one of them read the rules the other fetched
+    # (a worker that starts late on a loaded machine may find the crawl done, or have no
+    # host in common with the other)
+    crawled = [
+        {
+            urlsplit(json.loads(line)["url"]).netloc
+            for line in (tmp_path / f"{name}.jsonl").read_text().splitlines()
+        }
+        for name in ("a", "b")
+    ]
+    if crawled[0] & crawled[1]:
+        assert sum(_stat(log, "robotstxt/shared") for log in logs) >= 1
 
 
 # -- the fetch lock (in process, a real Redis) -------------------------------------------
