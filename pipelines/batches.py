@@ -82,6 +82,16 @@ class ThreadedBatches:
         if self._pending:
             await maybe_deferred_to_future(DeferredList(list(self._pending)))
 
+    async def _close_batches(self, close: Any) -> None:
+        """Wait for every buffered item's batch, then run ``close`` on the writing thread
+        and stop it (here, if the thread never started: nothing was written)."""
+        await self._drain()
+        if self._pool.started:
+            await maybe_deferred_to_future(self._in_thread(close))
+            self._pool.stop()
+        else:
+            close()
+
     def _in_thread(self, f: Any, *args: Any) -> Deferred[Any]:
         from twisted.internet import reactor  # late: importing it installs one
 

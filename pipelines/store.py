@@ -24,7 +24,6 @@ from typing import Any
 from itemadapter import ItemAdapter
 from scrapy.crawler import Crawler
 from scrapy.utils.defer import maybe_deferred_to_future
-from twisted.internet.threads import deferToThreadPool
 
 from webcrawl.frontier.requeue import Requeue
 from webcrawl.page import store_row
@@ -56,13 +55,9 @@ class StorePipeline(ThreadedBatches):
     async def open_spider(self) -> None:
         """Reach the store before the first page (waiting for a server that does not
         answer yet, ``STORE_CONNECT_WAIT``); a wrong URL stops the crawl here."""
-        from twisted.internet import reactor  # late: importing it installs one
-
         self._pool.start()
         try:
-            await maybe_deferred_to_future(
-                deferToThreadPool(reactor, self._pool, self.store.connect, self.connect_wait)
-            )
+            await maybe_deferred_to_future(self._in_thread(self.store.connect, self.connect_wait))
         except StoreError as exc:
             logger.error("Cannot start: %s", exc)
             self._pool.stop()  # (close_spider still runs: it finds the pool stopped)
@@ -76,12 +71,7 @@ class StorePipeline(ThreadedBatches):
         return item
 
     async def close_spider(self) -> None:
-        await self._drain()
-        if self._pool.started:
-            await maybe_deferred_to_future(self._in_thread(self.store.close))
-            self._pool.stop()
-        else:  # open_spider failed: no thread, nothing written
-            self.store.close()
+        await self._close_batches(self.store.close)
         self.outage.close()
 
     def _write_args(self) -> tuple[int]:

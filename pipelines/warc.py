@@ -43,7 +43,6 @@ from typing import Any
 from itemadapter import ItemAdapter
 from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
-from scrapy.utils.defer import maybe_deferred_to_future
 
 from webcrawl.frontier.requeue import Requeue
 from webcrawl.page import Page, wire_of
@@ -195,10 +194,7 @@ class WarcPipeline(ThreadedBatches):
         return _Prepared(encoded, after, main.rec_type, main.rec_headers.get_header("WARC-Date"))
 
     async def close_spider(self) -> None:
-        await self._drain()
-        if self._pool.started:
-            await maybe_deferred_to_future(self._in_thread(self.files.close))
-            self._pool.stop()
+        await self._close_batches(self.files.close)
         self.outage.close()
         self.stats.set_value("warc/files", self.files.serial)
 

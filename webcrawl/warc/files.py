@@ -185,16 +185,9 @@ def serialize(record: Any) -> bytes:
 
 
 def encode(record: Any, members: Members | None = None) -> Encoded:
-    """``record`` as one gzip member (made by ``members``, else alone), and its index
-    line's start."""
-    raw = serialize(record)
-    data = members.member(raw) if members is not None else _member(raw)
-    return Encoded(data, cdxj_start(record))
-
-
-def _member(raw: bytes) -> bytes:
-    """One gzip member of a serialised record, made alone (a compressor of its own)."""
-    return zlib.compress(raw, GZIP_LEVEL, wbits=zlib.MAX_WBITS + 16)
+    """``record`` as one gzip member (made by ``members``, else by a compressor of its
+    own), and its index line's start."""
+    return Encoded((members or Members()).member(serialize(record)), cdxj_start(record))
 
 
 _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no mtime, OS unknown
