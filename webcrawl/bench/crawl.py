@@ -10,9 +10,12 @@ those setups first.)
 Redis work per page is shown two ways: commands the server executed
 (``total_commands_processed``, commands inside Lua scripts included) and round trips
 the workers made (``frontier/redis_round_trips``: one per command or pipeline sent;
-webcrawl's scheduler counts them).  Pages/s is Scrapy's ``response_received_count /
-elapsed_time_seconds`` (from spider open to close, so it includes start-up and
-end-of-crawl detection).  The median of ``--runs`` runs is shown.  The demo web is
+webcrawl's scheduler counts them).  Pages/s is Scrapy's ``response_received_count`` over
+the seconds from the crawl's first response to its last (of any worker: recorded by
+:mod:`webcrawl.bench.span`), so that start-up and the end-of-crawl detection (polled
+every 0.5 s), the same for every setup, neither dilute nor blur the differences; the
+"wall s" column is from the first worker's start to the last one's end.  The median of
+``--runs`` runs is shown.  The demo web is
 served by nginx (static files) when it is installed, else by the Twisted demo server;
 both share the machine's cores with the crawlers, and the Twisted one (about one core
 for 200 pages/s) caps what two workers can show on a small machine.
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import re
 import shutil
 import statistics
@@ -84,11 +88,13 @@ def crawl_parallel(
     ``command``, of another spider; with ``project``, of the webcrawl checkout in that
     directory).
 
-    Seconds: from the first worker's start to the last one's end (Scrapy's
-    ``elapsed_time_seconds`` for one worker).  ``totals``, if given, gets the
-    sum over the workers of each stat it names (0 where a worker has none).
+    Seconds: from the crawl's first response to its last, of any worker (see
+    :mod:`webcrawl.bench.span`).  ``totals``, if given, gets the sum over the workers of
+    each stat it names (0 where a worker has none), and ``wall`` the seconds from the
+    first worker's start to the last one's end.
     """
     data = Path(tempfile.mkdtemp(dir=workdir))
+    settings = [*settings, *span_settings(data)]
     logs = [data / f"crawl{i}.log" for i in range(workers)]
     procs = []
     for log in logs:
@@ -98,6 +104,8 @@ def crawl_parallel(
         else:
             cmd = crawl_command(seeds, data, *COMMON, *settings, f"LOG_FILE={log}")
             env, cwd = project_env(project)
+        path = os.pathsep.join(filter(None, [str(data), env.get("PYTHONPATH")]))
+        env = {**env, "PYTHONPATH": path}  # (the span extension's copy: see span_settings)
         procs.append(subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL))
     codes = [p.wait() for p in procs]
     texts = [log.read_text() for log in logs]
@@ -107,12 +115,32 @@ def crawl_parallel(
     shutil.rmtree(data, ignore_errors=True)
     pages = sum(int(stat(t, "response_received_count")) for t in texts)
     for name in totals or {}:
-        totals[name] = sum(stat(t, name, 0.0) for t in texts)  # type: ignore[index]
-    if workers == 1:
-        return pages, stat(texts[0], "elapsed_time_seconds")
-    starts = [_time(t, "start_time") for t in texts]
-    ends = [_time(t, "finish_time") for t in texts]
-    return pages, max(ends) - min(starts)
+        if name == "wall":
+            starts = [_time(t, "start_time") for t in texts]
+            ends = [_time(t, "finish_time") for t in texts]
+            totals[name] = max(ends) - min(starts)
+        else:
+            totals[name] = sum(stat(t, name, 0.0) for t in texts)  # type: ignore[index]
+    firsts = [stat(t, "bench/first_response", -1.0) for t in texts]
+    lasts = [stat(t, "bench/last_response", -1.0) for t in texts]
+    answered = [(a, b) for a, b in zip(firsts, lasts, strict=True) if a >= 0]
+    if not answered:
+        raise RuntimeError(f"the crawl got no response:\n{texts[0][-2000:]}")
+    return pages, max(b for _, b in answered) - min(a for a, _ in answered)
+
+
+def span_settings(directory: Path) -> list[str]:
+    """Settings that add :class:`~webcrawl.bench.span.ResponseSpan` to a crawl run with
+    ``directory`` first on its ``PYTHONPATH`` (a copy of the module is put there: another
+    spider's crawl, or another checkout's, need not have it).  It goes into
+    ``EXTENSIONS_BASE`` with Scrapy's own, so that the project's ``EXTENSIONS`` stay."""
+    from scrapy.settings.default_settings import EXTENSIONS_BASE
+
+    from webcrawl.bench import span
+
+    shutil.copyfile(span.__file__, directory / f"{span.MODULE}.py")
+    extensions = {**EXTENSIONS_BASE, f"{span.MODULE}.ResponseSpan": 0}
+    return [f"EXTENSIONS_BASE={json.dumps(extensions)}"]
 
 
 def _time(log: str, name: str) -> float:
@@ -151,8 +179,8 @@ def run_crawl(args: argparse.Namespace, before: Callable[[str], list[Setup]] | N
                 flush=True,
             )
             # runs interleave the setups, so a slow spell of the machine hits all alike
-            # per setup and run: pages, seconds, Redis commands, round trips
-            results: dict[str, list[tuple[int, float, int, float, float]]] = {
+            # per setup and run: pages, seconds, Redis commands, round trips, WARC bytes, wall s
+            results: dict[str, list[tuple[int, float, int, float, float, float]]] = {
                 s.name: [] for s in setups
             }
             for i in range(args.runs):
@@ -161,7 +189,7 @@ def run_crawl(args: argparse.Namespace, before: Callable[[str], list[Setup]] | N
                         [] if setup.command else [f"WEBCRAWL_CRAWL=bench{i}-{time.monotonic_ns()}"]
                     )
                     before_commands = _commands(url)
-                    trips = {"frontier/redis_round_trips": 0.0, "warc/bytes": 0.0}
+                    trips = {"frontier/redis_round_trips": 0.0, "warc/bytes": 0.0, "wall": 0.0}
                     pages, seconds = crawl_parallel(
                         seeds,
                         workdir,
@@ -178,6 +206,7 @@ def run_crawl(args: argparse.Namespace, before: Callable[[str], list[Setup]] | N
                             _commands(url) - before_commands,
                             trips["frontier/redis_round_trips"],
                             trips["warc/bytes"],
+                            trips["wall"],
                         )
                     )
                 print(f"  run {i + 1}/{args.runs} done", file=sys.stderr, flush=True)
@@ -189,24 +218,25 @@ def run_crawl(args: argparse.Namespace, before: Callable[[str], list[Setup]] | N
                 calls = statistics.median(r[2] / r[0] for r in runs) if setup.redis else None
                 trips = statistics.median(r[3] / r[0] for r in runs)
                 warc = statistics.median(r[4] / r[0] for r in runs)
-                rows.append((setup, pages, seconds, rate, calls, trips, warc))
+                wall = statistics.median(r[5] for r in runs)
+                rows.append((setup, pages, seconds, wall, rate, calls, trips, warc))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    base = rows[0][3]
-    one = next(r[3] for r in rows if r[0].name == "webcrawl, Redis over TCP")
-    warc = any(row[6] for row in rows)
+    base = rows[0][4]
+    one = next(r[4] for r in rows if r[0].name == "webcrawl, Redis over TCP")
+    warc = any(row[7] for row in rows)
     print(
-        f"\n{'setup':<34} {'pages':>6} {'seconds':>8} {'pages/s':>8} {'x first':>8} "
+        f"\n{'setup':<34} {'pages':>6} {'seconds':>8} {'wall s':>7} {'pages/s':>8} {'x first':>8} "
         f"{'x 1 worker':>10} {'Redis cmds/page':>16} {'round trips/page':>17}"
         + (f" {'WARC bytes/page':>16}" if warc else "")
     )
-    for setup, pages, seconds, rate, calls, trips, warc_bytes in rows:
+    for setup, pages, seconds, wall, rate, calls, trips, warc_bytes in rows:
         shown = f"{calls:.2f}" if calls is not None else "-"
         scale = f"{rate / one:.2f}" if setup.workers > 1 else "-"
         per_page = f"{trips:.2f}" if trips else "-"  # (webcrawl's scheduler counts them)
         print(
-            f"{setup.name:<34} {pages:>6} {seconds:>8.2f} {rate:>8.1f} {rate / base:>8.2f} "
-            f"{scale:>10} {shown:>16} {per_page:>17}"
+            f"{setup.name:<34} {pages:>6} {seconds:>8.2f} {wall:>7.1f} {rate:>8.1f} "
+            f"{rate / base:>8.2f} {scale:>10} {shown:>16} {per_page:>17}"
             + ((f" {warc_bytes:>16.0f}" if warc_bytes else f" {'-':>16}") if warc else "")
         )
     return 0
