@@ -47,6 +47,7 @@ PACKAGES = (
     "webcrawl.localhbase",
     "webcrawl.monitor",
     "webcrawl.safety",
+    "webcrawl.sitemaps",
     "webcrawl.store",
     "webcrawl.urls",
     "webcrawl.warc",
