@@ -78,6 +78,12 @@ POLL = 0.25  # seconds between two looks at Redis while another worker fetches
 UNAVAILABLE = ("BlockedAddress", "BlockedScheme", "RedirectLoop")
 
 
+# Sent by the worker that fetched a host's robots.txt for the crawl, once the entry is
+# shared (``origin``: scheme://host:port, ``entry``: the RobotsEntry): the sitemaps it
+# lists are read from there (spiders/sitemaps.py).  Not sent for a copy read in Redis.
+robots_fetched = object()
+
+
 class RobotsTxtUnreachable(Exception):
     """A host's robots.txt gave no usable answer too many times: its requests fail."""
 
@@ -274,6 +280,9 @@ class RobotsTxtMiddleware:
             if frontier is not None:
                 self._share(frontier, origin, entry)
             await self._remember(origin, entry, fetched=True)
+            await self.crawler.signals.send_catch_log_async(
+                signal=robots_fetched, origin=origin, entry=entry
+            )
         finally:
             if renew is not None and renew.running:
                 renew.stop()

@@ -40,6 +40,7 @@ DOWNLOADER_MIDDLEWARES = {
     "webcrawl.middlewares.adaptive_delay.AdaptiveDelayMiddleware": 560,
     "webcrawl.middlewares.schemes.SchemeGuardMiddleware": 580,
     "webcrawl.middlewares.robotstxt.RobotsTxtLimitMiddleware": 595,
+    "webcrawl.middlewares.sitemaps.SitemapLimitMiddleware": 596,
     "webcrawl.middlewares.redirects.RedirectLoopMiddleware": 610,
     # with WARC_ENABLED: a redirect's records are written before it is followed
     "webcrawl.middlewares.warc.WarcRedirectsMiddleware": 620,
@@ -339,6 +340,29 @@ WARC_OPERATOR = ""
 # Pages per write at most (each write is flushed and fsynced before its pages are
 # acknowledged; a write takes what came while the one before it was written).
 WARC_BATCH_SIZE = 200
+
+# --- Sitemaps (sitemaps.org) ---------------------------------------------------------
+# Read the sitemaps a host's robots.txt lists (when the worker that fetches the
+# robots.txt for the crawl has read it), and the sitemap indexes they name: their URLs
+# are queued like links, with their lastmod.  Sitemap fetches go through the frontier
+# like any request (the host's turn, robots.txt, the address policy).
+SITEMAP_ENABLED = True
+# Also try /sitemap.xml of a host whose robots.txt lists no sitemap (a 404 is quiet).
+SITEMAP_GUESS = True
+# Levels of sitemap indexes followed below a discovered sitemap (an index of indexes
+# of sitemaps: 2).  Deeper ones are counted and not read.
+SITEMAP_MAX_DEPTH = 3
+# Per file, as sitemaps.org allows: URLs (entries and child sitemaps together), and
+# bytes after decompression.  Past either, the rest is not read (what came before is
+# kept; sitemap/too_many, sitemap/too_large).
+SITEMAP_MAX_URLS = 50000
+SITEMAP_MAX_BYTES = 52428800
+# URLs taken from all of a host's sitemaps together, per SITEMAP_REFRESH (the crawl's,
+# over all workers); the rest are dropped (sitemap/over_host_budget).
+SITEMAP_MAX_URLS_PER_HOST = 500000
+# Seconds before a sitemap is read again (through the revisit schedule, so with
+# WEBCRAWL_CONTINUOUS, or by a later run of the crawl).  0: read once per crawl.
+SITEMAP_REFRESH = 86400.0
 
 # --- Change detection and revisits ----------------------------------------------
 # A page changed when the SimHash (64 bits) of its visible text is more than

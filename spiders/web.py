@@ -1,4 +1,5 @@
-"""The ``web`` spider: fetch seeds, record every page, follow in-scope links.
+"""The ``web`` spider: fetch seeds, record every page, follow in-scope links, read the
+hosts' sitemaps (:mod:`webcrawl.spiders.sitemaps`).
 
     scrapy crawl web -a seeds=https://example.com/
     scrapy crawl web -a seeds=seeds.txt -a scope=domain
@@ -41,6 +42,7 @@ from webcrawl.settings_check import (
     positive_float,
     positive_int,
 )
+from webcrawl.spiders.sitemaps import SitemapReading
 from webcrawl.urls.scope import MODES, Scope
 from webcrawl.urls.seeds import parse_seed_lines, read_seeds
 from webcrawl.warc.capture import capture_of
@@ -61,7 +63,7 @@ def refused_answer(exc: BaseException) -> tuple[str, str] | None:
     return None
 
 
-class WebSpider(Spider):
+class WebSpider(SitemapReading, Spider):
     name = "web"
     takes_submitted_seeds = True  # it polls the crawl's `webcrawl submit` list
 
@@ -101,6 +103,7 @@ class WebSpider(Spider):
         spider._bindings = None
         spider.seed_urls = spider._read_seeds()
         spider._poll = task.LoopingCall(spider._pull_submitted)
+        spider._start_sitemaps(crawler)
         crawler.signals.connect(spider._on_idle, signal=signals.spider_idle)
         crawler.signals.connect(spider._on_closed, signal=signals.spider_closed)
         if spider._by_url and not _is_webcrawl_scheduler(crawler.settings):  # it knows its own

@@ -18,15 +18,18 @@ UA = "webcrawl/0.1 (+https://github.com/webcrawl/webcrawl)"
 # -- what an answer means ---------------------------------------------------------
 
 
-def test_a_2xx_is_parsed_and_only_our_group_is_kept():
+def test_a_2xx_is_parsed_and_only_our_group_is_kept_with_the_sitemaps():
     text = (
         "User-agent: googlebot\nDisallow: /g/\n\nUser-agent: *\nDisallow: /private/\n"
         "Crawl-delay: 2\nSitemap: https://example.com/s.xml\n"
     )
     entry = robots.from_response(200, text.encode(), 10.0, UA, None, 300)
     assert entry.state == robots.RULES
-    assert entry.rules == "User-agent: *\ndisallow: /private/\ncrawl-delay: 2\n"
+    assert entry.rules == (
+        "User-agent: *\ndisallow: /private/\ncrawl-delay: 2\nSitemap: https://example.com/s.xml\n"
+    )
     parser = entry.parser()
+    assert list(parser.sitemaps) == ["https://example.com/s.xml"]  # (everyone's: kept)
     assert not parser.can_fetch("https://example.com/private/x", UA)
     assert parser.can_fetch("https://example.com/g/x", UA)
     assert parser.crawl_delay(UA) == 2
@@ -254,3 +257,15 @@ def test_a_copy_is_fetched_again_after_a_day_and_kept_while_the_file_is_unreacha
     # a fresh answer replaces the copy
     fresh = robots.from_response(200, b"", day + 300, UA, copy, 300)
     assert fresh.fetched_at == day + 300 and robots.verdict(fresh, day + 301, 3) == ("check", 0.0)
+
+
+def test_sitemap_lines_are_kept_when_no_group_applies_and_capped():
+    text = "User-agent: googlebot\nDisallow: /g/\n" + "".join(
+        f"Sitemap: /s{i}.xml\n" for i in range(robots.MAX_SITEMAP_LINES + 5)
+    )
+    entry = robots.from_response(200, text.encode(), 10.0, UA, None, 300)
+    parser = entry.parser()
+    assert parser.can_fetch("https://example.com/g/x", UA)  # no group of ours
+    assert len(list(parser.sitemaps)) == robots.MAX_SITEMAP_LINES
+    assert next(iter(parser.sitemaps)) == "/s0.xml"
+    assert robots.compact_rules("User-agent: googlebot\nDisallow: /\n", UA) == ""

@@ -113,6 +113,7 @@ def test_our_settings_have_comments_and_prefixes():
         "BLOOM_",
         "ROBOTSTXT_",
         "WARC_",
+        "SITEMAP_",
     )
     for name, commented in documented().items():
         if hasattr(scrapy_defaults, name):

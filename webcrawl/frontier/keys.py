@@ -325,6 +325,16 @@ class CrawlKeys:
         """Held (with an expiry) by the worker fetching ``origin``'s robots.txt."""
         return self.prefix + "robots_lock:" + origin
 
+    def sitemap_listers(self, sitemap_url: str) -> str:
+        """Set of the origins whose robots.txt lists ``sitemap_url`` (a cross-submission:
+        each may be listed in it; expires with the robots.txt entries)."""
+        return self.prefix + "sitemap_listers:" + sitemap_url
+
+    def sitemap_budget(self, origin: str) -> str:
+        """Counter of the URLs taken from ``origin``'s sitemaps (expires after
+        SITEMAP_REFRESH)."""
+        return self.prefix + "sitemap_budget:" + origin
+
     @property
     def failed(self) -> str:
         """Counter of URLs that failed for good."""

@@ -172,9 +172,13 @@ def unavailable(reason: str, now: float) -> RobotsEntry:
     return RobotsEntry(ALLOW_ALL, fetched_at=now, reason=reason)
 
 
+MAX_SITEMAP_LINES = 100  # Sitemap: lines kept of one file (shared with the rules)
+
+
 def compact_rules(text: str, user_agent: str) -> str:
     """The rules of ``text`` that apply to ``user_agent``, as one ``User-agent: *`` group
-    that Protego parses to the same answers (and Crawl-delay, Request-rate, Visit-time)."""
+    that Protego parses to the same answers (and Crawl-delay, Request-rate, Visit-time),
+    and the file's ``Sitemap:`` lines (for everyone: Protego's ``sitemaps``)."""
     try:
         from protego._protego import (
             _SITE_WIDE_DIRECTIVES,
@@ -187,8 +191,9 @@ def compact_rules(text: str, user_agent: str) -> str:
         token = None if ruleset is None else ruleset.user_agent
     except (ImportError, AttributeError):  # Protego's internals moved: share the file
         return text
-    if token is None:
-        return ""  # no group applies to us: everything is allowed
+    sitemaps = [f"Sitemap: {url}" for url in list(parser.sitemaps)[:MAX_SITEMAP_LINES]]
+    if token is None:  # no group applies to us: everything is allowed
+        return "User-agent: *\n" + "".join(f"{line}\n" for line in sitemaps) if sitemaps else ""
     kept: list[str] = []
     agents: list[str] = []  # user agents of the current group, as Protego reads them
     previous = None
@@ -217,6 +222,7 @@ def compact_rules(text: str, user_agent: str) -> str:
                 agents.append(agent.replace("*", ""))
         elif token in agents:
             kept.append(f"{field}: {value}")
+    kept += sitemaps
     return "User-agent: *\n" + "\n".join(kept) + ("\n" if kept else "")
 
 

@@ -1,0 +1,366 @@
+"""The web spider's sitemaps (sitemaps.org): found through robots.txt, read within
+bounds, their URLs queued like links with what the file says of them.
+
+- **Found** by the worker that fetches a host's robots.txt for the crawl
+  (:data:`~webcrawl.middlewares.robotstxt.robots_fetched`): the files its ``Sitemap:``
+  lines name or, with ``SITEMAP_GUESS`` and none named (a 404 robots.txt included),
+  ``/sitemap.xml``.  Each is one request through the frontier like any other (the host's
+  turn, robots.txt, the address policy, retries), queued once per crawl (the
+  dupefilter) and read again every ``SITEMAP_REFRESH`` seconds (the revisit schedule).
+  Sitemap indexes are followed ``SITEMAP_MAX_DEPTH`` levels down; a sitemap that lists
+  itself or one of the indexes above it is a loop, ended there.
+- **Read** on a thread (:func:`webcrawl.sitemaps.parse.parse_sitemap`: a 50 000-URL
+  file takes ~0.4 s), at most ``SITEMAP_MAX_URLS`` entries and ``SITEMAP_MAX_BYTES``
+  after decompression (:mod:`webcrawl.middlewares.sitemaps` bounds the download).
+- **Scope** (:mod:`webcrawl.sitemaps.scope`): an entry outside the sitemap's directory
+  is dropped unless the robots.txt of the entry's host lists the sitemap (or the index it
+  came through): the crawl records in Redis which hosts list each sitemap.  Entries also
+  pass the crawl's own scope and trap rules, as links do, and at most
+  ``SITEMAP_MAX_URLS_PER_HOST`` are taken per host and ``SITEMAP_REFRESH``.
+- **Queued** as the spider's own requests, with ``sitemap_lastmod`` (Unix time),
+  ``sitemap_changefreq`` and ``sitemap_priority`` in their meta when the file gives them.
+
+Stats: ``sitemap/listed``, ``sitemap/guessed``, ``sitemap/read``, ``sitemap/failed``,
+``sitemap/urls`` (entries read), ``sitemap/queued``, ``sitemap/known``,
+``sitemap/out_of_scope``, ``sitemap/skipped``, ``sitemap/too_large``,
+``sitemap/too_many``, ``sitemap/malformed``, ``sitemap/too_deep``, ``sitemap/loops``,
+``sitemap/over_host_budget``, ``sitemap/indexes``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from redis.exceptions import RedisError
+from scrapy import Request
+from scrapy.crawler import Crawler
+from scrapy.exceptions import IgnoreRequest
+from scrapy.http import Response
+from scrapy.spidermiddlewares.httperror import HttpError
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet.threads import deferToThread
+from twisted.python.failure import Failure
+
+from webcrawl.middlewares.robotstxt import robots_fetched
+from webcrawl.safety import robots
+from webcrawl.settings_check import non_negative_float, non_negative_int, positive_int
+from webcrawl.sitemaps.parse import Entry, Sitemap, parse_sitemap
+from webcrawl.sitemaps.scope import (
+    Authority,
+    guessed_sitemap,
+    listed_sitemaps,
+    origin_of,
+)
+from webcrawl.urls.urlkey import BadURLError, canonical_url
+
+logger = logging.getLogger(__name__)
+
+PRIORITY = 100  # a sitemap before the host's pages: it may name most of them
+
+
+class SitemapReading:
+    """Mixed into the web spider (which provides ``crawler``, ``request_for``,
+    ``in_scope``, ``trap_rules``, ``_known_urls`` and ``_frontier``)."""
+
+    crawler: Crawler
+    trap_rules: Any
+    request_for: Callable[[str], Request]
+    in_scope: Callable[[str], bool]
+    _known_urls: Callable[[], Callable[[str], bool]]
+    _frontier: Any
+
+    def _start_sitemaps(self, crawler: Crawler) -> None:
+        settings = crawler.settings
+        self.sitemaps_on = settings.getbool("SITEMAP_ENABLED")
+        self.sitemap_guess = settings.getbool("SITEMAP_GUESS")
+        self.sitemap_max_depth = non_negative_int(settings, "SITEMAP_MAX_DEPTH")
+        self.sitemap_max_urls = positive_int(settings, "SITEMAP_MAX_URLS")
+        self.sitemap_max_bytes = positive_int(settings, "SITEMAP_MAX_BYTES")
+        self.sitemap_host_budget = positive_int(settings, "SITEMAP_MAX_URLS_PER_HOST")
+        self.sitemap_refresh = non_negative_float(settings, "SITEMAP_REFRESH")
+        if self.sitemaps_on:
+            crawler.signals.connect(self._robots_fetched, signal=robots_fetched)
+
+    # -- discovery -----------------------------------------------------------------
+
+    def _robots_fetched(self, origin: str, entry: robots.RobotsEntry) -> None:
+        """Queue the sitemaps of a host whose robots.txt this worker has just fetched."""
+        if entry.state == robots.UNREACHABLE:
+            return  # tried again later: its sitemaps then
+        parser = entry.parser()
+        lines = [str(u) for u in parser.sitemaps] if parser is not None else []
+        urls = listed_sitemaps(origin + "/robots.txt", lines)
+        guessed = not urls and self.sitemap_guess
+        if guessed:
+            urls = [guessed_sitemap(origin)]
+        elif urls:
+            self._record_listers(origin, urls)
+        stats = self.crawler.stats
+        for url in urls:
+            stats.inc_value("sitemap/guessed" if guessed else "sitemap/listed")
+            own = Authority.of(url, () if guessed else (origin,))
+            self.crawler.engine.crawl(self.sitemap_request(url, own, 0, (), guessed))
+
+    def _record_listers(self, origin: str, urls: list[str]) -> None:
+        """Record that ``origin``'s robots.txt lists each of ``urls`` (cross-submission)."""
+        frontier = self._frontier
+        if frontier is None:
+            return
+        try:
+            pipe = frontier.server.pipeline(transaction=False)
+            for url in urls:
+                key = frontier.keys.sitemap_listers(url)
+                pipe.sadd(key, origin)
+                pipe.expire(key, int(robots.KEEP_SECONDS))
+            pipe.execute()
+        except RedisError as exc:  # its own host's entries are still allowed (meta)
+            logger.warning("Could not record the sitemaps of %s in Redis: %s", origin, exc)
+
+    def _listers(self, url: str) -> tuple[str, ...]:
+        frontier = self._frontier
+        if frontier is None:
+            return ()
+        try:
+            members = frontier.server.smembers(frontier.keys.sitemap_listers(url))
+        except RedisError as exc:
+            logger.warning("Could not read which hosts list the sitemap %s: %s", url, exc)
+            return ()
+        return tuple(m.decode("utf-8", "replace") for m in members)
+
+    def sitemap_request(
+        self,
+        url: str,
+        authority: Authority,
+        depth: int,
+        chain: tuple[str, ...] | list[str],
+        guessed: bool = False,
+    ) -> Request:
+        """The request that reads the sitemap at ``url`` (``depth``: indexes above it;
+        ``chain``: their URLs; ``authority``: what they allow it to list)."""
+        info = {
+            "depth": depth,
+            "chain": list(chain),
+            "authority": authority.dumps(),
+            "guessed": guessed,
+        }
+        return Request(
+            url,
+            callback=self.parse_sitemap,
+            errback=self.sitemap_failed,
+            priority=PRIORITY,
+            # (SitemapLimitMiddleware bounds its size instead of DOWNLOAD_MAXSIZE)
+            meta={"sitemap": info, "failpath": False},  # not a page: says nothing of paths
+        )
+
+    # -- reading ---------------------------------------------------------------------
+
+    async def parse_sitemap(self, response: Response) -> AsyncIterator[Request]:
+        info = response.meta.get("sitemap") or {}
+        if not 200 <= response.status < 300:  # (the spider lets every status through)
+            self._unread(response.request or response, info, response.status, "")
+            return
+        read: Sitemap = await maybe_deferred_to_future(
+            deferToThread(
+                parse_sitemap,
+                response.body,
+                max_urls=self.sitemap_max_urls,
+                max_bytes=self.sitemap_max_bytes,
+            )
+        )
+        self._count(read, response)
+        url = response.request.url if response.request is not None else response.url
+        listers = self._listers(url)
+        authority = Authority.loads(info.get("authority")).joined(Authority.of(url, listers))
+        if response.url != url:  # redirected: where it is now counts too
+            authority = authority.joined(Authority.of(response.url, self._listers(response.url)))
+        depth = _int(info.get("depth"))
+        chain = [str(u) for u in info.get("chain") or []][-self.sitemap_max_depth - 1 :]
+        for child in self._children(read, url, authority, depth, chain):
+            yield child
+        for request in self._entry_requests(read.entries, authority, url):
+            yield request
+        self._refresh(url, info)
+
+    def _count(self, read: Sitemap, response: Response) -> None:
+        stats = self.crawler.stats
+        stats.inc_value("sitemap/read")
+        stats.inc_value("sitemap/urls", len(read.entries))
+        if read.skipped:
+            stats.inc_value("sitemap/skipped", read.skipped)
+        if read.sitemaps:
+            stats.inc_value("sitemap/indexes")
+        cut = "sitemap_cut" in response.flags
+        if read.too_large or cut:
+            stats.inc_value("sitemap/too_large")
+            logger.warning(
+                "Sitemap %s is over %d bytes: read its first %d (%d URLs)",
+                response.url,
+                self.sitemap_max_bytes,
+                read.bytes_read,
+                len(read.entries) + len(read.sitemaps),
+            )
+        if read.too_many:
+            stats.inc_value("sitemap/too_many")
+            logger.warning(
+                "Sitemap %s lists more than %d URLs: read its first %d",
+                response.url,
+                self.sitemap_max_urls,
+                self.sitemap_max_urls,
+            )
+        if (read.malformed and not cut) or "sitemap_undecodable" in response.flags:
+            stats.inc_value("sitemap/malformed")
+            logger.info(
+                "Sitemap %s is malformed (%s): %d URLs read before the fault",
+                response.url,
+                read.malformed or "undecodable Content-Encoding",
+                len(read.entries) + len(read.sitemaps),
+            )
+
+    def _children(
+        self, read: Sitemap, url: str, authority: Authority, depth: int, chain: list[str]
+    ) -> list[Request]:
+        """Requests for the sitemaps an index lists (the ones it may list, not above it)."""
+        if not read.sitemaps:
+            return []
+        stats = self.crawler.stats
+        if depth >= self.sitemap_max_depth:
+            stats.inc_value("sitemap/too_deep", len(read.sitemaps))
+            logger.info(
+                "Sitemap index %s is %d levels down (SITEMAP_MAX_DEPTH): its %d sitemaps "
+                "are not read",
+                url,
+                depth,
+                len(read.sitemaps),
+            )
+            return []
+        above = {*chain, url}
+        out = []
+        for child in read.sitemaps:
+            if child.url in above:
+                stats.inc_value("sitemap/loops")
+                logger.info("Sitemap index %s lists %s, an index above it: a loop", url, child.url)
+                continue
+            if not authority.allows(child.url):
+                stats.inc_value("sitemap/out_of_scope")
+                continue
+            out.append(self.sitemap_request(child.url, authority, depth + 1, [*chain, url]))
+        return out
+
+    def _entry_requests(
+        self, entries: list[Entry], authority: Authority, url: str
+    ) -> list[Request]:
+        """Requests for the entries the crawl does not have yet (in scope, within the
+        host's budget), with what the file says of them in their meta."""
+        stats = self.crawler.stats
+        known = self._known_urls()
+        fresh: dict[str, list[tuple[str, Entry]]] = {}
+        outside = known_count = 0
+        for entry in entries:
+            try:
+                canonical = canonical_url(entry.url)
+            except BadURLError:
+                stats.inc_value("sitemap/skipped")
+                continue
+            if not authority.allows(canonical) or not self.in_scope(canonical):
+                outside += 1
+                continue
+            trap = self.trap_rules.why(canonical)
+            if trap is not None:
+                stats.inc_value(f"traps/{trap}")
+                continue
+            if known(canonical):
+                known_count += 1
+                continue
+            fresh.setdefault(origin_of(canonical), []).append((canonical, entry))
+        if outside:
+            stats.inc_value("sitemap/out_of_scope", outside)
+            logger.info(
+                "Sitemap %s: %d URLs outside what it may list (its directory, and the hosts "
+                "whose robots.txt lists it) or outside the crawl's scope, dropped",
+                url,
+                outside,
+            )
+        stats.inc_value("sitemap/known", known_count)
+        out = []
+        for origin, items in fresh.items():
+            taken = self._take_budget(origin, len(items))
+            if taken < len(items):
+                stats.inc_value("sitemap/over_host_budget", len(items) - taken)
+                logger.info(
+                    "Sitemaps of %s: over SITEMAP_MAX_URLS_PER_HOST (%d): %d URLs of %s dropped",
+                    origin,
+                    self.sitemap_host_budget,
+                    len(items) - taken,
+                    url,
+                )
+            for canonical, entry in items[:taken]:
+                request = self.request_for(canonical)
+                if entry.lastmod is not None:
+                    request.meta["sitemap_lastmod"] = entry.lastmod
+                if entry.changefreq is not None:
+                    request.meta["sitemap_changefreq"] = entry.changefreq
+                if entry.priority is not None:
+                    request.meta["sitemap_priority"] = entry.priority
+                out.append(request)
+        stats.inc_value("sitemap/queued", len(out))
+        return out
+
+    def _take_budget(self, origin: str, wanted: int) -> int:
+        """How many of ``wanted`` more URLs ``origin``'s sitemaps may still give (the
+        crawl's count in Redis, per SITEMAP_REFRESH; all of them when Redis cannot say)."""
+        frontier = self._frontier
+        if frontier is None:
+            return wanted
+        key = frontier.keys.sitemap_budget(origin)
+        try:
+            pipe = frontier.server.pipeline(transaction=False)
+            pipe.set(key, 0, ex=max(1, int(self.sitemap_refresh or robots.KEEP_SECONDS)), nx=True)
+            pipe.incrby(key, wanted)
+            total = int(pipe.execute()[1])
+        except RedisError as exc:
+            logger.warning("Could not count the sitemap URLs of %s in Redis: %s", origin, exc)
+            return wanted
+        before = total - wanted
+        return max(0, min(wanted, self.sitemap_host_budget - before))
+
+    def _refresh(self, url: str, info: dict[str, Any]) -> None:
+        """Read the sitemap again in SITEMAP_REFRESH seconds (the revisit schedule)."""
+        frontier = self._frontier
+        if not self.sitemap_refresh or frontier is None:
+            return
+        again = self.sitemap_request(
+            url,
+            Authority.loads(info.get("authority")),
+            _int(info.get("depth")),
+            [str(u) for u in info.get("chain") or []],
+            bool(info.get("guessed")),
+        )
+        frontier.schedule_revisit(again, time.time() + self.sitemap_refresh)
+
+    def sitemap_failed(self, failure: Failure) -> None:
+        """A sitemap that could not be fetched (after its retries)."""
+        request = failure.request
+        if failure.check(IgnoreRequest) and not failure.check(HttpError):
+            return  # robots.txt forbids it, or it went back to the frontier to wait
+        status = failure.value.response.status if failure.check(HttpError) else None
+        reason = "" if status is not None else failure.getErrorMessage()
+        self._unread(request, request.meta.get("sitemap") or {}, status, reason)
+
+    def _unread(self, request: Any, info: dict[str, Any], status: int | None, why: str) -> None:
+        """Counted (a guessed sitemap's 404 quietly), and tried again at its next refresh."""
+        self.crawler.stats.inc_value("sitemap/failed")
+        if info.get("guessed") and status in (404, 410):
+            logger.debug("No sitemap at %s (%d)", request.url, status)
+        else:
+            logger.info("Could not read the sitemap %s: %s", request.url, why or f"HTTP {status}")
+        self._refresh(request.url, info)
+
+
+def _int(value: Any) -> int:
+    try:
+        return max(0, int(value))
+    except (TypeError, ValueError):
+        return 0

@@ -1,0 +1,104 @@
+"""Which sitemaps a host offers and which URLs a sitemap may list (sitemaps.org), and
+the download bound of a sitemap's body."""
+
+import gzip
+
+from hypothesis import given
+from hypothesis import strategies as st
+from scrapy.http import Request, Response
+from scrapy.utils.test import get_crawler
+
+from webcrawl.middlewares.sitemaps import SitemapLimitMiddleware
+from webcrawl.sitemaps.scope import (
+    MAX_LISTED,
+    Authority,
+    directory_of,
+    guessed_sitemap,
+    listed_sitemaps,
+    origin_of,
+)
+
+
+def test_origins_are_normal_and_only_http():
+    assert origin_of("HTTP://Example.COM:80/a") == "http://example.com"
+    assert origin_of("https://example.com:443/") == "https://example.com"
+    assert origin_of("https://example.com:8443/x") == "https://example.com:8443"
+    assert origin_of("http://[::1]:8080/") == "http://[::1]:8080"
+    assert origin_of("ftp://example.com/") == ""
+    assert origin_of("http:///nohost") == ""
+    assert origin_of("http://example.com:99999/") == ""
+
+
+def test_a_sitemap_lists_its_own_directory_by_itself():
+    own = Authority.of("http://a.example/news/sitemap.xml")
+    assert directory_of("http://a.example/news/sitemap.xml") == "http://a.example/news/"
+    assert own.allows("http://a.example/news/2026/x.html")
+    assert own.allows("http://A.example:80/news/x")
+    assert not own.allows("http://a.example/sports/x")
+    assert not own.allows("http://a.example/news/../admin/x")  # dot segments resolved
+    assert not own.allows("http://a.example.evil/news/x")
+    assert not own.allows("https://a.example/news/x")  # another scheme
+    assert not own.allows("http://a.example:8080/news/x")  # another port
+    assert not own.allows("mailto:x@a.example")
+    root = Authority.of("http://a.example/sitemap.xml")
+    assert root.allows("http://a.example/anything") and not root.allows("http://b.example/")
+
+
+def test_cross_submission_and_inheritance():
+    # b's robots.txt lists a sitemap hosted on a: b's URLs are allowed in it
+    hosted = Authority.of("http://a.example/maps/b.xml", ("http://b.example",))
+    assert hosted.allows("http://b.example/any/page") and hosted.allows("http://a.example/maps/x")
+    assert not hosted.allows("http://c.example/")
+    # a child of an index inherits what the index could list
+    child = hosted.joined(Authority.of("http://a.example/maps/deep/c.xml"))
+    assert child.allows("http://b.example/p") and child.allows("http://a.example/maps/deep/x")
+    assert Authority.loads(child.dumps()) == child
+    assert Authority.loads("nonsense") == Authority() and not Authority().allows("http://a/")
+    assert Authority.loads({"prefixes": "x", "origins": None}) == Authority()
+
+
+def test_robots_sitemap_lines_are_resolved_deduplicated_and_capped():
+    lines = ["/s.xml", " http://b.example/s.xml ", "ftp://x/y", "/s.xml", "http://[bad"]
+    assert listed_sitemaps("https://a.example/robots.txt", lines) == [
+        "https://a.example/s.xml",
+        "http://b.example/s.xml",
+    ]
+    many = [f"/s{i}.xml" for i in range(MAX_LISTED + 10)]
+    assert len(listed_sitemaps("http://a/robots.txt", many)) == MAX_LISTED
+    assert guessed_sitemap("http://a.example:8080") == "http://a.example:8080/sitemap.xml"
+
+
+@given(st.text(max_size=60), st.text(max_size=60))
+def test_authority_never_raises(sitemap, url):
+    Authority.of(sitemap).allows(url)
+    listed_sitemaps("http://a/robots.txt", [sitemap, url])
+
+
+def _middleware(max_bytes=1000):
+    crawler = get_crawler(settings_dict={"SITEMAP_ENABLED": True, "SITEMAP_MAX_BYTES": max_bytes})
+    return SitemapLimitMiddleware.from_crawler(crawler)
+
+
+def test_a_sitemap_download_lifts_scrapys_maxsize_for_its_own_bound():
+    middleware = _middleware()
+    request = Request("http://a/sitemap.xml", meta={"sitemap": {}})
+    page = Request("http://a/page", meta={"download_maxsize": 5})
+    middleware.process_request(request)
+    middleware.process_request(page)
+    assert request.meta["download_maxsize"] == 0 and page.meta["download_maxsize"] == 5
+
+
+def test_a_compressed_sitemap_body_is_decoded_only_as_far_as_the_bound():
+    middleware = _middleware(max_bytes=1000)
+    request = Request("http://a/sitemap.xml", meta={"sitemap": {}})
+    bomb = gzip.compress(b" " * 10_000_000)
+    response = Response(request.url, body=bomb, headers={"Content-Encoding": "gzip"})
+    out = middleware.process_response(request, response)
+    assert len(out.body) == 1000 and "sitemap_cut" in out.flags
+    assert b"Content-Encoding" not in out.headers  # Scrapy's decompression leaves it
+    broken = Response(request.url, body=b"not gzip", headers={"Content-Encoding": "gzip"})
+    out = middleware.process_response(request, broken)
+    assert out.body == b"" and "sitemap_undecodable" in out.flags
+    other = Request("http://a/page")
+    untouched = Response(other.url, body=bomb, headers={"Content-Encoding": "gzip"})
+    assert middleware.process_response(other, untouched) is untouched
