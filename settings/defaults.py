@@ -363,6 +363,19 @@ SITEMAP_MAX_URLS_PER_HOST = 500000
 # Seconds before a sitemap is read again (through the revisit schedule, so with
 # WEBCRAWL_CONTINUOUS, or by a later run of the crawl).  0: read once per crawl.
 SITEMAP_REFRESH = 86400.0
+# A host's lastmod is believed as far as it matched what the refetches it asked for
+# found (webcrawl/sitemaps/trust.py): a known page whose lastmod is after our last
+# fetch has its revisit moved to now if the host is trusted; of an unknown or
+# distrusted host, SITEMAP_TRUST_PROBES such claims a sitemap are tested (refetched,
+# to learn) and the rest ignored.  Tested claims before a verdict, the share that must
+# prove true (smoothed) to be trusted, and how many recent tested claims count:
+SITEMAP_TRUST_MIN_EVIDENCE = 5
+SITEMAP_TRUST_THRESHOLD = 0.6
+SITEMAP_TRUST_WINDOW = 100
+SITEMAP_TRUST_PROBES = 3
+# Seconds a lastmod must be past our last fetch of the page to claim a change (clocks
+# that disagree, lastmods rounded to the second or the day).
+SITEMAP_LASTMOD_SLACK = 60.0
 
 # --- Change detection and revisits ----------------------------------------------
 # A page changed when the SimHash (64 bits) of its visible text is more than

@@ -30,6 +30,7 @@ Stats: ``sitemap/listed``, ``sitemap/guessed``, ``sitemap/read``, ``sitemap/fail
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -41,12 +42,19 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
 from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils.defer import maybe_deferred_to_future
-from twisted.internet.threads import deferToThread
+from twisted.internet.threads import deferToThreadPool
 from twisted.python.failure import Failure
+from twisted.python.threadpool import ThreadPool
 
 from webcrawl.middlewares.robotstxt import robots_fetched
+from webcrawl.page import page_of_row
 from webcrawl.safety import robots
-from webcrawl.settings_check import non_negative_float, non_negative_int, positive_int
+from webcrawl.settings_check import (
+    non_negative_float,
+    non_negative_int,
+    positive_int,
+    trust_params,
+)
 from webcrawl.sitemaps.parse import Entry, Sitemap, parse_sitemap
 from webcrawl.sitemaps.scope import (
     Authority,
@@ -54,7 +62,9 @@ from webcrawl.sitemaps.scope import (
     listed_sitemaps,
     origin_of,
 )
-from webcrawl.urls.urlkey import BadURLError, canonical_url
+from webcrawl.sitemaps.trust import DISTRUSTED, HostTrust, act_on_claims, claims_change
+from webcrawl.sitemaps.trustbook import TrustBook
+from webcrawl.urls.urlkey import BadURLError, canonical_url, url_to_key
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +91,7 @@ class SitemapReading:
         self.sitemap_max_bytes = positive_int(settings, "SITEMAP_MAX_BYTES")
         self.sitemap_host_budget = positive_int(settings, "SITEMAP_MAX_URLS_PER_HOST")
         self.sitemap_refresh = non_negative_float(settings, "SITEMAP_REFRESH")
+        self.trust_params = trust_params(settings)
         if self.sitemaps_on:
             crawler.signals.connect(self._robots_fetched, signal=robots_fetched)
 
@@ -162,13 +173,11 @@ class SitemapReading:
         if not 200 <= response.status < 300:  # (the spider lets every status through)
             self._unread(response.request or response, info, response.status, "")
             return
-        read: Sitemap = await maybe_deferred_to_future(
-            deferToThread(
-                parse_sitemap,
-                response.body,
-                max_urls=self.sitemap_max_urls,
-                max_bytes=self.sitemap_max_bytes,
-            )
+        read: Sitemap = await self._in_sitemap_thread(
+            parse_sitemap,
+            response.body,
+            max_urls=self.sitemap_max_urls,
+            max_bytes=self.sitemap_max_bytes,
         )
         self._count(read, response)
         url = response.request.url if response.request is not None else response.url
@@ -180,7 +189,7 @@ class SitemapReading:
         chain = [str(u) for u in info.get("chain") or []][-self.sitemap_max_depth - 1 :]
         for child in self._children(read, url, authority, depth, chain):
             yield child
-        for request in self._entry_requests(read.entries, authority, url):
+        for request in await self._entry_requests(read.entries, authority, url):
             yield request
         self._refresh(url, info)
 
@@ -249,14 +258,49 @@ class SitemapReading:
             out.append(self.sitemap_request(child.url, authority, depth + 1, [*chain, url]))
         return out
 
-    def _entry_requests(
+    async def _entry_requests(
         self, entries: list[Entry], authority: Authority, url: str
     ) -> list[Request]:
-        """Requests for the entries the crawl does not have yet (in scope, within the
-        host's budget), with what the file says of them in their meta."""
-        stats = self.crawler.stats
+        """Requests for the entries the crawl has no page of yet, and the revisits moved
+        to now of known pages whose lastmod claims a change, as far as their host is
+        trusted (:mod:`webcrawl.sitemaps.trust`)."""
         known = self._known_urls()
+        candidates, known_count = self._candidates(entries, authority, url, known)
+        rows = await self._rows([u for u, e in candidates if e.lastmod is not None])
+        now = time.time()
         fresh: dict[str, list[tuple[str, Entry]]] = {}
+        claims: dict[str, list[tuple[str, Entry, dict[str, Any]]]] = {}
+        for canonical, entry in candidates:
+            row = rows.get(canonical)
+            if row is None and not known(canonical):
+                fresh.setdefault(origin_of(canonical), []).append((canonical, entry))
+                continue
+            known_count += 1
+            last = _float(row.get("fetched_at")) if row is not None else None
+            if claims_change(entry.lastmod, last, now, self.trust_params.slack):
+                claims.setdefault(origin_of(canonical), []).append((canonical, entry, row))
+        self.crawler.stats.inc_value("sitemap/known", known_count)
+        trust = {origin: self._trust(origin) for origin in {*fresh, *claims}}
+        self._act_on_claims(claims, trust, now)
+        out = [
+            request
+            for origin, items in fresh.items()
+            for request in self._new_requests(origin, items, trust[origin], url)
+        ]
+        self.crawler.stats.inc_value("sitemap/queued", len(out))
+        return out
+
+    def _candidates(
+        self,
+        entries: list[Entry],
+        authority: Authority,
+        url: str,
+        known: Callable[[str], bool],
+    ) -> tuple[list[tuple[str, Entry]], int]:
+        """(canonical URL, entry) of the entries in scope that may need a request or a
+        look at their page's row, and how many were known with nothing to check."""
+        stats = self.crawler.stats
+        candidates: list[tuple[str, Entry]] = []
         outside = known_count = 0
         for entry in entries:
             try:
@@ -270,11 +314,10 @@ class SitemapReading:
             trap = self.trap_rules.why(canonical)
             if trap is not None:
                 stats.inc_value(f"traps/{trap}")
-                continue
-            if known(canonical):
-                known_count += 1
-                continue
-            fresh.setdefault(origin_of(canonical), []).append((canonical, entry))
+            elif entry.lastmod is None and known(canonical):
+                known_count += 1  # (nothing to check: the page's own revisits go on)
+            else:
+                candidates.append((canonical, entry))
         if outside:
             stats.inc_value("sitemap/out_of_scope", outside)
             logger.info(
@@ -283,30 +326,139 @@ class SitemapReading:
                 url,
                 outside,
             )
-        stats.inc_value("sitemap/known", known_count)
+        return candidates, known_count
+
+    def _new_requests(
+        self, origin: str, items: list[tuple[str, Entry]], trust: HostTrust, url: str
+    ) -> list[Request]:
+        """Requests for a host's new entries, within its budget; a host not distrusted
+        gives their lastmod and changefreq as priors of their first revisit."""
+        stats = self.crawler.stats
+        taken = self._take_budget(origin, len(items))
+        if taken < len(items):
+            stats.inc_value("sitemap/over_host_budget", len(items) - taken)
+            logger.info(
+                "Sitemaps of %s: over SITEMAP_MAX_URLS_PER_HOST (%d): %d URLs of %s dropped",
+                origin,
+                self.sitemap_host_budget,
+                len(items) - taken,
+                url,
+            )
+        believed = trust.state(self.trust_params) != DISTRUSTED
         out = []
-        for origin, items in fresh.items():
-            taken = self._take_budget(origin, len(items))
-            if taken < len(items):
-                stats.inc_value("sitemap/over_host_budget", len(items) - taken)
-                logger.info(
-                    "Sitemaps of %s: over SITEMAP_MAX_URLS_PER_HOST (%d): %d URLs of %s dropped",
-                    origin,
-                    self.sitemap_host_budget,
-                    len(items) - taken,
-                    url,
-                )
-            for canonical, entry in items[:taken]:
-                request = self.request_for(canonical)
+        for canonical, entry in items[:taken]:
+            request = self.request_for(canonical)
+            if believed:  # priors of its first revisit (pipelines/revisit.py)
                 if entry.lastmod is not None:
                     request.meta["sitemap_lastmod"] = entry.lastmod
                 if entry.changefreq is not None:
                     request.meta["sitemap_changefreq"] = entry.changefreq
-                if entry.priority is not None:
-                    request.meta["sitemap_priority"] = entry.priority
-                out.append(request)
-        stats.inc_value("sitemap/queued", len(out))
+            elif entry.lastmod is not None or entry.changefreq is not None:
+                stats.inc_value("sitemap/prior_ignored")
+            if entry.priority is not None:
+                request.meta["sitemap_priority"] = entry.priority
+            out.append(request)
         return out
+
+    def _act_on_claims(
+        self,
+        claims: dict[str, list[tuple[str, Entry, dict[str, Any]]]],
+        trust: dict[str, HostTrust],
+        now: float,
+    ) -> None:
+        """Move to now the revisits of the claimed changes a host's trust allows (the
+        latest claims first), each marked to be tested when fetched."""
+        from webcrawl.pipelines.revisit import revisit_request  # late: installs a reactor
+
+        frontier = self._frontier
+        stats = self.crawler.stats
+        for origin, items in claims.items():
+            acted, probes = act_on_claims(len(items), trust[origin], self.trust_params)
+            stats.inc_value("sitemap/claims", len(items))
+            stats.inc_value("sitemap/lastmod_trusted", acted)
+            stats.inc_value("sitemap/lastmod_probes", probes)
+            stats.inc_value("sitemap/lastmod_ignored", len(items) - acted - probes)
+            self._book_claims(origin, len(items))
+            if frontier is None:
+                continue
+            # all of a trusted host's claims; probes drawn at random (see trust.py)
+            chosen = items if acted else random.sample(items, probes)
+            for canonical, entry, row in chosen:
+                request = revisit_request(page_of_row(row, canonical), self)
+                request.meta["sitemap_lastmod"] = entry.lastmod
+                request.meta["sitemap_claim"] = True
+                frontier.schedule_revisit(request, now)
+
+    def _trust(self, origin: str) -> HostTrust:
+        book = self._trust_book()
+        if book is None:
+            return HostTrust()
+        try:
+            return book.read(origin)
+        except RedisError as exc:
+            logger.warning("Could not read the sitemap trust of %s in Redis: %s", origin, exc)
+            return HostTrust()
+
+    def _book_claims(self, origin: str, claims: int) -> None:
+        book = self._trust_book()
+        if book is None:
+            return
+        try:
+            book.add_claims(origin, claims)
+        except RedisError as exc:
+            logger.warning("Could not count the sitemap claims of %s in Redis: %s", origin, exc)
+
+    def _trust_book(self) -> TrustBook | None:
+        frontier = self._frontier
+        if frontier is None:
+            return None
+        book = self.__dict__.get("_sitemap_trust_book")
+        if book is None or book.server is not frontier.server:
+            book = TrustBook(frontier.server, frontier.keys.sitemap_trust, self.trust_params)
+            self._sitemap_trust_book = book
+        return book
+
+    async def _rows(self, urls: list[str]) -> dict[str, dict[str, Any]]:
+        """The store's rows of ``urls`` (canonical URL -> row; none when it cannot say)."""
+        if not urls:
+            return {}
+        keys = {url_to_key(u): u for u in urls}
+        try:
+            found = await self._in_sitemap_thread(_read_rows, self._sitemap_store, list(keys))
+        except Exception as exc:  # a store outage: the entries are taken as new (dupefilter)
+            logger.warning("Could not read the stored pages of a sitemap's URLs: %s", exc)
+            return {}
+        return {keys[key]: row for key, row in found.items() if key in keys}
+
+    @property
+    def _sitemap_store(self) -> Any:
+        store = self.__dict__.get("_sitemap_store_handle")
+        if store is None:
+            from webcrawl.store import open_store, store_url_from_settings
+
+            store = open_store(store_url_from_settings(self.crawler.settings))
+            self._sitemap_store_handle = store
+        return store
+
+    async def _in_sitemap_thread(self, f: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run ``f`` on the sitemaps' own thread (reading files, the store's rows)."""
+        from twisted.internet import reactor  # late: importing it installs one
+
+        pool = self.__dict__.get("_sitemap_pool")
+        if pool is None:
+            pool = self._sitemap_pool = ThreadPool(minthreads=1, maxthreads=1, name="sitemaps")
+            pool.start()
+        return await maybe_deferred_to_future(deferToThreadPool(reactor, pool, f, *args, **kwargs))
+
+    def _close_sitemaps(self) -> None:
+        pool = self.__dict__.get("_sitemap_pool")
+        store = self.__dict__.get("_sitemap_store_handle")
+        if pool is not None:
+            if store is not None:
+                pool.callInThread(store.close)
+            pool.stop()
+        elif store is not None:
+            store.close()
 
     def _take_budget(self, origin: str, wanted: int) -> int:
         """How many of ``wanted`` more URLs ``origin``'s sitemaps may still give (the
@@ -357,6 +509,21 @@ class SitemapReading:
         else:
             logger.info("Could not read the sitemap %s: %s", request.url, why or f"HTTP {status}")
         self._refresh(request.url, info)
+
+
+def _read_rows(store: Any, keys: list[str]) -> dict[str, dict[str, Any]]:
+    """The rows of ``keys``, read a thousand at a time."""
+    found: dict[str, dict[str, Any]] = {}
+    for i in range(0, len(keys), 1000):
+        found.update(store.get_pages(keys[i : i + 1000]))
+    return found
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _int(value: Any) -> int:

@@ -253,6 +253,7 @@ class WebSpider(SitemapReading, Spider):
     def _on_closed(self, spider: Spider, reason: str) -> None:
         if self._poll.running:
             self._poll.stop()
+        self._close_sitemaps()
 
     # -- pages -----------------------------------------------------------------
 

@@ -247,10 +247,18 @@ class Demo:
         return [json.loads(line) for line in lines]
 
     def page_fetches(self) -> Counter[str]:
-        """URL -> number of GETs, robots.txt excluded."""
+        """URL -> number of GETs, robots.txt and sitemaps excluded."""
         return Counter(
-            f"http://{r['host']}{r['path']}" for r in self.requests() if r["path"] != "/robots.txt"
+            url
+            for r in self.requests()
+            if r["path"] != "/robots.txt"
+            and (url := f"http://{r['host']}{r['path']}") not in self.sitemap_files
         )
+
+    @property
+    def sitemap_files(self) -> set[str]:
+        """The sitemaps a crawl may read: the web's, and a guessed /sitemap.xml per host."""
+        return {*self.web.sitemap_urls(), *(f"http://{h}/sitemap.xml" for h in self.web.hosts)}
 
     def wait_for_fetches(self, n: int, timeout: float = 30) -> None:
         """Wait until ``n`` pages were fetched (a crawl got going)."""
@@ -260,10 +268,13 @@ class Demo:
             time.sleep(0.05)
 
 
-def _demo(tmp_path: Path, pages: int | list[int], latency: float = 0.0) -> Iterator[Demo]:
+def _demo(
+    tmp_path: Path, pages: int | list[int], latency: float = 0.0, sitemaps: bool = False
+) -> Iterator[Demo]:
     log = tmp_path / "requests.jsonl"
-    with demo_server(4, pages, log, latency) as info:
-        yield Demo(info, DemoWeb(info["hosts"], info["pages_per_host"], info["seed"]), log)
+    with demo_server(4, pages, log, latency, sitemaps=sitemaps) as info:
+        web = DemoWeb(info["hosts"], info["pages_per_host"], info["seed"], sitemaps=sitemaps)
+        yield Demo(info, web, log)
 
 
 @pytest.fixture
@@ -276,6 +287,13 @@ def demo(tmp_path: Path) -> Iterator[Demo]:
 def lopsided_demo(tmp_path: Path) -> Iterator[Demo]:
     """One big host (240 pages) and three small ones (24 pages)."""
     yield from _demo(tmp_path, [240, 24])
+
+
+@pytest.fixture
+def sitemap_demo(tmp_path: Path) -> Iterator[Demo]:
+    """The demo web with sitemaps (webcrawl/demo/web.py): a truthful host, a lying one,
+    pages only sitemaps name, a gzip bomb and a loop."""
+    yield from _demo(tmp_path, 40, sitemaps=True)
 
 
 @pytest.fixture

@@ -49,6 +49,10 @@ class Page:
     to); the exchange's raw bytes ride along outside the fields (:func:`wire_of`), so
     that no row or feed holds them.
 
+    A page a sitemap asked for has ``sitemap`` (the entry's ``lastmod``, ``changefreq``,
+    ``priority``, and ``claim`` when the fetch tests a claimed change:
+    :mod:`webcrawl.sitemaps.trust`).
+
     With ``STORE_CONTENT`` the response body is kept too, as
     ``content`` (base64, so that feed exports and SQLite's JSON rows hold it;
     HBase stores the raw bytes, in Nutch's ``f:cnt``).
@@ -80,6 +84,9 @@ class Page:
     content: str | None = None  # the raw body in base64, with STORE_CONTENT
     warc: dict[str, Any] | None = None  # with WARC_ENABLED: file, offset, length, type, date
     warc_original: dict[str, Any] | None = None  # last full capture: target, date, digest
+    # what a sitemap said when it asked for this fetch: lastmod (Unix time), changefreq,
+    # priority; claim: True when the fetch tests its lastmod's claim of a change
+    sitemap: dict[str, Any] | None = None
 
 
 def page_from_response(
@@ -108,6 +115,7 @@ def page_from_response(
         redirects=redirects,
     )
     attach_wire(page, capture_of(getattr(response, "request", None)))
+    page.sitemap = sitemap_of(response.meta)
     if response.status == 304:  # a revisit's stored version is current: no parse
         page.kind = "not_modified"
         return page
@@ -137,6 +145,40 @@ def attach_wire(page: Page, capture: Capture | None) -> None:
     """Give ``page`` the raw exchange it came from (for its WARC records)."""
     if capture is not None:
         page.__dict__["_wire"] = capture
+
+
+_SITEMAP_META = (
+    ("sitemap_lastmod", "lastmod"),
+    ("sitemap_changefreq", "changefreq"),
+    ("sitemap_priority", "priority"),
+    ("sitemap_claim", "claim"),
+)
+
+
+def sitemap_of(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """What a sitemap said of a request (its ``sitemap_*`` meta), or None."""
+    said = {name: meta[key] for key, name in _SITEMAP_META if meta.get(key) is not None}
+    return said or None
+
+
+def page_of_row(row: dict[str, Any], url: str) -> Page:
+    """The page a store row recorded (what a revisit request needs of it)."""
+
+    def text(name: str) -> str | None:
+        value = row.get(name)
+        return value if isinstance(value, str) else None
+
+    length = row.get("content_length")
+    return Page(
+        url=url,
+        final_url=text("final_url") or url,
+        status=int(row.get("status") or 0),
+        fetched_at=float(row.get("fetched_at") or 0.0),
+        depth=int(row.get("depth") or 0),
+        etag=text("etag"),
+        last_modified=text("last_modified"),
+        content_length=length if isinstance(length, int) else None,
+    )
 
 
 def wire_of(page: Any) -> Capture | None:

@@ -9,6 +9,7 @@ from scrapy.settings import BaseSettings
 
 if TYPE_CHECKING:
     from webcrawl.incremental.revisit import RevisitParams
+    from webcrawl.sitemaps.trust import TrustParams
 
 
 def _number(settings: BaseSettings, name: str, kind: type) -> float:
@@ -132,4 +133,27 @@ def revisit_params(settings: BaseSettings) -> RevisitParams:
         initial_interval=positive_float(settings, "REVISIT_INITIAL_INTERVAL"),
         prior_weight=positive_float(settings, "REVISIT_PRIOR_WEIGHT"),
         history=positive_int(settings, "REVISIT_HISTORY"),
+    )
+
+
+def trust_params(settings: BaseSettings) -> TrustParams:
+    """How far sitemaps' lastmod is believed, from ``SITEMAP_TRUST_*`` settings (checked)."""
+    from webcrawl.sitemaps.trust import TrustParams
+
+    evidence = positive_int(settings, "SITEMAP_TRUST_MIN_EVIDENCE")
+    window = positive_int(settings, "SITEMAP_TRUST_WINDOW")
+    if window < 2 * evidence:
+        raise ValueError(
+            f"SITEMAP_TRUST_WINDOW ({window}) must be at least twice "
+            f"SITEMAP_TRUST_MIN_EVIDENCE ({evidence})"
+        )
+    threshold = positive_float(settings, "SITEMAP_TRUST_THRESHOLD")
+    if not threshold < 1:
+        raise ValueError(f"SITEMAP_TRUST_THRESHOLD must be below 1, got {threshold!r}")
+    return TrustParams(
+        min_evidence=evidence,
+        threshold=threshold,
+        window=window,
+        probes=non_negative_int(settings, "SITEMAP_TRUST_PROBES"),
+        slack=non_negative_float(settings, "SITEMAP_LASTMOD_SLACK"),
     )

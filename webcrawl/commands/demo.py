@@ -16,6 +16,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--data-dir", default=".webcrawl/demo", help="where the demo crawl keeps its data"
     )
+    parser.add_argument(
+        "--no-sitemaps",
+        dest="sitemaps",
+        action="store_false",
+        help="serve no sitemaps (by default the first four hosts have some: a truthful one, "
+        "a lying one, pages only a sitemap names, and a gzip bomb with a loop)",
+    )
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

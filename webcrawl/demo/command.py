@@ -18,6 +18,7 @@ from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 from scrapy.settings import Settings
 from scrapy.utils.conf import closest_scrapy_cfg
@@ -40,6 +41,7 @@ def demo_server(
     cross_links: int = 10,
     change_speed: float = 0.0,
     periodic_share: float = 0.25,
+    sitemaps: bool = False,
 ) -> Any:
     """Run the demo web in a subprocess; yield its address info (hosts, seeds, pages_per_host)."""
     sizes = ",".join(map(str, pages)) if isinstance(pages, list) else str(pages)
@@ -48,18 +50,19 @@ def demo_server(
         cmd += ["--log", str(log)]
     if latency:
         cmd += ["--latency", str(latency)]
-    for fault in faults:
-        cmd += ["--fault", fault]
-    for delay in crawl_delays:
-        cmd += ["--crawl-delay", delay]
-    for index in dead_hosts:
-        cmd += ["--dead-host", str(index)]
-    if fanout != 2:
-        cmd += ["--fanout", str(fanout)]
-    if cross_links != 10:
-        cmd += ["--cross-links", str(cross_links)]
+    for option, values in (
+        ("--fault", faults),
+        ("--crawl-delay", crawl_delays),
+        ("--dead-host", dead_hosts),
+    ):
+        cmd += [x for value in values for x in (option, str(value))]
+    for option, value, default in (("--fanout", fanout, 2), ("--cross-links", cross_links, 10)):
+        if value != default:
+            cmd += [option, str(value)]
     if change_speed:
         cmd += ["--change-speed", str(change_speed), "--periodic-share", str(periodic_share)]
+    if sitemaps:
+        cmd.append("--sitemaps")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
@@ -102,7 +105,8 @@ def run(args: argparse.Namespace, settings: Settings, out: IO[str] = sys.stdout)
     requests_log = data_dir / "requests.jsonl"
     items = data_dir / "items.jsonl"
     crawl_log = data_dir / "crawl.log"
-    with demo_server(args.hosts, args.pages, requests_log) as info:
+    sitemaps = getattr(args, "sitemaps", False)
+    with demo_server(args.hosts, args.pages, requests_log, sitemaps=sitemaps) as info:
         seeds = info["seeds"]
         out.write(
             f"Demo web: {info['pages']} resources on {len(info['hosts'])} hosts "
@@ -125,10 +129,13 @@ def run(args: argparse.Namespace, settings: Settings, out: IO[str] = sys.stdout)
         started = time.monotonic()
         code = subprocess.call(cmd, env=scrapy_env())
         elapsed = time.monotonic() - started
-        web = DemoWeb(info["hosts"], info["pages_per_host"], info["seed"])
-    expected = set(web.reachable(seeds))
+        web = DemoWeb(info["hosts"], info["pages_per_host"], info["seed"], sitemaps=sitemaps)
+    expected = set(web.reachable(seeds, sitemaps=sitemaps))
     fetched = [json.loads(line) for line in requests_log.read_text().splitlines()]
-    fetched_pages = [f for f in fetched if f["path"] != "/robots.txt"]
+    files = {urlsplit(u).path for u in web.sitemap_urls()} | {"/sitemap.xml"}
+    sitemap_reads = [f for f in fetched if f["path"] in files]
+    fetched_pages = [f for f in fetched if f["path"] != "/robots.txt" and f["path"] not in files]
+    robots_reads = len(fetched) - len(fetched_pages) - len(sitemap_reads)
     item_rows = (
         [json.loads(line) for line in items.read_text().splitlines()] if items.exists() else []
     )
@@ -139,8 +146,8 @@ def run(args: argparse.Namespace, settings: Settings, out: IO[str] = sys.stdout)
     complete = stored == expected
     out.write(
         f"\nCrawl finished in {elapsed:.1f}s (exit {code})\n"
-        f"  requests    {len(fetched_pages)} pages + "
-        f"{len(fetched) - len(fetched_pages)} robots.txt\n"
+        f"  requests    {len(fetched_pages)} pages + {robots_reads} robots.txt + "
+        f"{len(sitemap_reads)} sitemaps\n"
         f"  items       {len(item_rows)} ({_counts(kinds)})\n"
         f"  stored      {len(stored)} rows; demo web has {len(expected)} reachable in scope: "
         f"{'complete' if complete else 'INCOMPLETE'}\n"

@@ -21,6 +21,15 @@ slow hosts) come from ``--fault``; with ``--change-speed`` the HTML pages
 change over time (:mod:`webcrawl.demo.changes`) and ``/__truth__`` tells
 how.
 
+With ``--sitemaps`` the first four seed hosts offer sitemaps (sitemaps.org), each
+a case a crawler must get right: host 0 tells the truth (an index, a gzipped
+urlset, true ``<lastmod>``), host 1 lies (every ``<lastmod>`` is the time of the
+request), host 2 has pages only its sitemaps list (one of them on host 0,
+cross-submitted by host 2's robots.txt), host 3 is hostile (an index that lists
+itself, a loop of indexes, a gzip bomb).  :meth:`DemoWeb.sitemap_only` and
+``reachable(sitemaps=True)`` are the ground truth.  Without it, the web is the
+same as before, byte for byte.
+
     python -m webcrawl.demo.web --hosts 4 --pages 100 --log requests.jsonl
 """
 
@@ -28,19 +37,33 @@ from __future__ import annotations
 
 import argparse
 import email.utils
+import gzip
 import hashlib
 import json
+import math
 import random
+import re
 import signal
+import struct
 import sys
 import time
+import zlib
 from collections import deque
 from dataclasses import dataclass, field
 from typing import IO, Any
 from urllib.parse import urlsplit
+from xml.sax.saxutils import escape
 
 from webcrawl.demo import hostile
-from webcrawl.demo.changes import ChangeModel, latest_block, noise_block, prose
+from webcrawl.demo.changes import (
+    DAY,
+    HOUR,
+    MINUTE,
+    ChangeModel,
+    latest_block,
+    noise_block,
+    prose,
+)
 
 WORDS = {
     "adj": (
@@ -73,6 +96,19 @@ _SENTENCES = (
     "Local guides say the {noun} {verb} every {noun} {prep} the {noun}.",
 )
 LAST_MODIFIED = 1_700_000_000  # fixed Unix time for the static pages
+SITEMAP_NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
+# sitemaps.org's <changefreq> values and the period each stands for ("always": a minute or less)
+CHANGEFREQS = (
+    ("always", MINUTE),
+    ("hourly", HOUR),
+    ("daily", DAY),
+    ("weekly", 7 * DAY),
+    ("monthly", 30 * DAY),
+    ("yearly", 365 * DAY),
+)
+BOMB_BYTES = 1 << 30  # of padding in the hostile host's gzip bomb, inflated
+_BOMB_PAD = b" " * ((64 << 10) - 6) + b"<pad/>"  # 64 KiB, with a ">" (see _gzip_bomb)
+_ARTICLE = re.compile(r"/s\d+/(?:sub\d/)?a\d+\.html$")
 
 
 def _sentence(rng: random.Random) -> str:
@@ -95,6 +131,16 @@ class DemoPage:
     redirect_to: str | None = None
 
 
+@dataclass(frozen=True)
+class SitemapFile:
+    """One sitemap file the demo serves: what it lists, and how."""
+
+    kind: str  # "urlset", "sitemapindex", "text", or "bomb" (a gzipped urlset that never ends)
+    urls: tuple[str, ...]  # pages (urlset, text, bomb) or sitemap files (sitemapindex)
+    gzip: bool = False  # served as a .gz file: gzip bytes, no Content-Encoding
+    lying: bool = False  # every <lastmod> is the time of the request
+
+
 class DemoWeb:
     """The generated link graph of ``hosts`` (``ip:port`` netlocs)."""
 
@@ -105,11 +151,15 @@ class DemoWeb:
         seed: int = 0,
         fanout: int = 2,
         cross_links: int = 10,
+        *,
+        sitemaps: bool = False,
     ) -> None:
         """``pages_per_host``: one number for every host, or a list (its last entry
         repeats), e.g. ``[400, 40]`` for one big host among small ones.  ``fanout``:
         random links from each article to others of its section (more: a wider web);
-        ``cross_links``: articles per host that link to another host."""
+        ``cross_links``: articles per host that link to another host.  ``sitemaps``:
+        the first four seed hosts offer sitemaps (see :meth:`_add_sitemaps`); the
+        rest of the web is the same as without."""
         if len(hosts) < 2:
             raise ValueError("the demo web needs at least two hosts (one is out of scope)")
         sizes = [pages_per_host] if isinstance(pages_per_host, int) else list(pages_per_host)
@@ -119,7 +169,14 @@ class DemoWeb:
         self.hosts = hosts
         self.seed = seed
         self.fanout = fanout
+        self.sitemaps = sitemaps
         self.crawl_delays: dict[str, float] = {}  # host -> robots.txt Crawl-delay
+        self.sitemap_files: dict[str, SitemapFile] = {}  # URL -> what it serves
+        self._robots_sitemaps: dict[str, list[str]] = {}  # host -> its robots.txt Sitemap lines
+        self._sitemap_only: dict[str, str] = {}  # URL -> how only sitemaps lead there
+        self._sitemap_dropped: dict[str, str] = {}  # URL -> why a crawler must not take it
+        self._sitemap_pages: dict[str, list[str]] = {}  # host -> pages its sitemaps give
+        self._bomb: bytes | None = None
         self._rendered: dict[str, tuple[bytes, str]] = {}
         self._archives: dict[str, str] = {}  # the changing web's stable text per page
         self.pages: dict[str, DemoPage] = {}
@@ -131,10 +188,26 @@ class DemoWeb:
             others = [h for h in hosts if h != host]
             for url in rng.sample(articles[host], k=min(cross_links, len(articles[host]))):
                 self.pages[url].links.append(rng.choice(articles[rng.choice(others)]))
+        if sitemaps:  # after the random graph, which it leaves as it was
+            self._add_sitemaps()
 
     @property
     def seed_hosts(self) -> list[str]:
         return self.hosts[:-1]
+
+    @property
+    def truthful_host(self) -> str | None:
+        """The host whose sitemaps tell the truth (host 0), if the web has sitemaps."""
+        return self._role(0)
+
+    @property
+    def lying_host(self) -> str | None:
+        """The host whose sitemap says every page changed now (host 1), if any."""
+        return self._role(1)
+
+    def _role(self, index: int) -> str | None:
+        """``hosts[index]`` if the web has sitemaps and it is a seed host."""
+        return self.hosts[index] if self.sitemaps and index < len(self.hosts) - 1 else None
 
     def seeds(self) -> list[str]:
         return [f"http://{h}/" for h in self.seed_hosts]
@@ -189,12 +262,108 @@ class DemoWeb:
             self.pages[rng.choice(articles)].links.append(f"{base}/missing-{i}.html")
         return articles
 
+    def _add_sitemaps(self) -> None:
+        """The sitemap files, and the pages only they lead to, of the four roles.
+
+        Host 0 (truthful): robots.txt names ``/sitemap_index.xml``, an index of
+        ``/sitemaps/pages.xml`` and ``/sitemaps/more.xml.gz``: its pages (home,
+        sections, articles: what a crawl records at their own URL) with the time of
+        their current version as ``<lastmod>``.  pages.xml also lists 2 articles of
+        host 1, which host 1 did not submit: a crawler drops them.
+        Host 1 (liar): robots.txt names ``/sitemap.xml``, all its pages, each
+        ``<lastmod>`` the time of the request.
+        Host 2: 15 pages no page links to, ``/only/o0.html``..``o14.html``; robots.txt
+        names ``/sitemap.txt`` (o0..o9 and some of its other pages) and host 0's
+        ``/sitemaps/cross.xml`` (o10..o14, and 2 pages of host 3, which host 3 did not
+        submit), which host 0's robots.txt does not name.
+        Host 3 (hostile): robots.txt names none; ``/sitemap.xml`` (found by guessing)
+        is an index of itself, of ``/loop/a.xml`` (an index of ``/sitemap.xml``) and of
+        ``/bomb.xml.gz``: 3 pages ``/only/b0.html``..``b2.html`` then 1 GiB of padding.
+        A role goes with a seed host: a web of fewer hosts has fewer roles.
+        """
+        redirected = {p.redirect_to for p in self.pages.values() if p.kind == "redirect"}
+        listed: dict[str, list[str]] = {host: [] for host in self.hosts}
+        for url, page in self.pages.items():
+            if page.kind == "html" and self.allowed(url) and url not in redirected:
+                listed[urlsplit(url).netloc].append(url)
+        listed = {host: sorted(urls) for host, urls in listed.items()}
+        files, only, dropped = self.sitemap_files, self._sitemap_only, self._sitemap_dropped
+        h0, h1, h2, h3 = (self._role(i) for i in range(4))
+        if h0 is not None:
+            base = f"http://{h0}"
+            half = (len(listed[h0]) + 1) // 2
+            strays = [u for u in listed[self.hosts[1]] if _ARTICLE.search(u)][:2]
+            files[f"{base}/sitemaps/pages.xml"] = SitemapFile(
+                "urlset", (*listed[h0][:half], *strays)
+            )
+            files[f"{base}/sitemaps/more.xml.gz"] = SitemapFile(
+                "urlset", tuple(listed[h0][half:]), gzip=True
+            )
+            files[f"{base}/sitemap_index.xml"] = SitemapFile(
+                "sitemapindex", (f"{base}/sitemaps/pages.xml", f"{base}/sitemaps/more.xml.gz")
+            )
+            self._robots_sitemaps[h0] = [f"{base}/sitemap_index.xml"]
+            self._sitemap_pages[h0] = listed[h0]
+            dropped.update(dict.fromkeys(strays, f"not cross-submitted by {self.hosts[1]}"))
+        if h1 is not None:
+            files[f"http://{h1}/sitemap.xml"] = SitemapFile("urlset", tuple(listed[h1]), lying=True)
+            self._robots_sitemaps[h1] = [f"http://{h1}/sitemap.xml"]
+            self._sitemap_pages[h1] = listed[h1]
+        if h0 is not None and h2 is not None:
+            plain = [f"http://{h2}/only/o{i}.html" for i in range(10)]
+            crossed = [f"http://{h2}/only/o{i}.html" for i in range(10, 15)]
+            decoys = [f"http://{self.hosts[3]}/only/x{i}.html" for i in range(2)]
+            normal = listed[h2][::4]
+            files[f"http://{h2}/sitemap.txt"] = SitemapFile("text", (*plain, *normal))
+            files[f"http://{h0}/sitemaps/cross.xml"] = SitemapFile("urlset", (*crossed, *decoys))
+            self._robots_sitemaps[h2] = [
+                f"http://{h2}/sitemap.txt",
+                f"http://{h0}/sitemaps/cross.xml",
+            ]
+            self._sitemap_pages[h2] = [*plain, *normal, *crossed]
+            only.update(dict.fromkeys(plain, "sitemap"))
+            only.update(dict.fromkeys(crossed, "cross-submitted"))
+            dropped.update(dict.fromkeys(decoys, f"not cross-submitted by {self.hosts[3]}"))
+            for i, url in enumerate(plain + crossed):
+                self._add(DemoPage(url, "html", f"only {i}", [f"http://{h2}/"]))
+            for i, url in enumerate(decoys):
+                self._add(DemoPage(url, "html", f"elsewhere {i}", [f"http://{self.hosts[3]}/"]))
+        if h3 is not None:
+            base = f"http://{h3}"
+            bombed = [f"{base}/only/b{i}.html" for i in range(3)]
+            files[f"{base}/sitemap.xml"] = SitemapFile(
+                "sitemapindex", (f"{base}/sitemap.xml", f"{base}/loop/a.xml", f"{base}/bomb.xml.gz")
+            )
+            files[f"{base}/loop/a.xml"] = SitemapFile("sitemapindex", (f"{base}/sitemap.xml",))
+            files[f"{base}/bomb.xml.gz"] = SitemapFile("bomb", tuple(bombed), gzip=True)
+            self._sitemap_pages[h3] = bombed
+            only.update(dict.fromkeys(bombed, "bomb"))
+            for i, url in enumerate(bombed):
+                self._add(DemoPage(url, "html", f"bomb {i}", [f"{base}/"]))
+
     # -- ground truth --------------------------------------------------------
 
     def robots_txt(self, host: str | None = None) -> str:
         delay = self.crawl_delays.get(host) if host else None
         extra = f"Crawl-delay: {delay}\n" if delay else ""
+        for url in self._robots_sitemaps.get(host or "", ()):
+            extra += f"Sitemap: {url}\n"
         return "User-agent: *\nDisallow: /private/\n" + extra
+
+    def sitemap_only(self) -> dict[str, str]:
+        """URL -> how a page no page links to is reached: "sitemap" (host 2's own),
+        "cross-submitted" (host 2's, in a sitemap on host 0) or "bomb" (host 3's, the
+        entries before the gzip bomb's padding)."""
+        return dict(self._sitemap_only)
+
+    def sitemap_dropped(self) -> dict[str, str]:
+        """URL -> why a crawler must not take it from the sitemap that lists it (the
+        sitemap's host may not list it); host 3's two are found by no other way."""
+        return dict(self._sitemap_dropped)
+
+    def sitemap_urls(self) -> list[str]:
+        """Every sitemap file the demo serves (some named by no robots.txt)."""
+        return list(self.sitemap_files)
 
     @staticmethod
     def allowed(url: str) -> bool:
@@ -206,25 +375,37 @@ class DemoWeb:
         scope: str = "host",
         depth_limit: int | None = None,
         dead: tuple[str, ...] = (),
+        sitemaps: bool = False,
     ) -> dict[str, int]:
         """URL -> shortest depth of every URL a correct crawl records.
 
         A redirect is recorded under its source URL (its target is fetched
         as part of it); missing pages are recorded with their 404; URLs
         starting with one of ``dead`` are recorded as failed, not followed.
+        ``sitemaps``: the crawl reads the sitemaps of every host it visits (named in
+        robots.txt, or ``/sitemap.xml`` guessed) and takes the pages they may list,
+        one deeper than the first URL it fetched there (depth 1 on a seed's host), so
+        also the pages of :meth:`sitemap_only`.
         """
         seeds = self.seeds() if seeds is None else seeds
         in_scope = {urlsplit(s).netloc for s in seeds}
         depth = {s: 0 for s in seeds}
         todo = deque(seeds)
+        given = self._sitemap_pages if sitemaps else {}
+        read: set[str] = set()  # hosts whose sitemaps were read
         while todo:
             url = todo.popleft()
+            links: list[str] = []
+            host = urlsplit(url).netloc
+            if host in given and host not in read and not f"http://{host}/".startswith(dead):
+                read.add(host)
+                links += given[host]
             page = self.pages.get(url)
-            if page is None or page.kind != "html" or url.startswith(dead):
-                continue
+            if page is not None and page.kind == "html" and not url.startswith(dead):
+                links += page.links
             if depth_limit is not None and depth[url] >= depth_limit:
                 continue
-            for link in page.links:
+            for link in links:
                 if link in depth or not self.allowed(link):
                     continue
                 if scope == "host" and urlsplit(link).netloc not in in_scope:
@@ -255,6 +436,56 @@ class DemoWeb:
         extra += latest_block(page.url, version, self.seed)
         extra += noise_block(now, noise)
         return base.replace(b"</body>", extra.encode() + b"</body>", 1), ctype
+
+    def last_modified(self, url: str, now: float, changes: ChangeModel | None = None) -> float:
+        """The Last-Modified the server sends for the HTML page ``url`` at ``now``: the time
+        its current version began (LAST_MODIFIED on the static web)."""
+        if changes is None:
+            return LAST_MODIFIED
+        return changes.last_modified(url, changes.version(url, now))
+
+    def sitemap_file(
+        self, url: str, now: float, changes: ChangeModel | None = None
+    ) -> tuple[bytes, str] | None:
+        """Body and content type of the sitemap file at ``url`` at ``now`` (None: no such
+        file).  ``changes``: the server's change model, which the ``<lastmod>`` follow."""
+        sitemap = self.sitemap_files.get(url)
+        if sitemap is None:
+            return None
+        if sitemap.kind == "bomb":
+            if self._bomb is None:  # ~1 MB, built once, when first asked for
+                xml = _urlset_xml([(u, None, None) for u in sitemap.urls])
+                cut = xml.rindex(b"</urlset>")  # the padding goes before the end tag
+                self._bomb = _gzip_bomb(xml[:cut], xml[cut:], BOMB_BYTES)
+            return self._bomb, "application/gzip"
+        if sitemap.kind == "text":
+            return "".join(u + "\n" for u in sitemap.urls).encode(), "text/plain; charset=utf-8"
+        if sitemap.kind == "sitemapindex":
+            children = [(u, self._sitemap_lastmod(u, now, changes)) for u in sitemap.urls]
+            body = _index_xml(children)
+        else:
+            body = _urlset_xml([self._entry(u, sitemap, now, changes) for u in sitemap.urls])
+        if sitemap.gzip:
+            return gzip.compress(body, mtime=0), "application/gzip"
+        return body, "application/xml"
+
+    def _entry(
+        self, url: str, sitemap: SitemapFile, now: float, changes: ChangeModel | None
+    ) -> tuple[str, float | None, str | None]:
+        """A urlset's ``(loc, lastmod, changefreq)`` for the page ``url``."""
+        if sitemap.lying:
+            return url, now, None
+        freq = None
+        if changes is not None and url in changes.processes:  # Poisson: the mean period
+            freq = _changefreq(changes.processes[url].period / changes.speed)
+        return url, self.last_modified(url, now, changes), freq
+
+    def _sitemap_lastmod(self, url: str, now: float, changes: ChangeModel | None) -> float | None:
+        """An index's ``<lastmod>`` for a child: its pages' latest, if it tells the truth."""
+        child = self.sitemap_files.get(url)
+        if child is None or child.kind != "urlset" or child.lying:
+            return None
+        return max(self.last_modified(u, now, changes) for u in child.urls)
 
     def _render(self, page: DemoPage) -> tuple[bytes, str]:
         rng = random.Random(f"{self.seed}:{page.url}")
@@ -295,6 +526,65 @@ def _relative(page_url: str, link: str) -> str:
 def _link_text(url: str) -> str:
     path = urlsplit(url).path.strip("/") or "home"
     return path.replace("/", " / ")
+
+
+def _w3c(ts: float) -> str:
+    """A W3C datetime in UTC to the second, as Last-Modified has it."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def _changefreq(period: float) -> str:
+    """The ``<changefreq>`` nearest, on a log scale, to a (mean) real period in seconds."""
+    return min(CHANGEFREQS, key=lambda item: abs(math.log(period / item[1])))[0]
+
+
+def _urlset_xml(entries: list[tuple[str, float | None, str | None]]) -> bytes:
+    lines = []
+    for loc, lastmod, freq in entries:
+        line = f"<url><loc>{escape(loc)}</loc>"
+        line += f"<lastmod>{_w3c(lastmod)}</lastmod>" if lastmod is not None else ""
+        line += f"<changefreq>{freq}</changefreq>" if freq else ""
+        lines.append(line + "</url>\n")
+    return _sitemap_xml("urlset", "".join(lines))
+
+
+def _index_xml(children: list[tuple[str, float | None]]) -> bytes:
+    lines = []
+    for loc, lastmod in children:
+        line = f"<sitemap><loc>{escape(loc)}</loc>"
+        line += f"<lastmod>{_w3c(lastmod)}</lastmod>" if lastmod is not None else ""
+        lines.append(line + "</sitemap>\n")
+    return _sitemap_xml("sitemapindex", "".join(lines))
+
+
+def _sitemap_xml(root: str, body: str) -> bytes:
+    head = f'<?xml version="1.0" encoding="UTF-8"?>\n<{root} xmlns="{SITEMAP_NS}">\n'
+    return (head + body + f"</{root}>\n").encode()
+
+
+def _gzip_bomb(head: bytes, tail: bytes, size: int) -> bytes:
+    """One gzip member of ``head``, ``size`` bytes (rounded up to MiB) of padding, ``tail``.
+
+    The padding is spaces with an empty ``<pad/>`` every 64 KiB: well-formed XML that
+    runs into a reader's byte limit, not into its other limits (no run of 256 KiB
+    without a ">", no text node of 10 MB).  It is deflated once, after a full flush
+    (which resets the window), so the same bytes stand for every MiB of it; the CRC
+    is computed over all of it.  1 GiB: ~1.1 MB of gzip in ~0.2 s.
+    """
+    block = _BOMB_PAD * ((1 << 20) // len(_BOMB_PAD))
+    count = -(-size // len(block))
+    deflater = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    start = deflater.compress(head) + deflater.flush(zlib.Z_FULL_FLUSH)
+    middle = deflater.compress(block) + deflater.flush(zlib.Z_FULL_FLUSH)
+    end = deflater.compress(tail) + deflater.flush()
+    crc = zlib.crc32(head)
+    for _ in range(count):
+        crc = zlib.crc32(block, crc)
+    crc = zlib.crc32(tail, crc)
+    total = len(head) + count * len(block) + len(tail)
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"  # deflate, no name, mtime 0, max
+    trailer = struct.pack("<II", crc, total & 0xFFFFFFFF)
+    return b"".join((header, start, middle * count, end, trailer))
 
 
 # -- the server ---------------------------------------------------------------
@@ -472,6 +762,8 @@ class DemoResource:
             request.setHeader("Content-Type", "application/json")
             request.setHeader("Content-Length", str(len(body)))
             return body
+        if url in self.web.sitemap_files:
+            return self._sitemap(request, netloc, path, url)
         if page is not None and page.kind == "html" and self.changes is not None:
             status, body, ctype = self._changing(request, page)
         elif page is None:
@@ -486,6 +778,22 @@ class DemoResource:
             request.setHeader("Last-Modified", _http_date(LAST_MODIFIED))
             if _not_modified(request, etag, LAST_MODIFIED):
                 status, body = 304, b""
+        request.setResponseCode(status)
+        request.setHeader("Content-Type", ctype)
+        request.setHeader("Content-Length", str(len(body)))
+        self._log(request, netloc, path, status)
+        return b"" if request.method == b"HEAD" else body
+
+    def _sitemap(self, request: Any, netloc: str, path: str, url: str) -> bytes:
+        """A sitemap file, made for this moment; a .gz one is a file, not an encoding."""
+        served = self.web.sitemap_file(url, time.time(), self.changes)
+        assert served is not None
+        body, ctype = served
+        etag = '"' + hashlib.sha1(body).hexdigest()[:16] + '"'
+        request.setHeader("ETag", etag)
+        status = 200
+        if request.getHeader("If-None-Match") is not None and _not_modified(request, etag, 0):
+            status, body = 304, b""
         request.setResponseCode(status)
         request.setHeader("Content-Type", ctype)
         request.setHeader("Content-Length", str(len(body)))
@@ -581,6 +889,7 @@ def serve(
     cross_links: int = 10,
     change_speed: float = 0.0,
     periodic_share: float = 0.25,
+    sitemaps: bool = False,
 ) -> None:
     """Serve the demo web until SIGTERM/SIGINT; print its address as one JSON line first."""
     from twisted.internet import reactor
@@ -604,7 +913,7 @@ def serve(
     netlocs, ports = listen(hosts + 1, site_factory, port)
     for index in dead_hosts:  # nothing listens there: connections are refused
         ports[index].stopListening()
-    web = DemoWeb(netlocs, pages, seed, fanout, cross_links)
+    web = DemoWeb(netlocs, pages, seed, fanout, cross_links, sitemaps=sitemaps)
     for index, delay in crawl_delays:
         web.crawl_delays[netlocs[index]] = delay
     changes = None
@@ -622,6 +931,7 @@ def serve(
         "cross_links": cross_links,
         "change_speed": change_speed,
         "start": changes.start if changes else None,
+        "sitemaps": sitemaps,
     }
     out.write(json.dumps(info) + "\n")
     out.flush()
@@ -695,6 +1005,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --change-speed: share of the pages that change periodically",
     )
     parser.add_argument(
+        "--sitemaps",
+        action="store_true",
+        help="the first four seed hosts offer sitemaps: true, lying, listing pages no page "
+        "links to (one cross-submitted), hostile (a loop, a 1 GiB gzip bomb)",
+    )
+    parser.add_argument(
         "--crawl-delay",
         type=_crawl_delay,
         action="append",
@@ -721,6 +1037,7 @@ def run(args: argparse.Namespace) -> None:
             cross_links=args.cross_links,
             change_speed=args.change_speed,
             periodic_share=args.periodic_share,
+            sitemaps=args.sitemaps,
         )
     finally:
         if log:

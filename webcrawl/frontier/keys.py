@@ -336,6 +336,12 @@ class CrawlKeys:
         return self.prefix + "sitemap_budget:" + origin
 
     @property
+    def sitemap_trust(self) -> str:
+        """Hash of origin -> its sitemap lastmod's record (``confirmed refuted claims``:
+        :mod:`webcrawl.sitemaps.trustbook`)."""
+        return self.prefix + "sitemap_trust"
+
+    @property
     def failed(self) -> str:
         """Counter of URLs that failed for good."""
         return self.prefix + "failed"

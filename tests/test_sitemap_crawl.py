@@ -1,0 +1,69 @@
+"""Sitemaps read in a real crawl of the demo web (webcrawl/demo/web.py, sitemaps on): the
+pages only sitemaps name are crawled, what a sitemap may not list is dropped unless
+cross-submitted, and the gzip bomb and the loop end with bounded memory and a record."""
+
+import re
+
+import pytest
+from test_crawl import stored_rows
+
+pytestmark = pytest.mark.e2e
+
+
+def _stat(log: str, name: str) -> int:
+    match = re.search(rf"'{re.escape(name)}': (\d+)", log)
+    return int(match.group(1)) if match else 0
+
+
+def test_sitemaps_bring_the_pages_no_link_reaches_and_only_those_they_may_list(
+    sitemap_demo, tmp_path, crawls
+):
+    demo = sitemap_demo
+    result = crawls.run(demo.seeds, tmp_path / "data", timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = result.stderr
+    stored = {r["url"] for r in stored_rows(tmp_path / "data")}
+    expected = set(demo.web.reachable(sitemaps=True))
+    only = demo.web.sitemap_only()
+    assert {"sitemap", "cross-submitted", "bomb"} == set(only.values())
+    assert stored == expected, (sorted(expected - stored), sorted(stored - expected))
+    # what a sitemap may not list: never fetched, unless a link reaches it
+    dropped = set(demo.web.sitemap_dropped())
+    assert dropped - set(demo.web.reachable()) <= dropped - stored
+    assert _stat(log, "sitemap/out_of_scope") >= len(dropped)
+    # each sitemap read once; the loop ended at its repeat, the bomb at 50 MiB
+    reads = [
+        f"http://{r['host']}{r['path']}"
+        for r in demo.requests()
+        if f"http://{r['host']}{r['path']}" in demo.sitemap_files
+    ]
+    assert len(reads) == len(set(reads)), sorted(reads)
+    assert set(demo.web.sitemap_urls()) <= set(reads)
+    assert _stat(log, "sitemap/loops") >= 1
+    assert _stat(log, "sitemap/too_large") == 1
+    assert "is over 52428800 bytes" in log
+    # a gigabyte inflated, at most 50 MiB read: the worker stays small
+    assert _stat(log, "memusage/max") < 400 * 2**20, _stat(log, "memusage/max")
+    # the lying host's "now" made no claim on a first crawl: nothing was known yet
+    assert _stat(log, "sitemap/claims") == 0
+
+
+def test_a_sitemap_over_the_byte_bound_stops_downloading_and_keeps_what_came(
+    sitemap_demo, tmp_path, crawls
+):
+    demo = sitemap_demo
+    result = crawls.run(demo.seeds, tmp_path / "data", "SITEMAP_MAX_BYTES=300000")
+    assert result.returncode == 0, result.stderr[-3000:]
+    stored = {r["url"] for r in stored_rows(tmp_path / "data")}
+    bomb = {u for u, how in demo.web.sitemap_only().items() if how == "bomb"}
+    assert bomb and bomb <= stored  # its first entries came before the cut
+    assert _stat(result.stderr, "sitemap/too_large") == 1
+
+
+def test_sitemaps_can_be_turned_off(sitemap_demo, tmp_path, crawls):
+    demo = sitemap_demo
+    result = crawls.run(demo.seeds, tmp_path / "data", "SITEMAP_ENABLED=False")
+    assert result.returncode == 0, result.stderr[-3000:]
+    stored = {r["url"] for r in stored_rows(tmp_path / "data")}
+    assert stored == set(demo.web.reachable())
+    assert not any(f"http://{r['host']}{r['path']}" in demo.sitemap_files for r in demo.requests())
