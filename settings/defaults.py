@@ -365,9 +365,9 @@ SITEMAP_MAX_URLS_PER_HOST = 500000
 SITEMAP_REFRESH = 86400.0
 # A host's lastmod is believed as far as it matched what the refetches it asked for
 # found (webcrawl/sitemaps/trust.py): a known page whose lastmod is after our last
-# fetch has its revisit moved to now if the host is trusted; of an unknown or
-# distrusted host, SITEMAP_TRUST_PROBES such claims a sitemap are tested (refetched,
-# to learn) and the rest ignored.  Tested claims before a verdict, the share that must
+# fetch has its revisit moved to now if the host is trusted; of an unknown host,
+# SITEMAP_TRUST_PROBES such claims a sitemap are tested (refetched, to learn), of a
+# distrusted one, one; the rest are ignored.  Tested claims before a verdict, the share that must
 # prove true (smoothed) to be trusted, and how many recent tested claims count:
 SITEMAP_TRUST_MIN_EVIDENCE = 5
 SITEMAP_TRUST_THRESHOLD = 0.6

@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -69,6 +70,7 @@ from webcrawl.urls.urlkey import BadURLError, canonical_url, url_to_key
 logger = logging.getLogger(__name__)
 
 PRIORITY = 100  # a sitemap before the host's pages: it may name most of them
+CLAIMS_KEPT = 100_000  # claims acted on that a worker remembers
 
 
 class SitemapReading:
@@ -92,6 +94,7 @@ class SitemapReading:
         self.sitemap_host_budget = positive_int(settings, "SITEMAP_MAX_URLS_PER_HOST")
         self.sitemap_refresh = non_negative_float(settings, "SITEMAP_REFRESH")
         self.trust_params = trust_params(settings)
+        self._claimed: OrderedDict[str, float] = OrderedDict()  # URL -> lastmod acted on
         if self.sitemaps_on:
             crawler.signals.connect(self._robots_fetched, signal=robots_fetched)
 
@@ -277,6 +280,8 @@ class SitemapReading:
                 continue
             known_count += 1
             last = _float(row.get("fetched_at")) if row is not None else None
+            if self._claimed.get(canonical, -1.0) >= (entry.lastmod or 0.0):
+                continue  # acted on already: its fetch may not be stored yet
             if claims_change(entry.lastmod, last, now, self.trust_params.slack):
                 claims.setdefault(origin_of(canonical), []).append((canonical, entry, row))
         self.crawler.stats.inc_value("sitemap/known", known_count)
@@ -384,10 +389,20 @@ class SitemapReading:
             # all of a trusted host's claims; probes drawn at random (see trust.py)
             chosen = items if acted else random.sample(items, probes)
             for canonical, entry, row in chosen:
+                self._remember_claim(canonical, entry.lastmod)
                 request = revisit_request(page_of_row(row, canonical), self)
                 request.meta["sitemap_lastmod"] = entry.lastmod
                 request.meta["sitemap_claim"] = True
                 frontier.schedule_revisit(request, now)
+
+    def _remember_claim(self, url: str, lastmod: float | None) -> None:
+        """A claim acted on (until its lastmod moves, it is not acted on again: a
+        sitemap read again before the refetch is stored would claim it once more)."""
+        claimed = self._claimed
+        claimed[url] = lastmod or 0.0
+        claimed.move_to_end(url)
+        while len(claimed) > CLAIMS_KEPT:
+            claimed.popitem(last=False)
 
     def _trust(self, origin: str) -> HostTrust:
         book = self._trust_book()

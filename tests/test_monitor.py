@@ -3,6 +3,7 @@ Debian's, driven by Playwright), and its crawl-wide metrics parsed by prometheus
 
 import contextlib
 import http.client
+import json
 import os
 import re
 import shutil
@@ -263,3 +264,98 @@ def _answers(embedded):
         return embedded.client().ping()
     except (OSError, redis.ConnectionError):
         return False
+
+
+TRUST = {
+    "http://127.0.0.2:8001": "30 1 240",  # trusted
+    "http://127.0.0.3:8002": "0.5 37.5 900",  # distrusted (halved past the window)
+    "http://127.0.0.4:8003": "1 1 3",  # unknown: too few tested
+}
+
+
+def monitor_on(redis_server, tmp_path, *args):
+    """A monitor of a crawl 'web' that exists in the session's Redis (no worker)."""
+    client = redis_server.client()
+    client.hset(CrawlKeys("web", 16).meta, "shards", 16)
+    port = free_port()
+    proc = monitor(
+        tmp_path / "data", "--port", str(port), "-s", f"REDIS_URL={redis_server.url}", *args
+    )
+    assert "webcrawl monitor: crawl 'web'" in proc.stdout.readline()
+    return proc, port
+
+
+def api_status(port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def test_the_api_shows_hosts_sitemap_trust_and_says_when_it_cannot_read_it(redis_server, tmp_path):
+    client = redis_server.client()
+    client.hset(CrawlKeys("web", 16).sitemap_trust, mapping=TRUST)
+    proc, port = monitor_on(redis_server, tmp_path, "--interval", "0.2", "--top", "2")
+    try:
+        answer = api_status(port)
+        trust = answer["status"]["sitemap_trust"]
+        assert answer["error"] is None
+        assert (trust["hosts"], trust["distrusted"], trust["trusted"], trust["unknown"]) == (
+            3,
+            1,
+            1,
+            1,
+        )
+        assert [(h["host"], h["state"]) for h in trust["listed"]] == [
+            ("http://127.0.0.3:8002", "distrusted"),
+            ("http://127.0.0.2:8001", "trusted"),
+        ]
+        # a record that cannot be read is an error on the page, not "no trust recorded"
+        client.set(CrawlKeys("web", 16).sitemap_trust, "not a hash")
+        deadline = time.monotonic() + 10
+        while not (answer := api_status(port))["error"]:
+            assert time.monotonic() < deadline, "the monitor never said it could not read"
+            time.sleep(0.1)
+        assert "WRONGTYPE" in answer["error"]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(
+    CHROMIUM is None and not os.environ.get("CI"),
+    reason="needs Debian's chromium (apt-get install chromium; CI has it)",
+)
+def test_the_page_shows_hosts_sitemap_trust(redis_server, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    redis_server.client().hset(CrawlKeys("web", 16).sitemap_trust, mapping=TRUST)
+    proc, port = monitor_on(redis_server, tmp_path, "--top", "2")
+    errors: list[str] = []
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            page = browser.new_page()
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(f"http://127.0.0.1:{port}/")
+            page.wait_for_selector("#trust-hosts tbody tr", timeout=30_000)
+            summary = page.inner_text("#trust")
+            rows = [
+                [cell.inner_text() for cell in row.query_selector_all("td")]
+                for row in page.query_selector_all("#trust-hosts tbody tr")
+            ]
+            more = page.inner_text("#trust-more")
+            browser.close()
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+    assert errors == []
+    assert summary == (
+        "Lastmod trust of 3 hosts: 1 distrusted, 1 trusted, 1 unknown "
+        "(too few claims tested); distrusted first:"
+    )
+    assert rows == [
+        ["http://127.0.0.3:8002", "distrusted", "900", "0.5", "37.5", "0.04"],
+        ["http://127.0.0.2:8001", "trusted", "240", "30", "1", "0.94"],
+    ]
+    assert more == "and 1 more"

@@ -53,7 +53,7 @@ def test_claims_and_what_each_verdict_does_with_them():
     assert not claims_change(5000.0, 900.0, 2000.0)  # in the future: no change we missed
     assert not claims_change(None, 900.0, 2000.0) and not claims_change(1000.0, None, 2000.0)
     assert act_on_claims(50, replay([True] * 10), P) == (50, 0)
-    assert act_on_claims(50, replay([False] * 10), P) == (0, 3)  # probes only
+    assert act_on_claims(50, replay([False] * 10), P) == (0, 1)  # one probe a read
     assert act_on_claims(50, HostTrust(), P) == (0, 3)
     assert act_on_claims(2, HostTrust(), P) == (0, 2)
 

@@ -23,6 +23,9 @@ HELP = {
     "from the server's side",
     "warc": "WARC bytes per page, and what revisit records save on a second crawl of a "
     "changing demo web",
+    "sitemaps": "revisits wasted and changes caught with and without sitemaps, for a truthful "
+    "and a lying host of the changing demo web; a worker's memory reading the largest and "
+    "the most hostile sitemaps",
 }
 
 
@@ -101,6 +104,14 @@ def _warc(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _sitemaps(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--pages", type=int, default=60, help="pages per host")
+    p.add_argument("--speed", type=float, default=1800.0, help="simulated seconds per real second")
+    p.add_argument(
+        "--duration", type=float, default=120.0, help="real seconds of each continuous crawl"
+    )
+
+
 ARGUMENTS = {
     "compare": add_crawl_arguments,
     "stages": _stages,
@@ -110,6 +121,7 @@ ARGUMENTS = {
     "revisit": _revisit,
     "incremental": _incremental,
     "warc": _warc,
+    "sitemaps": _sitemaps,
 }
 
 

@@ -29,7 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "and localhost; repeat for more (a request naming another host gets 421)",
     )
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between two samples")
-    parser.add_argument("--top", type=int, default=10, help="hosts listed by queue size")
+    parser.add_argument(
+        "--top", type=int, default=10, help="rows of each table (host queues, sitemap trust)"
+    )
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

@@ -1,9 +1,11 @@
-"""``webcrawl status``: the crawl's queue, dupefilter, store, revisits and workers."""
+"""``webcrawl status``: the crawl's queue, dupefilter, store, revisits, hosts' sitemap
+trust and workers."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from typing import Any
 
 from scrapy.settings import Settings
@@ -11,16 +13,27 @@ from scrapy.settings import Settings
 from webcrawl.commands import Session, ago, crawl_keys, crawl_name
 from webcrawl.commands.failpaths import dead_paths
 from webcrawl.frontier.inspection import Inspector
+from webcrawl.frontier.keys import CrawlKeys
 from webcrawl.frontier.workers import WorkerRegistry
+from webcrawl.settings_check import trust_params
+from webcrawl.sitemaps.trust import DISTRUSTED, TRUSTED, UNKNOWN, HostTrust, TrustParams
 from webcrawl.store import open_store, store_url_from_settings
 
 HELP = "show the crawl's state and workers"
 CRAWL_OPTIONS = True
+SITEMAP_TRUST_READ = 10_000  # hosts' sitemap trust records read, at most (HSCAN, never all)
+# hosts listed first: those whose lastmods are ignored, then those whose lastmods act
+_TRUST_ORDER = {DISTRUSTED: 0, TRUSTED: 1, UNKNOWN: 2}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
-    parser.add_argument("--top", type=int, default=10, help="hosts listed by queue size")
+    parser.add_argument(
+        "--top",
+        type=int,
+        default=10,
+        help="rows listed per table (hosts by queue size, by sitemap trust, dead paths)",
+    )
 
 
 def collect_status(session: Session, settings: Settings, crawl: str, top: int) -> dict[str, Any]:
@@ -69,6 +82,54 @@ def collect_status(session: Session, settings: Settings, crawl: str, top: int) -
         "workers": workers,
         "dead_paths": dead,
         "hosts_over_budget": {host: n for n, host in over_budget},
+        "sitemap_trust": sitemap_trust(session.client, keys, trust_params(settings), top),
+    }
+
+
+def sitemap_trust(
+    client: Any, keys: CrawlKeys, params: TrustParams, top: int, limit: int = SITEMAP_TRUST_READ
+) -> dict[str, Any]:
+    """How far each host's sitemap ``lastmod`` is believed (:mod:`webcrawl.sitemaps.trust`):
+    ``hosts`` with a record (HLEN); of the first ``limit`` read (HSCAN: a crawl may have
+    hundreds of thousands), how many are trusted, distrusted and unknown, and the first
+    ``top`` of them, distrusted first, then by claims seen.  ``truncated``: reading
+    stopped at ``limit``, so the counts are of the hosts read, not of all."""
+    from webcrawl.sitemaps.trustbook import TrustBook
+
+    read: dict[str, tuple[HostTrust, int]] = {}
+    truncated = False
+    for origin, trust, claims in TrustBook(client, keys.sitemap_trust, params).hosts():
+        if origin not in read and len(read) >= limit:
+            truncated = True
+            break
+        read[origin] = (trust, claims)  # (HSCAN may return a field twice)
+    hosts = max(len(read), client.hlen(keys.sitemap_trust))  # (some may have come since)
+    rows = [
+        {
+            "host": origin,
+            "state": trust.state(params),
+            "claims": claims,  # claimed changes seen in its sitemaps
+            "confirmed": trust.confirmed,  # tested claims (recent: halved past the window)
+            "refuted": trust.refuted,
+            "precision": trust.precision,  # (confirmed + 1) / (tested + 2)
+        }
+        for origin, (trust, claims) in read.items()
+    ]
+    states = Counter(row["state"] for row in rows)
+    rows.sort(
+        key=lambda r: (
+            _TRUST_ORDER[r["state"]],
+            -r["claims"],
+            -(r["confirmed"] + r["refuted"]),
+            r["host"],
+        )
+    )
+    return {
+        "hosts": hosts,
+        "read": len(read),
+        "truncated": truncated,
+        **{state: states[state] for state in (DISTRUSTED, TRUSTED, UNKNOWN)},
+        "listed": rows[:top],
     }
 
 
@@ -132,6 +193,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     for entry in sorted(dead, key=lambda d: -d["failures"])[: args.top]:
         why = f" ({entry['reason']})" if entry["reason"] else ""
         print(f"  {entry['url']:<50} {entry['failures']:>6} failures{why}")
+    print_sitemap_trust(status["sitemap_trust"])
     print_workers(status["workers"], now)
     return 0
 
@@ -160,3 +222,32 @@ def print_workers(workers: list[dict[str, Any]], now: float) -> None:
                 f"{w['errors']:>6} {w['rate']:>8.1f} {ago(now - w['started']):>8} "
                 f"{ago(now - w['last_seen']):>6}"
             )
+
+
+def print_sitemap_trust(trust: dict[str, Any]) -> None:
+    if not trust["hosts"]:
+        print("sitemaps   no host's lastmod trust recorded")
+        return
+    read = ""
+    if trust["truncated"]:
+        read = f" (only {trust['read']} read: the counts and rows are theirs)"
+    print(
+        f"sitemaps   lastmod trust of {trust['hosts']} hosts{read}: "
+        f"{trust[DISTRUSTED]} distrusted, {trust[TRUSTED]} trusted, {trust[UNKNOWN]} unknown "
+        "(too few claims tested); distrusted first:"
+    )
+    header = f"  {'host':<40} {'state':<10} {'claims':>8} {'confirmed':>9} {'refuted':>8} "
+    print(header + f"{'precision':>9}")
+    for row in trust["listed"]:
+        print(
+            f"  {row['host']:<40} {row['state']:<10} {row['claims']:>8} "
+            f"{_count(row['confirmed']):>9} {_count(row['refuted']):>8} "
+            f"{row['precision']:>9.2f}"
+        )
+    if trust["hosts"] > len(trust["listed"]):
+        print(f"  and {trust['hosts'] - len(trust['listed'])} more")
+
+
+def _count(n: float) -> str:
+    """A tested-claims count, halved past the window: 12, 37.5."""
+    return f"{round(n, 1):g}"

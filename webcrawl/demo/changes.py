@@ -85,7 +85,9 @@ class ChangeModel:
         start: float | None = None,
         min_period: float = 10 * MINUTE,
         max_period: float = 90 * DAY,
+        slow: frozenset[str] = frozenset(),
     ) -> None:
+        """``slow``: pages that seldom change (Poisson, mean period 30 to 90 days)."""
         if speed <= 0:
             raise ValueError("speed must be positive")
         self.speed = speed
@@ -93,7 +95,12 @@ class ChangeModel:
         self.processes: dict[str, PageProcess] = {}
         for url in urls:
             rng = random.Random(f"{seed}:changes:{url}")
-            if rng.random() < periodic_share:
+            if url in slow:
+                period = math.exp(
+                    rng.uniform(math.log(30 * DAY), math.log(max(max_period, 30 * DAY)))
+                )
+                proc = PageProcess("poisson", period, rng=rng)
+            elif rng.random() < periodic_share:
                 period = rng.choice([HOUR, DAY, 7 * DAY])
                 proc = PageProcess("periodic", period, phase=rng.uniform(0, period))
             else:

@@ -919,7 +919,13 @@ def serve(
     changes = None
     if change_speed > 0:
         html = [url for url, page in web.pages.items() if page.kind == "html"]
-        changes = ChangeModel(html, seed, change_speed, periodic_share=periodic_share)
+        # the lying host's pages seldom change, as on the sites that stamp "now" on every
+        # entry: its claims are of changes that do not happen
+        liar = web.lying_host
+        slow = {u for u in html if liar is not None and urlsplit(u).netloc == liar}
+        changes = ChangeModel(
+            html, seed, change_speed, periodic_share=periodic_share, slow=frozenset(slow)
+        )
     holder["resource"] = DemoResource(web, log, latency, faults, changes)
     info = {
         "hosts": netlocs,

@@ -5,12 +5,12 @@
 
 One thread samples the crawl every ``--interval`` seconds (what
 ``webcrawl status --json`` shows: Redis and the store, one round trip per
-Redis node) and keeps the last ten minutes; the page (HTML, CSS and
-JavaScript served from this package: no build step, nothing fetched from
-elsewhere) asks for the latest sample every second.  ``/metrics`` exports
-the crawl-wide figures for Prometheus, once for the whole crawl: queued per
-shard, leased, seen, stored, failed, dead paths, workers alive, revisits,
-and the expected freshness of the stored pages.
+Redis node, and the sitemap trust records a thousand hosts at a time) and keeps
+the last ten minutes; the page (HTML, CSS and JavaScript served from this package:
+no build step, nothing fetched from elsewhere) asks for the latest sample every
+second.  ``/metrics`` exports the crawl-wide figures for Prometheus, once for the
+whole crawl: queued per shard, leased, seen, stored, failed, dead paths, workers
+alive, revisits, and the expected freshness of the stored pages.
 
 A web page open in the operator's browser can point a name of its own at
 127.0.0.1 (DNS rebinding) and read the page's API as same-origin: so only

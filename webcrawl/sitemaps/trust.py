@@ -17,8 +17,8 @@ host's claims can be checked:
   host that changes its ways, in either direction.
 - **What a claim does** (:func:`act_on_claims`): a trusted host's claims all move their
   pages' revisits to now; an unknown host's, ``probes`` of them a sitemap (to learn);
-  a distrusted host's are ignored but for ``probes`` a sitemap, so that it can earn
-  trust back.  Probes are drawn at random among the claims, so that a host is judged on
+  a distrusted host's are ignored but for one a sitemap, so that it can earn trust
+  back.  Probes are drawn at random among the claims, so that a host is judged on
   all its pages, not on the first few its file lists.  The rest wait for the revisit
   the page's own history planned.
 - **A new page's prior** (:func:`prior_interval`): its ``lastmod`` says how long it has
@@ -103,10 +103,13 @@ def claims_change(
 
 def act_on_claims(claims: int, trust: HostTrust, params: TrustParams) -> tuple[int, int]:
     """Of ``claims`` claimed changes of one host in one sitemap: (acted on because the
-    host is trusted, tested as probes); the rest are ignored."""
-    if trust.state(params) == TRUSTED:
+    host is trusted, tested as probes); the rest are ignored.  An unknown host's claims
+    are tested ``probes`` at a time, a distrusted host's one at a time (enough to earn
+    trust back over a few reads, at a refetch a read)."""
+    state = trust.state(params)
+    if state == TRUSTED:
         return claims, 0
-    return 0, min(claims, params.probes)
+    return 0, min(claims, params.probes if state == UNKNOWN else min(1, params.probes))
 
 
 def prior_interval(

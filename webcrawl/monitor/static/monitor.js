@@ -78,6 +78,24 @@ function render(s) {
     $("freshness").textContent = "No change-rate estimates yet.";
   }
   fill("dead", s.dead_paths.map((d) => [d.url, d.failures]));
+  trust(s.sitemap_trust);
+}
+
+// hosts' sitemap lastmod trust: distrusted first, then by claims seen (as webcrawl status)
+function trust(t) {
+  if (!t.hosts) {
+    $("trust").textContent = "No host's sitemap lastmod trust recorded.";
+  } else {
+    $("trust").textContent = `Lastmod trust of ${fmt(t.hosts)} hosts` +
+      (t.truncated ? ` (only ${fmt(t.read)} read: the counts and rows are theirs)` : "") +
+      `: ${fmt(t.distrusted)} distrusted, ${fmt(t.trusted)} trusted, ${fmt(t.unknown)} unknown ` +
+      "(too few claims tested); distrusted first:";
+  }
+  const tenths = (n) => Math.round(10 * n) / 10;
+  fill("trust-hosts", t.listed.map((h) => [h.host, h.state, h.claims, tenths(h.confirmed),
+    tenths(h.refuted), Math.round(100 * h.precision) / 100]));
+  const more = t.hosts - t.listed.length;
+  $("trust-more").textContent = more > 0 ? `and ${fmt(more)} more` : "";
 }
 
 async function tick() {
