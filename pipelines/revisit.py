@@ -96,7 +96,9 @@ class RevisitPipeline:
                 item.fetched_at,
                 (params.min_interval, params.max_interval),
             )
-            if prior is not None:
+            if prior is not None and not said.get("trusted"):  # only a longer first wait
+                prior = max(prior, params.initial_interval)
+            if prior is not None and prior != params.initial_interval:
                 params, method = replace(params, initial_interval=prior), "sitemap"
         revisit = plan(visits, time.time(), params)
         method = method if method and revisit.method == "prior" else revisit.method

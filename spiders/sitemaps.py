@@ -63,7 +63,13 @@ from webcrawl.sitemaps.scope import (
     listed_sitemaps,
     origin_of,
 )
-from webcrawl.sitemaps.trust import DISTRUSTED, HostTrust, act_on_claims, claims_change
+from webcrawl.sitemaps.trust import (
+    DISTRUSTED,
+    TRUSTED,
+    HostTrust,
+    act_on_claims,
+    claims_change,
+)
 from webcrawl.sitemaps.trustbook import TrustBook
 from webcrawl.urls.urlkey import BadURLError, canonical_url, url_to_key
 
@@ -349,15 +355,17 @@ class SitemapReading:
                 len(items) - taken,
                 url,
             )
-        believed = trust.state(self.trust_params) != DISTRUSTED
+        state = trust.state(self.trust_params)
         out = []
         for canonical, entry in items[:taken]:
             request = self.request_for(canonical)
-            if believed:  # priors of its first revisit (pipelines/revisit.py)
+            if state != DISTRUSTED:  # priors of its first revisit (pipelines/revisit.py)
                 if entry.lastmod is not None:
                     request.meta["sitemap_lastmod"] = entry.lastmod
                 if entry.changefreq is not None:
                     request.meta["sitemap_changefreq"] = entry.changefreq
+                if state == TRUSTED:  # (else the prior may only lengthen the interval)
+                    request.meta["sitemap_trusted"] = True
             elif entry.lastmod is not None or entry.changefreq is not None:
                 stats.inc_value("sitemap/prior_ignored")
             if entry.priority is not None:

@@ -2,6 +2,7 @@
 (real), and the revisit prior of a page a sitemap named."""
 
 import threading
+import time
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -117,3 +118,50 @@ def test_a_bad_stored_value_reads_as_nothing_known():
     assert parse_value(b"garbage") == (HostTrust(), 0)
     assert parse_value(None) == (HostTrust(), 0)
     assert parse_value(b"-1 2 3") == (HostTrust(0.0, 2.0), 3)
+
+
+def _planned(said, visits=None, changed=None):
+    from scrapy.utils.test import get_crawler
+
+    from webcrawl.page import Page
+    from webcrawl.pipelines.revisit import RevisitPipeline
+    from webcrawl.settings import defaults
+
+    crawler = get_crawler(settings_dict={k: v for k, v in vars(defaults).items() if k.isupper()})
+    pipeline = RevisitPipeline.from_crawler(crawler)
+    now = time.time()
+    page = Page(
+        url="http://a.example/p",
+        final_url="http://a.example/p",
+        status=200,
+        fetched_at=now,
+        visits=visits or [[now, None, None]],
+        sitemap=said,
+        changed=changed,
+    )
+    pipeline.process_item(page)
+    return page, crawler.stats
+
+
+def test_a_new_pages_prior_shortens_its_first_wait_only_for_a_trusted_host():
+    now = time.time()
+    recent = {"lastmod": now - 600}  # "changed ten minutes ago"
+    page, stats = _planned({**recent, "trusted": True})
+    assert page.revisit_interval == 3600 and page.revisit_method == "sitemap"  # the minimum
+    page, _ = _planned(recent)  # unknown host: its claim may not shorten the wait
+    assert page.revisit_interval == 86400 and page.revisit_method == "prior"
+    page, _ = _planned({"lastmod": now - 10 * 86400})  # unchanged for ten days: longer
+    assert abs(page.revisit_interval - 10 * 86400) < 5 and page.revisit_method == "sitemap"
+    page, _ = _planned({"changefreq": "weekly"})
+    assert page.revisit_interval == 7 * 86400
+    assert stats.get_value("revisit/method/sitemap") == 1
+
+
+def test_a_tested_claim_is_counted_by_its_outcome():
+    said = {"lastmod": time.time() - 60, "claim": True}
+    _, stats = _planned(said, visits=[[1.0, None, None], [2.0, 1, None]])
+    assert stats.get_value("sitemap/claims_confirmed") is None  # changed unknown: no verdict
+    _, stats = _planned(said, visits=[[1.0, None, None], [2.0, 1, None]], changed=True)
+    assert stats.get_value("sitemap/claims_confirmed") == 1
+    _, stats = _planned(said, visits=[[1.0, None, None], [2.0, 0, None]], changed=False)
+    assert stats.get_value("sitemap/claims_refuted") == 1

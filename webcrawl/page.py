@@ -85,7 +85,8 @@ class Page:
     warc: dict[str, Any] | None = None  # with WARC_ENABLED: file, offset, length, type, date
     warc_original: dict[str, Any] | None = None  # last full capture: target, date, digest
     # what a sitemap said when it asked for this fetch: lastmod (Unix time), changefreq,
-    # priority; claim: True when the fetch tests its lastmod's claim of a change
+    # priority; claim: True when the fetch tests its lastmod's claim of a change;
+    # trusted: its host was trusted then
     sitemap: dict[str, Any] | None = None
 
 
@@ -152,6 +153,7 @@ _SITEMAP_META = (
     ("sitemap_changefreq", "changefreq"),
     ("sitemap_priority", "priority"),
     ("sitemap_claim", "claim"),
+    ("sitemap_trusted", "trusted"),
 )
 
 

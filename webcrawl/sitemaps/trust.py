@@ -23,7 +23,9 @@ host's claims can be checked:
   the page's own history planned.
 - **A new page's prior** (:func:`prior_interval`): its ``lastmod`` says how long it has
   stood unchanged, a first guess at its change period (bounded); without one its
-  ``changefreq``, a weaker guess.  A distrusted host's are not used.
+  ``changefreq``, a weaker guess.  A trusted host's prior may shorten the first
+  interval or lengthen it; an unknown host's only lengthen it (a claim of a recent
+  change is what a liar makes of every page); a distrusted host's is not used.
 """
 
 from __future__ import annotations
@@ -120,7 +122,9 @@ def prior_interval(
 ) -> float | None:
     """A new page's first revisit interval from its sitemap entry (None: the entry says
     nothing usable): the time since its ``lastmod``, else its ``changefreq``, within
-    ``bounds`` (min, max seconds)."""
+    ``bounds`` (min, max seconds).  The caller lets a host not yet trusted only lengthen
+    the interval: "changed a minute ago" from a host that says it of every page would
+    have every page refetched at the minimum."""
     low, high = bounds
     if lastmod is not None and lastmod <= fetched_at + SLACK:
         return min(high, max(low, fetched_at - lastmod))
