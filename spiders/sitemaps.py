@@ -110,6 +110,8 @@ class SitemapReading:
         """Queue the sitemaps of a host whose robots.txt this worker has just fetched."""
         if entry.state == robots.UNREACHABLE:
             return  # tried again later: its sitemaps then
+        if entry.state != robots.RULES and not entry.reason.startswith("HTTP "):
+            return  # its robots.txt got no answer (a refused address, a redirect loop)
         parser = entry.parser()
         lines = [str(u) for u in parser.sitemaps] if parser is not None else []
         urls = listed_sitemaps(origin + "/robots.txt", lines)

@@ -118,7 +118,7 @@ def test_links_redirects_and_names_into_loopback_are_refused(servers, tmp_path, 
         if name != "site":  # not even robots.txt; not even a TCP connection
             assert (server.seen, server.connections) == ([], 0), name
     assert sorted(servers["site"].seen) == sorted(
-        ["/", "/ok", "/redirect", "/robots.txt", *schemes]
+        ["/", "/ok", "/redirect", "/robots.txt", "/sitemap.xml", *schemes]
     )
     rows = {r["url"]: r for r in stored_rows(data)}
     for url in refused:

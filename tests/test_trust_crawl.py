@@ -78,7 +78,7 @@ def test_a_seed_name_that_resolves_elsewhere_later_is_refused(tmp_path, crawls):
             server.server_close()
     assert result.returncode == 0, result.stderr[-3000:]
     assert (evil.seen, evil.connections) == ([], 0)
-    assert sorted(site.seen) == ["/", "/robots.txt"]
+    assert sorted(site.seen) == ["/", "/robots.txt", "/sitemap.xml"]  # (a guessed sitemap)
     rows = {r["url"]: r for r in stored_rows(data)}
     for url in (f"{seed}later", go):
         assert rows[url]["kind"] == "failed", url
@@ -143,7 +143,7 @@ def test_forged_queue_entries_in_redis_and_in_the_store_are_refused(redis_server
             server.server_close()
     assert second.returncode == 0, second.stderr[-3000:]
     assert (evil.seen, evil.connections) == ([], 0)
-    assert sorted(site.seen) == ["/", "/robots.txt"]  # the first crawl's only
+    assert sorted(site.seen) == ["/", "/robots.txt", "/sitemap.xml"]  # the first crawl's only
     stats = second.stderr.split("Dumping Scrapy stats")[-1]
     for kind, count in (("scheme", 2), ("meta", 4), ("class", 2)):
         assert f"'security/refused_entry/{kind}': {count}," in stats, stats
@@ -186,6 +186,7 @@ def test_the_environments_proxy_is_the_operators_and_is_used(tmp_path, crawls):
     assert sorted(proxy.seen) == [
         "http://site.test/",
         "http://site.test/robots.txt",
+        "http://site.test/sitemap.xml",  # (guessed: through the proxy too)
         "http://site.test/two",
     ]
     assert {r["url"]: r["status"] for r in stored_rows(data)} == {
@@ -270,7 +271,7 @@ def test_whoever_writes_redis_cannot_widen_the_address_policy(redis_server, tmp_
             server.server_close()
     assert second.returncode == 0, second.stderr[-3000:]
     assert (target.seen, target.connections) == ([], 0)
-    assert sorted(submitted.seen) == ["/", "/robots.txt"]
+    assert sorted(submitted.seen) == ["/", "/robots.txt", "/sitemap.xml"]
     assert "seed bindings in Redis" in second.stderr and "do not verify" in second.stderr
     rows = {r["url"]: r for r in stored_rows(data)}
     assert rows[sealed]["status"] == 200
