@@ -36,7 +36,13 @@ class SitemapLimitMiddleware:
     def from_crawler(cls, crawler: Crawler) -> SitemapLimitMiddleware:
         middleware = cls(crawler)
         crawler.signals.connect(middleware._bytes_received, signal=signals.bytes_received)
+        crawler.signals.connect(middleware._left, signal=signals.request_left_downloader)
         return middleware
+
+    def _left(self, request: Request, spider: Any = None) -> None:
+        # (a redirect's response never reaches process_response here: RedirectMiddleware,
+        # nearer the downloader, answers it with a new request)
+        self._received.pop(request, None)
 
     def _bytes_received(self, data: bytes, request: Request, spider: Any) -> None:
         if "sitemap" not in request.meta:

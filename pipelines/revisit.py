@@ -83,8 +83,9 @@ class RevisitPipeline:
         if not isinstance(item, Page):
             return item
         said = item.sitemap or {}
-        if said.get("claim") and item.changed is not None:
-            self._tested(item.final_url or item.url, item.changed)
+        answered = 200 <= item.status < 300 or item.status == 304  # (an error tells nothing)
+        if said.get("claim") and item.changed is not None and answered:
+            self._tested(item.url, item.changed)  # the claimed URL's host, not a redirect's
         if not self.enabled:
             return item
         visits = visits_from_history(item.visits)

@@ -112,6 +112,8 @@ class SitemapReading:
             return  # tried again later: its sitemaps then
         if entry.state != robots.RULES and not entry.reason.startswith("HTTP "):
             return  # its robots.txt got no answer (a refused address, a redirect loop)
+        if not self.in_scope(origin + "/"):
+            return  # (a host met through a cross-submitted sitemap: its own are not read)
         parser = entry.parser()
         lines = [str(u) for u in parser.sitemaps] if parser is not None else []
         urls = listed_sitemaps(origin + "/robots.txt", lines)
@@ -182,7 +184,7 @@ class SitemapReading:
     async def parse_sitemap(self, response: Response) -> AsyncIterator[Request]:
         info = response.meta.get("sitemap") or {}
         if not 200 <= response.status < 300:  # (the spider lets every status through)
-            self._unread(response.request or response, info, response.status, "")
+            self._unread(_listed_url(response), info, response.status, "")
             return
         read: Sitemap = await self._in_sitemap_thread(
             parse_sitemap,
@@ -191,18 +193,21 @@ class SitemapReading:
             max_bytes=self.sitemap_max_bytes,
         )
         self._count(read, response)
-        url = response.request.url if response.request is not None else response.url
-        listers = self._listers(url)
-        authority = Authority.loads(info.get("authority")).joined(Authority.of(url, listers))
-        if response.url != url:  # redirected: where it is now counts too
-            authority = authority.joined(Authority.of(response.url, self._listers(response.url)))
-        depth = _int(info.get("depth"))
-        chain = [str(u) for u in info.get("chain") or []][-self.sitemap_max_depth - 1 :]
-        for child in self._children(read, url, authority, depth, chain):
-            yield child
-        for request in await self._entry_requests(read.entries, authority, url):
-            yield request
-        self._refresh(url, info)
+        url = _listed_url(response)  # (as listed: a redirect's target may move)
+        try:
+            listers = self._listers(url)
+            authority = Authority.loads(info.get("authority")).joined(Authority.of(url, listers))
+            if response.url != url:  # redirected: where it is now counts too
+                here = Authority.of(response.url, self._listers(response.url))
+                authority = authority.joined(here)
+            depth = _int(info.get("depth"))
+            chain = [str(u) for u in info.get("chain") or []][-self.sitemap_max_depth - 1 :]
+            for child in self._children(read, url, authority, depth, chain):
+                yield child
+            for request in await self._entry_requests(read.entries, authority, url):
+                yield request
+        finally:  # (whatever became of its entries, it is read again)
+            self._refresh(url, info)
 
     def _count(self, read: Sitemap, response: Response) -> None:
         stats = self.crawler.stats
@@ -263,7 +268,8 @@ class SitemapReading:
                 stats.inc_value("sitemap/loops")
                 logger.info("Sitemap index %s lists %s, an index above it: a loop", url, child.url)
                 continue
-            if not authority.allows(child.url):
+            same_host = origin_of(child.url) == origin_of(url)
+            if not authority.allows(child.url) or not (same_host or self.in_scope(child.url)):
                 stats.inc_value("sitemap/out_of_scope")
                 continue
             out.append(self.sitemap_request(child.url, authority, depth + 1, [*chain, url]))
@@ -524,16 +530,26 @@ class SitemapReading:
             return  # robots.txt forbids it, or it went back to the frontier to wait
         status = failure.value.response.status if failure.check(HttpError) else None
         reason = "" if status is not None else failure.getErrorMessage()
-        self._unread(request, request.meta.get("sitemap") or {}, status, reason)
+        redirects = request.meta.get("redirect_urls") or [request.url]
+        self._unread(str(redirects[0]), request.meta.get("sitemap") or {}, status, reason)
 
-    def _unread(self, request: Any, info: dict[str, Any], status: int | None, why: str) -> None:
-        """Counted (a guessed sitemap's 404 quietly), and tried again at its next refresh."""
+    def _unread(self, url: str, info: dict[str, Any], status: int | None, why: str) -> None:
+        """Counted; tried again at its next refresh, but a guessed sitemap that is not
+        there (404, 410), which is not looked for again."""
         self.crawler.stats.inc_value("sitemap/failed")
         if info.get("guessed") and status in (404, 410):
-            logger.debug("No sitemap at %s (%d)", request.url, status)
-        else:
-            logger.info("Could not read the sitemap %s: %s", request.url, why or f"HTTP {status}")
-        self._refresh(request.url, info)
+            logger.debug("No sitemap at %s (%d)", url, status)
+            return
+        logger.info("Could not read the sitemap %s: %s", url, why or f"HTTP {status}")
+        self._refresh(url, info)
+
+
+def _listed_url(response: Response) -> str:
+    """The sitemap's URL as it was listed (the first of its redirects)."""
+    redirects = response.meta.get("redirect_urls")
+    if redirects:
+        return str(redirects[0])
+    return response.request.url if response.request is not None else response.url
 
 
 def _read_rows(store: Any, keys: list[str]) -> dict[str, dict[str, Any]]:

@@ -269,3 +269,26 @@ def test_sitemap_lines_are_kept_when_no_group_applies_and_capped():
     assert len(list(parser.sitemaps)) == robots.MAX_SITEMAP_LINES
     assert next(iter(parser.sitemaps)) == "/s0.xml"
     assert robots.compact_rules("User-agent: googlebot\nDisallow: /\n", UA) == ""
+
+
+def test_decoding_is_linear_in_the_members_and_stops_at_a_bound():
+    import gzip
+    import random
+    import time as clock
+
+    empty = gzip.compress(b"")
+    body = empty * (2**21 // len(empty)) + gzip.compress(b"x")  # 2 MiB of empty members
+    started = clock.perf_counter()
+    assert robots.decompress_prefix(body, ["gzip"], 1000) == b""  # MAX_MEMBERS read, no more
+    assert clock.perf_counter() - started < 1.0  # (quadratic: about 2 s; 50 MiB: minutes)
+    several = gzip.compress(b"a" * 10) + gzip.compress(b"b" * 10) + b"trailing garbage"
+    assert robots.decompress_prefix(several, ["gzip"], 1000) == b"a" * 10 + b"b" * 10
+    assert robots.decompress_prefix(gzip.compress(b"z" * 100_000), ["gzip"], 5000) == b"z" * 5000
+    noise = random.Random(1).randbytes(20_000)
+    cut = gzip.compress(noise)[:-200]  # broken off: what came is kept
+    decoded = robots.decompress_prefix(cut, ["gzip"], 10**6)
+    assert len(decoded) > 15_000 and noise.startswith(decoded)
+    with pytest.raises(ValueError, match="bad compressed body"):
+        robots.decompress_prefix(b"not compressed at all", ["gzip"], 1000)
+    with pytest.raises(ValueError, match="bad brotli body"):
+        robots.decompress_prefix(b"not brotli either", ["br"], 1000)

@@ -120,7 +120,7 @@ def test_a_bad_stored_value_reads_as_nothing_known():
     assert parse_value(b"-1 2 3") == (HostTrust(0.0, 2.0), 3)
 
 
-def _planned(said, visits=None, changed=None):
+def _planned(said, visits=None, changed=None, status=200):
     from scrapy.utils.test import get_crawler
 
     from webcrawl.page import Page
@@ -133,7 +133,7 @@ def _planned(said, visits=None, changed=None):
     page = Page(
         url="http://a.example/p",
         final_url="http://a.example/p",
-        status=200,
+        status=status,
         fetched_at=now,
         visits=visits or [[now, None, None]],
         sitemap=said,
@@ -165,3 +165,21 @@ def test_a_tested_claim_is_counted_by_its_outcome():
     assert stats.get_value("sitemap/claims_confirmed") == 1
     _, stats = _planned(said, visits=[[1.0, None, None], [2.0, 0, None]], changed=False)
     assert stats.get_value("sitemap/claims_refuted") == 1
+
+
+def test_an_error_answer_or_a_redirect_tells_nothing_of_another_hosts_claim():
+    said = {"lastmod": time.time() - 60, "claim": True}
+    visits = [[1.0, None, None], [2.0, 1, None]]
+    _, stats = _planned(said, visits=visits, changed=True, status=503)
+    assert stats.get_value("sitemap/claims_confirmed") is None  # a 503 is not a change
+
+
+def test_a_row_with_odd_values_still_makes_a_revisit_page():
+    from webcrawl.page import page_of_row
+
+    page = page_of_row(
+        {"status": "n/a", "depth": [1], "fetched_at": None, "etag": 5, "content_length": "x"},
+        "http://a.example/p",
+    )
+    assert (page.status, page.depth, page.fetched_at, page.etag) == (0, 0, 0.0, None)
+    assert page.content_length is None and page.final_url == "http://a.example/p"

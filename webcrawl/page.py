@@ -164,19 +164,25 @@ def sitemap_of(meta: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def page_of_row(row: dict[str, Any], url: str) -> Page:
-    """The page a store row recorded (what a revisit request needs of it)."""
+    """The page a store row recorded (what a revisit request needs of it; a field of
+    the wrong type is taken as missing)."""
 
     def text(name: str) -> str | None:
         value = row.get(name)
         return value if isinstance(value, str) else None
 
+    def number(name: str, kind: type) -> Any:
+        value = row.get(name)
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return kind(value) if ok else kind(0)
+
     length = row.get("content_length")
     return Page(
         url=url,
         final_url=text("final_url") or url,
-        status=int(row.get("status") or 0),
-        fetched_at=float(row.get("fetched_at") or 0.0),
-        depth=int(row.get("depth") or 0),
+        status=number("status", int),
+        fetched_at=number("fetched_at", float),
+        depth=number("depth", int),
         etag=text("etag"),
         last_modified=text("last_modified"),
         content_length=length if isinstance(length, int) else None,

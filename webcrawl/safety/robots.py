@@ -239,7 +239,10 @@ def decompress_prefix(body: bytes, encodings: list[str], limit: int = MAX_BYTES)
         elif encoding == "br":
             import brotli
 
-            body = brotli.Decompressor().process(body, output_buffer_limit=limit)
+            try:
+                body = brotli.Decompressor().process(body, output_buffer_limit=limit)
+            except brotli.error as exc:  # (not a ValueError)
+                raise ValueError(f"bad brotli body: {exc}") from None
         elif encoding == "zstd":
             try:
                 from compression import zstd  # Python 3.14
@@ -254,21 +257,48 @@ def decompress_prefix(body: bytes, encodings: list[str], limit: int = MAX_BYTES)
     return body
 
 
+_CHUNK = 64 * 1024  # compressed bytes fed at a time
+MAX_MEMBERS = 1000  # gzip members decoded one after another, at most
+
+
 def _inflate_prefix(body: bytes, limit: int) -> bytes:
+    """The first ``limit`` bytes (or a little more) of a gzip, zlib or raw deflate body,
+    and of the gzip members after the first.  Linear in the body: it is read through a
+    view, a bounded piece at a time (a body of thousands of empty members once cost a
+    copy of its rest per member), and at most :data:`MAX_MEMBERS` members are read."""
     out = bytearray()
-    data = body
-    while data and len(out) < limit:  # gzip members one after another
-        if out and data[:2] != b"\x1f\x8b":
+    view = memoryview(body)
+    pos = members = 0
+    while pos < len(view) and len(out) < limit and members < MAX_MEMBERS:
+        if members and view[pos : pos + 2] != b"\x1f\x8b":
             break  # trailing garbage after a member
-        try:
-            d = zlib.decompressobj(wbits=47)  # gzip or zlib header
-            chunk = d.decompress(data, limit - len(out))
-        except zlib.error:
-            try:
-                d = zlib.decompressobj(wbits=-15)  # raw deflate (some servers)
-                chunk = d.decompress(data, limit - len(out))
-            except zlib.error as exc:
-                raise ValueError(f"bad compressed body: {exc}") from None
-        out += chunk
-        data = d.unused_data if d.eof else b""
+        ended, pos = _inflate_member(view, pos, limit - len(out), out, raw=members == 0)
+        members += 1
+        if not ended:
+            break  # cut short, broken further on, or the limit reached
     return bytes(out)
+
+
+def _inflate_member(
+    view: memoryview, pos: int, room: int, out: bytearray, raw: bool
+) -> tuple[bool, int]:
+    """Inflate the member at ``pos`` into ``out``, at most ``room`` bytes: (whether it
+    ended, the position after what was read).  Raises ValueError for a body that is not
+    compressed at all (``raw``: raw deflate is tried too)."""
+    modes = (47, -15) if raw else (47,)  # gzip or zlib header; raw deflate (some servers)
+    for i, wbits in enumerate(modes):
+        inflate = zlib.decompressobj(wbits=wbits)
+        start, at = len(out), pos
+        try:
+            while not inflate.eof and at < len(view) and len(out) - start < room:
+                piece = view[at : at + _CHUNK]
+                out += inflate.decompress(piece, room - (len(out) - start))
+                left = inflate.unused_data if inflate.eof else inflate.unconsumed_tail
+                at += len(piece) - len(left)
+            return inflate.eof, at
+        except zlib.error as exc:
+            if len(out) > start:  # broken after a good start: keep what came
+                return False, at
+            if i + 1 == len(modes):
+                raise ValueError(f"bad compressed body: {exc}") from None
+    raise AssertionError("unreachable")
