@@ -79,8 +79,9 @@ UNAVAILABLE = ("BlockedAddress", "BlockedScheme", "RedirectLoop")
 
 
 # Sent by the worker that fetched a host's robots.txt for the crawl, once the entry is
-# shared (``origin``: scheme://host:port, ``entry``: the RobotsEntry): the sitemaps it
-# lists are read from there (spiders/sitemaps.py).  Not sent for a copy read in Redis.
+# shared (``origin``: scheme://host:port, ``entry``: the RobotsEntry, ``depth``: of the
+# request that needed it): the sitemaps it lists are read from there
+# (spiders/sitemaps.py).  Not sent for a copy read in Redis.
 robots_fetched = object()
 
 
@@ -281,7 +282,10 @@ class RobotsTxtMiddleware:
                 self._share(frontier, origin, entry)
             await self._remember(origin, entry, fetched=True)
             await self.crawler.signals.send_catch_log_async(
-                signal=robots_fetched, origin=origin, entry=entry
+                signal=robots_fetched,
+                origin=origin,
+                entry=entry,
+                depth=int(request.meta.get("depth", 0) or 0),
             )
         finally:
             if renew is not None and renew.running:

@@ -5,8 +5,9 @@ bounds, their URLs queued like links with what the file says of them.
   (:data:`~webcrawl.middlewares.robotstxt.robots_fetched`): the files its ``Sitemap:``
   lines name or, with ``SITEMAP_GUESS`` and none named (a 404 robots.txt included),
   ``/sitemap.xml``.  Each is one request through the frontier like any other (the host's
-  turn, robots.txt, the address policy, retries), queued once per crawl (the
-  dupefilter) and read again every ``SITEMAP_REFRESH`` seconds (the revisit schedule).
+  turn, robots.txt, the address policy, retries), queued once per refresh by one worker
+  (a key in Redis: not the dupefilter, since a page may link to the file) and read
+  again every ``SITEMAP_REFRESH`` seconds (the revisit schedule).
   Sitemap indexes are followed ``SITEMAP_MAX_DEPTH`` levels down; a sitemap that lists
   itself or one of the indexes above it is a loop, ended there.
 - **Read** on a thread (:func:`webcrawl.sitemaps.parse.parse_sitemap`: a 50 000-URL
@@ -101,12 +102,13 @@ class SitemapReading:
         self.sitemap_refresh = non_negative_float(settings, "SITEMAP_REFRESH")
         self.trust_params = trust_params(settings)
         self._claimed: OrderedDict[str, float] = OrderedDict()  # URL -> lastmod acted on
+        self._local_seen: set[str] = set()  # sitemaps queued (Scrapy's own scheduler)
         if self.sitemaps_on:
             crawler.signals.connect(self._robots_fetched, signal=robots_fetched)
 
     # -- discovery -----------------------------------------------------------------
 
-    def _robots_fetched(self, origin: str, entry: robots.RobotsEntry) -> None:
+    def _robots_fetched(self, origin: str, entry: robots.RobotsEntry, depth: int = 0) -> None:
         """Queue the sitemaps of a host whose robots.txt this worker has just fetched."""
         if entry.state == robots.UNREACHABLE:
             return  # tried again later: its sitemaps then
@@ -123,10 +125,33 @@ class SitemapReading:
         elif urls:
             self._record_listers(origin, urls)
         stats = self.crawler.stats
-        for url in urls:
+        for url in self._first_time(urls):
             stats.inc_value("sitemap/guessed" if guessed else "sitemap/listed")
             own = Authority.of(url, () if guessed else (origin,))
-            self.crawler.engine.crawl(self.sitemap_request(url, own, 0, (), guessed))
+            request = self.sitemap_request(url, own, 0, (), guessed)
+            # its entries are a link away from the page that met the host (DEPTH_LIMIT)
+            request.meta["depth"] = depth
+            self.crawler.engine.crawl(request)
+
+    def _first_time(self, urls: list[str]) -> list[str]:
+        """Those of ``urls`` no worker has queued as sitemaps this refresh (the page
+        dupefilter cannot say: a page may have linked to one).  All of them when Redis
+        cannot say; with Scrapy's own scheduler, those this worker has not queued."""
+        frontier = self._frontier
+        if frontier is None:
+            fresh = [u for u in dict.fromkeys(urls) if u not in self._local_seen]
+            self._local_seen.update(fresh)
+            return fresh
+        expiry = max(1, int(self.sitemap_refresh)) if self.sitemap_refresh else None
+        try:
+            pipe = frontier.server.pipeline(transaction=False)
+            for url in urls:
+                pipe.set(frontier.keys.sitemap_seen(url), 1, nx=True, ex=expiry)
+            firsts = pipe.execute()
+        except RedisError as exc:
+            logger.warning("Could not check the crawl's sitemaps in Redis: %s", exc)
+            firsts = [True] * len(urls)
+        return [u for u, first in zip(urls, firsts, strict=True) if first]
 
     def _record_listers(self, origin: str, urls: list[str]) -> None:
         """Record that ``origin``'s robots.txt lists each of ``urls`` (cross-submission)."""
@@ -175,6 +200,7 @@ class SitemapReading:
             callback=self.parse_sitemap,
             errback=self.sitemap_failed,
             priority=PRIORITY,
+            dont_filter=True,  # queued once per refresh by _first_time, not the dupefilter
             # (SitemapLimitMiddleware bounds its size instead of DOWNLOAD_MAXSIZE)
             meta={"sitemap": info, "failpath": False},  # not a page: says nothing of paths
         )
@@ -184,7 +210,7 @@ class SitemapReading:
     async def parse_sitemap(self, response: Response) -> AsyncIterator[Request]:
         info = response.meta.get("sitemap") or {}
         if not 200 <= response.status < 300:  # (the spider lets every status through)
-            self._unread(_listed_url(response), info, response.status, "")
+            self._unread(_listed_url(response), info, response.status, "", response.meta)
             return
         read: Sitemap = await self._in_sitemap_thread(
             parse_sitemap,
@@ -207,7 +233,7 @@ class SitemapReading:
             for request in await self._entry_requests(read.entries, authority, url):
                 yield request
         finally:  # (whatever became of its entries, it is read again)
-            self._refresh(url, info)
+            self._refresh(url, info, response.meta)
 
     def _count(self, read: Sitemap, response: Response) -> None:
         stats = self.crawler.stats
@@ -272,8 +298,11 @@ class SitemapReading:
             if not authority.allows(child.url) or not (same_host or self.in_scope(child.url)):
                 stats.inc_value("sitemap/out_of_scope")
                 continue
-            out.append(self.sitemap_request(child.url, authority, depth + 1, [*chain, url]))
-        return out
+            out.append(child.url)
+        return [
+            self.sitemap_request(child, authority, depth + 1, [*chain, url])
+            for child in self._first_time(out)
+        ]
 
     async def _entry_requests(
         self, entries: list[Entry], authority: Authority, url: str
@@ -509,8 +538,9 @@ class SitemapReading:
         before = total - wanted
         return max(0, min(wanted, self.sitemap_host_budget - before))
 
-    def _refresh(self, url: str, info: dict[str, Any]) -> None:
-        """Read the sitemap again in SITEMAP_REFRESH seconds (the revisit schedule)."""
+    def _refresh(self, url: str, info: dict[str, Any], meta: dict) -> None:
+        """Read the sitemap again in SITEMAP_REFRESH seconds (the revisit schedule), at
+        the depth it had (``meta``: its request's)."""
         frontier = self._frontier
         if not self.sitemap_refresh or frontier is None:
             return
@@ -521,6 +551,7 @@ class SitemapReading:
             [str(u) for u in info.get("chain") or []],
             bool(info.get("guessed")),
         )
+        again.meta["depth"] = _int(meta.get("depth"))
         frontier.schedule_revisit(again, time.time() + self.sitemap_refresh)
 
     def sitemap_failed(self, failure: Failure) -> None:
@@ -531,9 +562,12 @@ class SitemapReading:
         status = failure.value.response.status if failure.check(HttpError) else None
         reason = "" if status is not None else failure.getErrorMessage()
         redirects = request.meta.get("redirect_urls") or [request.url]
-        self._unread(str(redirects[0]), request.meta.get("sitemap") or {}, status, reason)
+        info = request.meta.get("sitemap") or {}
+        self._unread(str(redirects[0]), info, status, reason, request.meta)
 
-    def _unread(self, url: str, info: dict[str, Any], status: int | None, why: str) -> None:
+    def _unread(
+        self, url: str, info: dict[str, Any], status: int | None, why: str, meta: dict
+    ) -> None:
         """Counted; tried again at its next refresh, but a guessed sitemap that is not
         there (404, 410), which is not looked for again."""
         self.crawler.stats.inc_value("sitemap/failed")
@@ -541,7 +575,7 @@ class SitemapReading:
             logger.debug("No sitemap at %s (%d)", url, status)
             return
         logger.info("Could not read the sitemap %s: %s", url, why or f"HTTP {status}")
-        self._refresh(url, info)
+        self._refresh(url, info, meta)
 
 
 def _listed_url(response: Response) -> str:

@@ -83,3 +83,13 @@ def test_sitemaps_can_be_turned_off(sitemap_demo, tmp_path, crawls):
     stored = {r["url"] for r in stored_rows(tmp_path / "data")}
     assert stored == set(demo.web.reachable())
     assert not any(f"http://{r['host']}{r['path']}" in demo.sitemap_files for r in demo.requests())
+
+
+def test_a_sitemap_that_is_also_a_page_is_still_read_as_a_sitemap(sitemap_demo, tmp_path, crawls):
+    demo = sitemap_demo
+    text = f"http://{demo.web.hosts[2]}/sitemap.txt"  # listed by its host's robots.txt
+    result = crawls.run([*demo.seeds, text], tmp_path / "data")  # ...and a seed, as a page
+    assert result.returncode == 0, result.stderr[-3000:]
+    stored = {r["url"] for r in stored_rows(tmp_path / "data")}
+    only = {u for u, how in demo.web.sitemap_only().items() if how == "sitemap"}
+    assert only and only <= stored and text in stored

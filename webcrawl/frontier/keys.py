@@ -330,6 +330,12 @@ class CrawlKeys:
         each may be listed in it; expires with the robots.txt entries)."""
         return self.prefix + "sitemap_listers:" + sitemap_url
 
+    def sitemap_seen(self, sitemap_url: str) -> str:
+        """Set (with an expiry of SITEMAP_REFRESH) once a worker queued ``sitemap_url``: a
+        sitemap is queued once per refresh, apart from the page dupefilter (a page may
+        link to it)."""
+        return self.prefix + "sitemap_seen:" + sitemap_url
+
     def sitemap_budget(self, origin: str) -> str:
         """Counter of the URLs taken from ``origin``'s sitemaps (expires after
         SITEMAP_REFRESH)."""
