@@ -778,6 +778,12 @@ class DemoResource:
             request.setHeader("Last-Modified", _http_date(LAST_MODIFIED))
             if _not_modified(request, etag, LAST_MODIFIED):
                 status, body = 304, b""
+        return self._send(request, netloc, path, status, body, ctype=ctype)
+
+    def _send(
+        self, request: Any, netloc: str, path: str, status: int, body: bytes, *, ctype: str
+    ) -> bytes:
+        """Answer with ``status`` and ``body`` (none to a HEAD), logged."""
         request.setResponseCode(status)
         request.setHeader("Content-Type", ctype)
         request.setHeader("Content-Length", str(len(body)))
@@ -794,11 +800,7 @@ class DemoResource:
         status = 200
         if request.getHeader("If-None-Match") is not None and _not_modified(request, etag, 0):
             status, body = 304, b""
-        request.setResponseCode(status)
-        request.setHeader("Content-Type", ctype)
-        request.setHeader("Content-Length", str(len(body)))
-        self._log(request, netloc, path, status)
-        return b"" if request.method == b"HEAD" else body
+        return self._send(request, netloc, path, status, body, ctype=ctype)
 
     def _changing(self, request: Any, page: DemoPage) -> tuple[int, bytes, str]:
         """A page of the changing web: its current version, with noise; or 304."""
