@@ -142,7 +142,7 @@ class SitemapReading:
             fresh = [u for u in dict.fromkeys(urls) if u not in self._local_seen]
             self._local_seen.update(fresh)
             return fresh
-        expiry = max(1, int(self.sitemap_refresh)) if self.sitemap_refresh else None
+        expiry = self._seen_expiry()
         try:
             pipe = frontier.server.pipeline(transaction=False)
             for url in urls:
@@ -553,6 +553,16 @@ class SitemapReading:
         )
         again.meta["depth"] = _int(meta.get("depth"))
         frontier.schedule_revisit(again, time.time() + self.sitemap_refresh)
+        try:  # its refresh is its own: the index that lists it does not queue it again
+            frontier.server.set(frontier.keys.sitemap_seen(url), 1, ex=self._seen_expiry())
+        except RedisError as exc:
+            logger.warning("Could not mark the sitemap %s in Redis: %s", url, exc)
+
+    def _seen_expiry(self) -> int | None:
+        """Seconds a sitemap stays queued-for-this-refresh (none: read once per crawl):
+        longer than a refresh, so that each read of a sitemap renews it before the
+        index above it is read again."""
+        return int(self.sitemap_refresh * 1.5) + 1 if self.sitemap_refresh else None
 
     def sitemap_failed(self, failure: Failure) -> None:
         """A sitemap that could not be fetched (after its retries)."""
