@@ -78,6 +78,7 @@ logger = logging.getLogger(__name__)
 
 PRIORITY = 100  # a sitemap before the host's pages: it may name most of them
 CLAIMS_KEPT = 100_000  # claims acted on that a worker remembers
+MAX_LISTERS = 1000  # hosts whose robots.txt lists one sitemap, read at most
 
 
 class SitemapReading:
@@ -168,16 +169,23 @@ class SitemapReading:
         except RedisError as exc:  # its own host's entries are still allowed (meta)
             logger.warning("Could not record the sitemaps of %s in Redis: %s", origin, exc)
 
-    def _listers(self, url: str) -> tuple[str, ...]:
+    def _listers(self, urls: list[str]) -> tuple[str, ...]:
+        """The origins whose robots.txt lists one of ``urls`` (at most
+        :data:`MAX_LISTERS` of each)."""
         frontier = self._frontier
         if frontier is None:
             return ()
+        found: set[str] = set()
         try:
-            members = frontier.server.smembers(frontier.keys.sitemap_listers(url))
+            for url in dict.fromkeys(urls):
+                key = frontier.keys.sitemap_listers(url)
+                for i, member in enumerate(frontier.server.sscan_iter(key, count=1000)):
+                    if i >= MAX_LISTERS:
+                        break
+                    found.add(member.decode("utf-8", "replace"))
         except RedisError as exc:
-            logger.warning("Could not read which hosts list the sitemap %s: %s", url, exc)
-            return ()
-        return tuple(m.decode("utf-8", "replace") for m in members)
+            logger.warning("Could not read which hosts list the sitemap %s: %s", urls[-1], exc)
+        return tuple(sorted(found))
 
     def sitemap_request(
         self,
@@ -221,14 +229,17 @@ class SitemapReading:
         self._count(read, response)
         url = _listed_url(response)  # (as listed: a redirect's target may move)
         try:
-            listers = self._listers(url)
-            authority = Authority.loads(info.get("authority")).joined(Authority.of(url, listers))
-            if response.url != url:  # redirected: where it is now counts too
-                here = Authority.of(response.url, self._listers(response.url))
-                authority = authority.joined(here)
             depth = _int(info.get("depth"))
             chain = [str(u) for u in info.get("chain") or []][-self.sitemap_max_depth - 1 :]
-            for child in self._children(read, url, authority, depth, chain):
+            # what the indexes above gave it, and its own directory: what its children
+            # inherit (the hosts that list it or an index above are read from Redis, not
+            # carried along: a sitemap may be listed by thousands of hosts)
+            inherited = Authority.loads(info.get("authority")).joined(Authority.of(url))
+            if response.url != url:  # redirected: where it is now counts too
+                inherited = inherited.joined(Authority.of(response.url))
+            listers = self._listers([*chain, url, response.url])
+            authority = inherited.joined(Authority((), listers))
+            for child in self._children(read, url, inherited, authority, depth, chain):
                 yield child
             for request in await self._entry_requests(read.entries, authority, url):
                 yield request
@@ -270,8 +281,14 @@ class SitemapReading:
                 len(read.entries) + len(read.sitemaps),
             )
 
-    def _children(
-        self, read: Sitemap, url: str, authority: Authority, depth: int, chain: list[str]
+    def _children(  # noqa: PLR0917
+        self,
+        read: Sitemap,
+        url: str,
+        inherited: Authority,
+        authority: Authority,
+        depth: int,
+        chain: list[str],
     ) -> list[Request]:
         """Requests for the sitemaps an index lists (the ones it may list, not above it)."""
         if not read.sitemaps:
@@ -300,7 +317,7 @@ class SitemapReading:
                 continue
             out.append(child.url)
         return [
-            self.sitemap_request(child, authority, depth + 1, [*chain, url])
+            self.sitemap_request(child, inherited, depth + 1, [*chain, url])
             for child in self._first_time(out)
         ]
 

@@ -15,6 +15,7 @@ Scheme, host and port must match (``http://a`` does not vouch for ``https://a``)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from urllib.parse import urljoin, urlsplit
 
 MAX_LISTED = 100  # sitemaps read from one robots.txt at most (real files list a few dozen)
@@ -87,6 +88,10 @@ class Authority:
         own = directory_of(sitemap_url)
         return cls((own,) if own else (), tuple(sorted(set(listed_by))))
 
+    @cached_property
+    def _origin_set(self) -> frozenset[str]:
+        return frozenset(self.origins)
+
     def joined(self, other: Authority) -> Authority:
         """This authority and ``other``'s (a child sitemap's own, with its index's)."""
         return Authority(
@@ -98,7 +103,7 @@ class Authority:
         origin = origin_of(url)
         if not origin:
             return False
-        if origin in self.origins:
+        if origin in self._origin_set:
             return True
         # on the origin as origin_of writes it, and the path without dot segments
         # (``/news/../admin/`` is not under ``/news/``)
