@@ -53,8 +53,7 @@ from typing import Any
 from redis.exceptions import RedisError
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
-from scrapy.exceptions import IgnoreRequest, NotConfigured, StopDownload
-from scrapy.http import Response
+from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
@@ -65,6 +64,7 @@ from twisted.internet.task import deferLater
 
 from webcrawl.frontier.lock import RedisLock
 from webcrawl.frontier.redisconn import RoundTrips
+from webcrawl.middlewares.bodylimit import BodyLimitMiddleware
 from webcrawl.middlewares.failpath import FAILURES, FailPathMiddleware, SiteUnanswered
 from webcrawl.safety import robots
 from webcrawl.settings_check import positive_float, positive_int
@@ -462,51 +462,20 @@ def _shared_seconds(entry: robots.RobotsEntry) -> int:
     return max(1, int(entry.fetched_at + robots.KEEP_SECONDS - time.time()))
 
 
-class RobotsTxtLimitMiddleware:
-    """Reads at most 500 KiB of a robots.txt, after decompression (RFC 9309 2.5).
+class RobotsTxtLimitMiddleware(BodyLimitMiddleware):
+    """Reads at most 500 KiB of a robots.txt, after decompression (RFC 9309 2.5), so
+    neither a 100 MB file nor a gzip bomb costs more (:mod:`webcrawl.middlewares.bodylimit`:
+    an undecodable file is flagged ``robots_undecodable``)."""
 
-    Sits above Scrapy's HttpCompressionMiddleware (590), so it sees the body as it
-    came: it stops the download once 500 KiB arrived (``bytes_received``,
-    StopDownload keeps what came), and decodes a compressed body itself, only as
-    far as its first 500 KiB, so neither a 100 MB file nor a gzip bomb costs more.
-    """
+    max_bytes = robots.MAX_BYTES
+    flag = "robots"
+    spare = 1  # (the reader tells a cut file by its 500 KiB + 1 bytes)
+    decoded_spare = 0
 
     def __init__(self, crawler: Crawler) -> None:
         if not crawler.settings.getbool("ROBOTSTXT_OBEY"):
             raise NotConfigured
-        self._received: dict[Request, int] = {}
+        super().__init__(crawler)
 
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> RobotsTxtLimitMiddleware:
-        middleware = cls(crawler)
-        crawler.signals.connect(middleware._bytes_received, signal=signals.bytes_received)
-        return middleware
-
-    def _bytes_received(self, data: bytes, request: Request, spider: Any) -> None:
-        if not request.meta.get("robots_txt"):
-            return
-        received = self._received.get(request, 0) + len(data)
-        self._received[request] = received
-        if received > robots.MAX_BYTES:
-            del self._received[request]
-            raise StopDownload(fail=False)
-
-    def process_exception(self, request: Request, exception: Exception, spider: Any = None) -> None:
-        self._received.pop(request, None)
-
-    def process_response(
-        self, request: Request, response: Response, spider: Any = None
-    ) -> Response:
-        if not request.meta.get("robots_txt"):
-            return response
-        self._received.pop(request, None)
-        encodings = [e.decode("latin-1") for e in response.headers.getlist("Content-Encoding")]
-        encodings = [p for e in encodings for p in e.split(",")]
-        body, flags = response.body, list(response.flags)
-        if encodings:
-            try:
-                body = robots.decompress_prefix(body, encodings)
-            except ValueError:
-                body, flags = b"", [*flags, "robots_undecodable"]
-            response.headers.pop(b"Content-Encoding", None)
-        return response.replace(body=body[: robots.MAX_BYTES + 1], flags=flags)
+    def applies(self, request: Request) -> bool:
+        return bool(request.meta.get("robots_txt"))
