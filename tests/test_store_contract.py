@@ -142,6 +142,23 @@ def test_get_pages_reads_many_at_once(backend):
         assert all(got[url_to_key(u)]["title"] == u for u in urls[::2])
 
 
+def test_get_fields_reads_only_the_fields_asked(backend):
+    with backend.open() as store:
+        full = full_row("http://f.example/")
+        odd = row("http://f.example/odd", depth="three", etag=None, changed=False)
+        store.put_pages([full, odd, *(row(f"http://f.example/{i}") for i in range(600))])
+        fields = ["final_url", "depth", "etag", "content_length", "changed", "custom", "nope"]
+        keys = [full["key"], odd["key"], url_to_key("http://f.example/missing")]
+        keys += [url_to_key(f"http://f.example/{i}") for i in range(600)]
+        got = store.get_fields(keys, fields)
+        assert len(got) == 602
+        assert got[full["key"]] == {f: full[f] for f in fields if f in full}
+        # a field of another type than its column's, a false and a None one, as written
+        assert got[odd["key"]] == {"depth": "three", "changed": False}
+        assert got[url_to_key("http://f.example/7")] == {}
+        assert store.get_fields([], fields) == {}
+
+
 def test_scans_by_site_prefix_in_key_order_with_limit(backend):
     with backend.open() as store:
         urls = [

@@ -163,6 +163,18 @@ def sitemap_of(meta: dict[str, Any]) -> dict[str, Any] | None:
     return said or None
 
 
+# the fields of a row that page_of_row reads (Store.get_fields: not the page's text)
+REVISIT_FIELDS = (
+    "final_url",
+    "status",
+    "fetched_at",
+    "depth",
+    "etag",
+    "last_modified",
+    "content_length",
+)
+
+
 def page_of_row(row: dict[str, Any], url: str) -> Page:
     """The page a store row recorded (what a revisit request needs of it; a field of
     the wrong type is taken as missing)."""

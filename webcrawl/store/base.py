@@ -41,6 +41,15 @@ class Store(abc.ABC):
                 found[key] = row
         return found
 
+    def get_fields(self, keys: Sequence[str], fields: Sequence[str]) -> dict[str, Row]:
+        """Of the rows at ``keys`` that exist, by key, only those of ``fields`` they hold
+        (None fields absent).  A backend reads no more of a row than it must, so a
+        page's text and body stay on the server."""
+        return {
+            key: {f: row[f] for f in fields if row.get(f) is not None}
+            for key, row in self.get_pages(keys).items()
+        }
+
     @abc.abstractmethod
     def scan_pages(self, prefix: str = "", limit: int | None = None) -> Iterator[Row]:
         """Rows whose key starts with ``prefix``, in key order."""

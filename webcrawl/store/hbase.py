@@ -684,6 +684,24 @@ class HBaseStore(Store):
         )
         return {k.decode("utf-8"): decode_row(k, cells) for k, cells in found}
 
+    def get_fields(self, keys: Sequence[str], fields: Sequence[str]) -> dict[str, Row]:
+        # the fields' typed columns, f:fields and f:x (a field of another type is there):
+        # not the page's text (p:c) nor its body (f:cnt)
+        wanted = [k.encode("utf-8") for k in dict.fromkeys(keys)]
+        if not wanted:
+            return {}
+        names = list(dict.fromkeys(fields))
+        columns = [COLUMNS[n][0] for n in names if n in COLUMNS] + [FIELDS, EXTRA]
+        found = self._call(
+            f"reading {len(wanted)} rows",
+            lambda conn: conn.table(WEBTABLE).rows(wanted, columns=columns),
+        )
+        out: dict[str, Row] = {}
+        for k, cells in found:
+            row = decode_row(k, cells)
+            out[k.decode("utf-8")] = {n: row[n] for n in names if row.get(n) is not None}
+        return out
+
     def scan_pages(self, prefix: str = "", limit: int | None = None) -> Iterator[Row]:
         # scanned in pages of rows, each page in one retried call, so an idle
         # disconnect or a scanner lease expiry between two pages costs nothing

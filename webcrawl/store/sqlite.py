@@ -173,6 +173,30 @@ class SQLiteStore(Store):
                     found[key] = json.loads(row)
         return found
 
+    def get_fields(self, keys: Sequence[str], fields: Sequence[str]) -> dict[str, Row]:
+        # SQLite extracts the fields from the JSON row (``->``: JSON text, so that types
+        # survive); the row itself never reaches Python
+        names = list(dict.fromkeys(fields))
+        paths = ['$."' + name.replace('"', '""') + '"' for name in names]
+        picks = ", ".join("row -> ?" for _ in names) or "NULL"
+        found: dict[str, Row] = {}
+        unique = list(dict.fromkeys(keys))
+        step = max(1, _MAX_PARAMS - len(paths))
+        with self._errors(f"reading {len(unique)} rows"):
+            conn = self._conn()
+            for start in range(0, len(unique), step):
+                chunk = unique[start : start + step]
+                marks = ",".join("?" * len(chunk))
+                sql = f"SELECT key, {picks} FROM webtable WHERE key IN ({marks})"
+                for key, *values in conn.execute(sql, [*paths, *chunk]):
+                    row = {
+                        n: json.loads(v)
+                        for n, v in zip(names, values, strict=False)
+                        if v is not None
+                    }
+                    found[key] = {n: v for n, v in row.items() if v is not None}
+        return found
+
     def scan_pages(self, prefix: str = "", limit: int | None = None) -> Iterator[Row]:
         sql = "SELECT row FROM webtable WHERE key >= ? AND key < ? ORDER BY key"
         params: list[object] = [prefix, prefix + "\U0010ffff"]
