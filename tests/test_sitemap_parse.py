@@ -261,6 +261,19 @@ def test_a_bom_is_skipped_even_split_across_gzip_members():
     assert urls_of(parse_sitemap(one_byte_members)) == ["http://e.com/x"]
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be"])
+def test_xml_in_utf16_with_its_bom_is_read(encoding):
+    text = urlset(*locs("http://e.com/\u00e9")).decode("utf-8")
+    text = text.replace('encoding="UTF-8"', 'encoding="UTF-16"')
+    bom = {"utf-16": b"", "utf-16-le": b"\xff\xfe", "utf-16-be": b"\xfe\xff"}[encoding]
+    body = bom + text.encode(encoding)
+    assert urls_of(parse_sitemap(body)) == ["http://e.com/\u00e9"]
+    one_byte_members = b"".join(gzip.compress(body[i : i + 1]) for i in range(len(body)))
+    assert urls_of(parse_sitemap(one_byte_members)) == ["http://e.com/\u00e9"]
+    # a text sitemap must be UTF-8: one in UTF-16 is read as nothing, and says so
+    assert parse_sitemap("http://e.com/t\n".encode("utf-16")).malformed
+
+
 @pytest.mark.parametrize("body", [b"", b" \n\t\r\n", b"\xef\xbb\xbf", gzip.compress(b"", mtime=0)])
 def test_an_empty_file_is_unknown_and_says_so(body):
     result = parse_sitemap(body)

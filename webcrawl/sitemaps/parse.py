@@ -64,6 +64,8 @@ URLSET, SITEMAPINDEX, TEXT, UNKNOWN = "urlset", "sitemapindex", "text", "unknown
 CHANGEFREQS = frozenset(("always", "hourly", "daily", "weekly", "monthly", "yearly", "never"))
 
 _GZIP_MAGIC = b"\x1f\x8b"
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+_UTF16_BOM1 = (b"\xff", b"\xfe")  # a UTF-16 BOM's first byte, the second to come
 _BOM = b"\xef\xbb\xbf"
 _FIELDS = frozenset(("loc", "lastmod", "changefreq", "priority"))
 _TAGS = [f"{{*}}{name}" for name in (URLSET, SITEMAPINDEX, "url", "sitemap", *_FIELDS)]
@@ -110,8 +112,9 @@ class Sitemap:
 
 def parse_sitemap(body: bytes, *, max_urls: int = MAX_URLS, max_bytes: int = MAX_BYTES) -> Sitemap:
     """Read a sitemap file's body (gzip or not; XML, or text if its first byte that is not
-    whitespace or a BOM is not ``<``), at most ``max_bytes`` of it after decompression
-    and at most ``max_urls`` entries and child sitemaps.  Never raises on any body."""
+    whitespace or a BOM is not ``<``; XML may be UTF-16 with a BOM), at most
+    ``max_bytes`` of it after decompression and at most ``max_urls`` entries and child
+    sitemaps.  Never raises on any body."""
     if max_urls < 0 or max_bytes < 0:
         raise ValueError(f"max_urls and max_bytes must be >= 0, not {max_urls}, {max_bytes}")
     result = Sitemap()
@@ -122,17 +125,9 @@ def parse_sitemap(body: bytes, *, max_urls: int = MAX_URLS, max_bytes: int = MAX
         for piece in _bounded(_inflated(body), max_bytes, result):
             chunk = piece
             if reader is None:
-                head += chunk
-                if at_start:
-                    if len(head) < len(_BOM) and _BOM.startswith(head):
-                        continue
-                    at_start = False
-                    head = head.removeprefix(_BOM)
-                head = head.lstrip()
-                if not head:
+                head, at_start, reader = _opening(head + chunk, at_start, result)
+                if reader is None:
                     continue
-                xml = head[:1] == b"<"
-                reader = _XmlReader(result) if xml else _TextReader(result)
                 chunk, head = head, b""
             if not reader.feed(chunk, max_urls):
                 return result
@@ -145,6 +140,23 @@ def parse_sitemap(body: bytes, *, max_urls: int = MAX_URLS, max_bytes: int = MAX
     elif not result.too_large:  # the file has ended, it was not cut by max_bytes
         reader.close(max_urls)
     return result
+
+
+def _opening(
+    head: bytes, at_start: bool, result: Sitemap
+) -> tuple[bytes, bool, _XmlReader | _TextReader | None]:
+    """The file's start so far, whether a BOM may still come, and its reader once the
+    start tells (XML, in UTF-8 or, with its BOM, UTF-16; else text, which is UTF-8)."""
+    if at_start:
+        if (len(head) < len(_BOM) and _BOM.startswith(head)) or head in _UTF16_BOM1:
+            return head, True, None
+        if head[:2] in _UTF16_BOMS:  # lxml reads the BOM
+            return head, False, _XmlReader(result)
+        head = head.removeprefix(_BOM)
+    head = head.lstrip()
+    if not head:
+        return head, False, None
+    return head, False, _XmlReader(result) if head[:1] == b"<" else _TextReader(result)
 
 
 _LASTMOD = re.compile(
