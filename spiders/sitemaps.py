@@ -17,7 +17,9 @@ bounds, their URLs queued like links with what the file says of them.
   is dropped unless the robots.txt of the entry's host lists the sitemap (or the index it
   came through): the crawl records in Redis which hosts list each sitemap.  Entries also
   pass the crawl's own scope and trap rules, as links do, and at most
-  ``SITEMAP_MAX_URLS_PER_HOST`` are taken per host and ``SITEMAP_REFRESH``.
+  ``SITEMAP_MAX_URLS_PER_HOST`` are taken per host and ``SITEMAP_REFRESH``, from at most
+  ``SITEMAP_MAX_FILES_PER_HOST`` of its files.  Entries are checked on the thread too;
+  their requests are yielded :data:`BATCH` at a time, the reactor turning between.
 - **Queued** as the spider's own requests, with ``sitemap_lastmod`` (Unix time),
   ``sitemap_changefreq`` and ``sitemap_priority`` in their meta when the file gives them.
 
@@ -25,7 +27,8 @@ Stats: ``sitemap/listed``, ``sitemap/guessed``, ``sitemap/read``, ``sitemap/fail
 ``sitemap/urls`` (entries read), ``sitemap/queued``, ``sitemap/known``,
 ``sitemap/out_of_scope``, ``sitemap/skipped``, ``sitemap/too_large``,
 ``sitemap/too_many``, ``sitemap/malformed``, ``sitemap/too_deep``, ``sitemap/loops``,
-``sitemap/over_host_budget``, ``sitemap/indexes``.
+``sitemap/over_host_budget``, ``sitemap/over_file_budget``, ``sitemap/indexes`` (and
+``sitemap/deferred``: :mod:`webcrawl.middlewares.sitemaps`).
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -44,12 +48,13 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
 from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThreadPool
 from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
 from webcrawl.middlewares.robotstxt import robots_fetched
-from webcrawl.page import page_of_row
+from webcrawl.page import REVISIT_FIELDS, page_of_row
 from webcrawl.safety import robots
 from webcrawl.settings_check import (
     non_negative_float,
@@ -64,6 +69,7 @@ from webcrawl.sitemaps.scope import (
     listed_sitemaps,
     origin_of,
 )
+from webcrawl.sitemaps.slots import SitemapSlots
 from webcrawl.sitemaps.trust import (
     DISTRUSTED,
     TRUSTED,
@@ -79,6 +85,7 @@ logger = logging.getLogger(__name__)
 PRIORITY = 100  # a sitemap before the host's pages: it may name most of them
 CLAIMS_KEPT = 100_000  # claims acted on that a worker remembers
 MAX_LISTERS = 1000  # hosts whose robots.txt lists one sitemap, read at most
+BATCH = 500  # requests yielded between two turns of the reactor (downloads go on)
 
 
 class SitemapReading:
@@ -100,6 +107,13 @@ class SitemapReading:
         self.sitemap_max_urls = positive_int(settings, "SITEMAP_MAX_URLS")
         self.sitemap_max_bytes = positive_int(settings, "SITEMAP_MAX_BYTES")
         self.sitemap_host_budget = positive_int(settings, "SITEMAP_MAX_URLS_PER_HOST")
+        self.sitemap_file_budget = positive_int(settings, "SITEMAP_MAX_FILES_PER_HOST")
+        # (SitemapLimitMiddleware takes them; a slot lost with its request is taken back
+        # once it cannot be in use any more)
+        self.sitemap_slots = SitemapSlots(
+            positive_int(settings, "SITEMAP_CONCURRENT_FILES"),
+            stale_after=600.0 + settings.getfloat("DOWNLOAD_TIMEOUT"),
+        )
         self.sitemap_refresh = non_negative_float(settings, "SITEMAP_REFRESH")
         self.trust_params = trust_params(settings)
         self._claimed: OrderedDict[str, float] = OrderedDict()  # URL -> lastmod acted on
@@ -126,7 +140,7 @@ class SitemapReading:
         elif urls:
             self._record_listers(origin, urls)
         stats = self.crawler.stats
-        for url in self._first_time(urls):
+        for url in self._within_file_budget(self._first_time(urls)):
             stats.inc_value("sitemap/guessed" if guessed else "sitemap/listed")
             own = Authority.of(url, () if guessed else (origin,))
             request = self.sitemap_request(url, own, 0, (), guessed)
@@ -220,15 +234,17 @@ class SitemapReading:
         if not 200 <= response.status < 300:  # (the spider lets every status through)
             self._unread(_listed_url(response), info, response.status, "", response.meta)
             return
-        read: Sitemap = await self._in_sitemap_thread(
-            parse_sitemap,
-            response.body,
-            max_urls=self.sitemap_max_urls,
-            max_bytes=self.sitemap_max_bytes,
-        )
-        self._count(read, response)
         url = _listed_url(response)  # (as listed: a redirect's target may move)
         try:
+            # (SitemapLimitMiddleware moved the body to meta, off Scrapy's scraper slot)
+            body = response.meta.pop("sitemap_body", None)
+            read: Sitemap = await self._in_sitemap_thread(
+                parse_sitemap,
+                response.body if body is None else body,
+                max_urls=self.sitemap_max_urls,
+                max_bytes=self.sitemap_max_bytes,
+            )
+            self._count(read, response)
             depth = _int(info.get("depth"))
             chain = [str(u) for u in info.get("chain") or []][-self.sitemap_max_depth - 1 :]
             # what the indexes above gave it, and its own directory: what its children
@@ -241,9 +257,15 @@ class SitemapReading:
             authority = inherited.joined(Authority((), listers))
             for child in self._children(read, url, inherited, authority, depth, chain):
                 yield child
-            for request in await self._entry_requests(read.entries, authority, url):
+            del body  # (parsed: its entries hold what counts)
+            requests = await self._entry_requests(read.entries, authority, url)
+            del read
+            for i, request in enumerate(requests, 1):
                 yield request
+                if i % BATCH == 0:  # let downloads and other callbacks go on
+                    await _next_turn()
         finally:  # (whatever became of its entries, it is read again)
+            self.sitemap_slots.release(response.meta.pop("sitemap_slot", None))
             self._refresh(url, info, response.meta)
 
     def _count(self, read: Sitemap, response: Response) -> None:
@@ -311,14 +333,19 @@ class SitemapReading:
                 stats.inc_value("sitemap/loops")
                 logger.info("Sitemap index %s lists %s, an index above it: a loop", url, child.url)
                 continue
-            same_host = origin_of(child.url) == origin_of(url)
-            if not authority.allows(child.url) or not (same_host or self.in_scope(child.url)):
+            try:
+                canonical = canonical_url(child.url)
+            except BadURLError:
+                stats.inc_value("sitemap/skipped")
+                continue
+            same_host = origin_of(canonical) == origin_of(url)
+            if not authority.allows(canonical) or not (same_host or self.in_scope(canonical)):
                 stats.inc_value("sitemap/out_of_scope")
                 continue
             out.append(child.url)
         return [
             self.sitemap_request(child, inherited, depth + 1, [*chain, url])
-            for child in self._first_time(out)
+            for child in self._within_file_budget(self._first_time(out))
         ]
 
     async def _entry_requests(
@@ -327,9 +354,14 @@ class SitemapReading:
         """Requests for the entries the crawl has no page of yet, and the revisits moved
         to now of known pages whose lastmod claims a change, as far as their host is
         trusted (:mod:`webcrawl.sitemaps.trust`)."""
+        # sifted on the sitemaps' thread: 50 000 URLs canonicalised and checked take
+        # about a second, which the reactor's downloads need
+        sifted: Sifted = await self._in_sitemap_thread(
+            self._sift, entries, authority, self._known_urls()
+        )
+        self._count_sifted(sifted, url)
+        candidates, known_count, rows = sifted.candidates, sifted.known, sifted.rows
         known = self._known_urls()
-        candidates, known_count = self._candidates(entries, authority, url, known)
-        rows = await self._rows([u for u, e in candidates if e.lastmod is not None])
         now = time.time()
         fresh: dict[str, list[tuple[str, Entry]]] = {}
         claims: dict[str, list[tuple[str, Entry, dict[str, Any]]]] = {}
@@ -355,43 +387,54 @@ class SitemapReading:
         self.crawler.stats.inc_value("sitemap/queued", len(out))
         return out
 
-    def _candidates(
-        self,
-        entries: list[Entry],
-        authority: Authority,
-        url: str,
-        known: Callable[[str], bool],
-    ) -> tuple[list[tuple[str, Entry]], int]:
-        """(canonical URL, entry) of the entries in scope that may need a request or a
-        look at their page's row, and how many were known with nothing to check."""
-        stats = self.crawler.stats
-        candidates: list[tuple[str, Entry]] = []
-        outside = known_count = 0
+    def _sift(
+        self, entries: list[Entry], authority: Authority, known: Callable[[str], bool]
+    ) -> Sifted:
+        """(On the sitemaps' thread.)  The entries in scope that may need a request or a
+        look at their page's row, with the rows of those with a lastmod."""
+        sifted = Sifted()
+        candidates = sifted.candidates
         for entry in entries:
             try:
                 canonical = canonical_url(entry.url)
             except BadURLError:
-                stats.inc_value("sitemap/skipped")
+                sifted.skipped += 1
                 continue
             if not authority.allows(canonical) or not self.in_scope(canonical):
-                outside += 1
+                sifted.outside += 1
                 continue
             trap = self.trap_rules.why(canonical)
             if trap is not None:
-                stats.inc_value(f"traps/{trap}")
+                sifted.traps[trap] += 1
             elif entry.lastmod is None and known(canonical):
-                known_count += 1  # (nothing to check: the page's own revisits go on)
+                sifted.known += 1  # (nothing to check: the page's own revisits go on)
             else:
                 candidates.append((canonical, entry))
-        if outside:
-            stats.inc_value("sitemap/out_of_scope", outside)
+        urls = [u for u, e in candidates if e.lastmod is not None]
+        if urls:
+            keys = {url_to_key(u): u for u in urls}
+            try:
+                found = _read_rows(self._sitemap_store, list(keys))
+            except Exception as exc:  # a store outage: the entries are taken as new
+                logger.warning("Could not read the stored pages of a sitemap's URLs: %s", exc)
+                found = {}
+            sifted.rows = {keys[key]: row for key, row in found.items() if key in keys}
+        return sifted
+
+    def _count_sifted(self, sifted: Sifted, url: str) -> None:
+        stats = self.crawler.stats
+        if sifted.skipped:
+            stats.inc_value("sitemap/skipped", sifted.skipped)
+        for trap, n in sifted.traps.items():
+            stats.inc_value(f"traps/{trap}", n)
+        if sifted.outside:
+            stats.inc_value("sitemap/out_of_scope", sifted.outside)
             logger.info(
                 "Sitemap %s: %d URLs outside what it may list (its directory, and the hosts "
                 "whose robots.txt lists it) or outside the crawl's scope, dropped",
                 url,
-                outside,
+                sifted.outside,
             )
-        return candidates, known_count
 
     def _new_requests(
         self, origin: str, items: list[tuple[str, Entry]], trust: HostTrust, url: str
@@ -441,6 +484,11 @@ class SitemapReading:
         stats = self.crawler.stats
         for origin, items in claims.items():
             acted, probes = act_on_claims(len(items), trust[origin], self.trust_params)
+            # bounded per host and refresh, however many files it splits its claims into:
+            # a trusted host's claims are URLs it gives (SITEMAP_MAX_URLS_PER_HOST), and no
+            # more probes are made than a window of evidence holds
+            acted = self._take_budget(origin, acted) if acted else 0
+            probes = self._take_probes(origin, probes) if probes else 0
             stats.inc_value("sitemap/claims", len(items))
             stats.inc_value("sitemap/lastmod_trusted", acted)
             stats.inc_value("sitemap/lastmod_probes", probes)
@@ -448,8 +496,11 @@ class SitemapReading:
             self._book_claims(origin, len(items))
             if frontier is None:
                 continue
-            # all of a trusted host's claims; probes drawn at random (see trust.py)
-            chosen = items if acted else random.sample(items, probes)
+            # a trusted host's latest claims; probes drawn at random (see trust.py)
+            if acted:
+                chosen = sorted(items, key=lambda i: i[1].lastmod or 0.0, reverse=True)[:acted]
+            else:
+                chosen = random.sample(items, probes)
             for canonical, entry, row in chosen:
                 self._remember_claim(canonical, entry.lastmod)
                 request = revisit_request(page_of_row(row, canonical), self)
@@ -495,18 +546,6 @@ class SitemapReading:
             self._sitemap_trust_book = book
         return book
 
-    async def _rows(self, urls: list[str]) -> dict[str, dict[str, Any]]:
-        """The store's rows of ``urls`` (canonical URL -> row; none when it cannot say)."""
-        if not urls:
-            return {}
-        keys = {url_to_key(u): u for u in urls}
-        try:
-            found = await self._in_sitemap_thread(_read_rows, self._sitemap_store, list(keys))
-        except Exception as exc:  # a store outage: the entries are taken as new (dupefilter)
-            logger.warning("Could not read the stored pages of a sitemap's URLs: %s", exc)
-            return {}
-        return {keys[key]: row for key, row in found.items() if key in keys}
-
     @property
     def _sitemap_store(self) -> Any:
         store = self.__dict__.get("_sitemap_store_handle")
@@ -537,23 +576,66 @@ class SitemapReading:
         elif store is not None:
             store.close()
 
+    def _within_file_budget(self, urls: list[str]) -> list[str]:
+        """Those of the sitemaps ``urls`` their hosts' SITEMAP_MAX_FILES_PER_HOST allows
+        (counted as taken)."""
+        by_origin: dict[str, list[str]] = {}
+        for url in urls:
+            by_origin.setdefault(origin_of(url), []).append(url)
+        out = []
+        for origin, items in by_origin.items():
+            taken = self._take_files(origin, len(items))
+            if taken < len(items):
+                self.crawler.stats.inc_value("sitemap/over_file_budget", len(items) - taken)
+                logger.info(
+                    "Sitemaps of %s: over SITEMAP_MAX_FILES_PER_HOST (%d): %d sitemaps wait "
+                    "for the next refresh",
+                    origin,
+                    self.sitemap_file_budget,
+                    len(items) - taken,
+                )
+            out.extend(items[:taken])
+        return out
+
+    def _take_files(self, origin: str, wanted: int) -> int:
+        frontier = self._frontier
+        if frontier is None:
+            return wanted
+        return self._take(
+            frontier.keys.sitemap_files(origin), wanted, self.sitemap_file_budget, origin
+        )
+
+    def _take_probes(self, origin: str, wanted: int) -> int:
+        frontier = self._frontier
+        if frontier is None:
+            return wanted
+        window = self.trust_params.window
+        return self._take(frontier.keys.sitemap_probes(origin), wanted, window, origin)
+
     def _take_budget(self, origin: str, wanted: int) -> int:
         """How many of ``wanted`` more URLs ``origin``'s sitemaps may still give (the
         crawl's count in Redis, per SITEMAP_REFRESH; all of them when Redis cannot say)."""
         frontier = self._frontier
         if frontier is None:
             return wanted
-        key = frontier.keys.sitemap_budget(origin)
+        return self._take(
+            frontier.keys.sitemap_budget(origin), wanted, self.sitemap_host_budget, origin
+        )
+
+    def _take(self, key: str, wanted: int, limit: int, origin: str) -> int:
+        """How many of ``wanted`` the counter at ``key`` still allows under ``limit``
+        (per SITEMAP_REFRESH; all of them when Redis cannot say)."""
+        frontier = self._frontier
         try:
             pipe = frontier.server.pipeline(transaction=False)
             pipe.set(key, 0, ex=max(1, int(self.sitemap_refresh or robots.KEEP_SECONDS)), nx=True)
             pipe.incrby(key, wanted)
             total = int(pipe.execute()[1])
         except RedisError as exc:
-            logger.warning("Could not count the sitemap URLs of %s in Redis: %s", origin, exc)
+            logger.warning("Could not count the sitemaps of %s in Redis: %s", origin, exc)
             return wanted
         before = total - wanted
-        return max(0, min(wanted, self.sitemap_host_budget - before))
+        return max(0, min(wanted, limit - before))
 
     def _refresh(self, url: str, info: dict[str, Any], meta: dict) -> None:
         """Read the sitemap again in SITEMAP_REFRESH seconds (the revisit schedule), at
@@ -561,6 +643,8 @@ class SitemapReading:
         frontier = self._frontier
         if not self.sitemap_refresh or frontier is None:
             return
+        if not self._within_file_budget([url]):
+            return  # (once its key expires, the robots.txt or index that lists it does)
         again = self.sitemap_request(
             url,
             Authority.loads(info.get("authority")),
@@ -584,6 +668,7 @@ class SitemapReading:
     def sitemap_failed(self, failure: Failure) -> None:
         """A sitemap that could not be fetched (after its retries)."""
         request = failure.request
+        self.sitemap_slots.release(request.meta.pop("sitemap_slot", None))
         if failure.check(IgnoreRequest) and not failure.check(HttpError):
             return  # robots.txt forbids it, or it went back to the frontier to wait
         status = failure.value.response.status if failure.check(HttpError) else None
@@ -605,6 +690,24 @@ class SitemapReading:
         self._refresh(url, info, meta)
 
 
+@dataclass
+class Sifted:
+    """What :meth:`SitemapReading._sift` made of a sitemap's entries."""
+
+    candidates: list[tuple[str, Entry]] = field(default_factory=list)  # (canonical, entry)
+    rows: dict[str, dict[str, Any]] = field(default_factory=dict)  # canonical -> its row
+    known: int = 0  # known pages with nothing to check
+    outside: int = 0
+    skipped: int = 0
+    traps: Counter[str] = field(default_factory=Counter)
+
+
+async def _next_turn() -> None:
+    from twisted.internet import reactor  # late: importing it installs one
+
+    await maybe_deferred_to_future(deferLater(reactor, 0, lambda: None))
+
+
 def _listed_url(response: Response) -> str:
     """The sitemap's URL as it was listed (the first of its redirects)."""
     redirects = response.meta.get("redirect_urls")
@@ -614,10 +717,10 @@ def _listed_url(response: Response) -> str:
 
 
 def _read_rows(store: Any, keys: list[str]) -> dict[str, dict[str, Any]]:
-    """The rows of ``keys``, read a thousand at a time."""
+    """What a revisit needs of the rows of ``keys`` (not their text), a thousand at a time."""
     found: dict[str, dict[str, Any]] = {}
     for i in range(0, len(keys), 1000):
-        found.update(store.get_pages(keys[i : i + 1000]))
+        found.update(store.get_fields(keys[i : i + 1000], REVISIT_FIELDS))
     return found
 
 

@@ -93,3 +93,34 @@ def test_a_sitemap_that_is_also_a_page_is_still_read_as_a_sitemap(sitemap_demo, 
     stored = {r["url"] for r in stored_rows(tmp_path / "data")}
     only = {u for u, how in demo.web.sitemap_only().items() if how == "sitemap"}
     assert only and only <= stored and text in stored
+
+
+def test_one_sitemap_at_a_time_still_reads_them_all(sitemap_demo, tmp_path, crawls):
+    demo = sitemap_demo
+    result = crawls.run(demo.seeds, tmp_path / "data", "SITEMAP_CONCURRENT_FILES=1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    stored = {r["url"] for r in stored_rows(tmp_path / "data")}
+    expected = set(demo.web.reachable(sitemaps=True))
+    assert stored == expected, (sorted(expected - stored), sorted(stored - expected))
+    # the others waited in the frontier while one was read (no slot leaked: all read)
+    assert _stat(result.stderr, "sitemap/deferred") >= 1
+    reads = {
+        f"http://{r['host']}{r['path']}"
+        for r in demo.requests()
+        if f"http://{r['host']}{r['path']}" in demo.sitemap_files
+    }
+    assert set(demo.web.sitemap_urls()) <= reads
+
+
+def test_a_hosts_sitemap_files_are_bounded(sitemap_demo, tmp_path, crawls):
+    demo = sitemap_demo
+    result = crawls.run(demo.seeds, tmp_path / "data", "SITEMAP_MAX_FILES_PER_HOST=2")
+    assert result.returncode == 0, result.stderr[-3000:]
+    stored = {r["url"] for r in stored_rows(tmp_path / "data")}
+    # the hostile host's index and loop took its two: its bomb is not fetched
+    bomb = f"http://{demo.web.hosts[3]}/bomb.xml.gz"
+    assert bomb not in {f"http://{r['host']}{r['path']}" for r in demo.requests()}
+    only = {u for u, how in demo.web.sitemap_only().items() if how == "bomb"}
+    assert only and not only & stored
+    assert _stat(result.stderr, "sitemap/over_file_budget") >= 1
+    assert "over SITEMAP_MAX_FILES_PER_HOST (2)" in result.stderr

@@ -2,7 +2,9 @@
 the download bound of a sitemap's body."""
 
 import gzip
+from types import SimpleNamespace
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from scrapy.http import Request, Response
@@ -17,6 +19,8 @@ from webcrawl.sitemaps.scope import (
     listed_sitemaps,
     origin_of,
 )
+from webcrawl.sitemaps.slots import SitemapSlots
+from webcrawl.urls.urlkey import canonical_url
 
 
 def test_origins_are_normal_and_only_http():
@@ -42,6 +46,11 @@ def test_a_sitemap_lists_its_own_directory_by_itself():
     assert not own.allows("mailto:x@a.example")
     root = Authority.of("http://a.example/sitemap.xml")
     assert root.allows("http://a.example/anything") and not root.allows("http://b.example/")
+    # the sitemap's own URL is written as the canonical URLs it is compared with are
+    tilde = Authority.of("http://A.example/News%7e/./sitemap.xml")
+    assert tilde.prefixes == ("http://a.example/News~/",)
+    assert tilde.allows(canonical_url("http://a.example/News%7E/x"))
+    assert Authority.of("http://a.example/x/../news/s.xml").prefixes == ("http://a.example/news/",)
 
 
 def test_cross_submission_and_inheritance():
@@ -74,18 +83,45 @@ def test_authority_never_raises(sitemap, url):
     listed_sitemaps("http://a/robots.txt", [sitemap, url])
 
 
-def _middleware(max_bytes=1000):
+def _middleware(max_bytes=1000, slots=None):
     crawler = get_crawler(settings_dict={"SITEMAP_ENABLED": True, "SITEMAP_MAX_BYTES": max_bytes})
+    crawler.spider = SimpleNamespace(sitemap_slots=slots)
     return SitemapLimitMiddleware.from_crawler(crawler)
+
+
+def _done(coroutine):
+    """Run a coroutine that does not wait (it must end at its first step)."""
+    with pytest.raises(StopIteration):
+        coroutine.send(None)
 
 
 def test_a_sitemap_download_lifts_scrapys_maxsize_for_its_own_bound():
     middleware = _middleware()
     request = Request("http://a/sitemap.xml", meta={"sitemap": {}})
     page = Request("http://a/page", meta={"download_maxsize": 5})
-    middleware.process_request(request)
-    middleware.process_request(page)
+    _done(middleware.process_request(request))
+    _done(middleware.process_request(page))
     assert request.meta["download_maxsize"] == 0 and page.meta["download_maxsize"] == 5
+
+
+def test_a_sitemap_takes_a_slot_until_read_and_an_error_or_a_bad_status_frees_it():
+    slots = SitemapSlots(1, stale_after=600)
+    middleware = _middleware(slots=slots)
+    first = Request("http://a/sitemap.xml", meta={"sitemap": {}})
+    _done(middleware.process_request(first))
+    assert slots.held == 1 and first.meta["sitemap_slot"]
+    _done(middleware.process_request(first.replace(url="http://a/moved.xml")))  # a redirect
+    assert slots.held == 1
+    ok = middleware.process_response(first, Response(first.url, body=b"<urlset/>"))
+    assert slots.held == 1 and "sitemap_slot" in first.meta  # held until the spider read it
+    # its body rides in meta, off Scrapy's scraper slot (which counts response bodies)
+    assert ok.body == b"" and first.meta["sitemap_body"] == b"<urlset/>"
+    middleware.process_response(first, Response(first.url, status=503))
+    assert slots.held == 0 and "sitemap_slot" not in first.meta
+    second = Request("http://a/other.xml", meta={"sitemap": {}})
+    _done(middleware.process_request(second))
+    middleware.process_exception(second, TimeoutError())
+    assert slots.held == 0
 
 
 def test_a_compressed_sitemap_body_is_decoded_only_as_far_as_the_bound():
@@ -94,11 +130,11 @@ def test_a_compressed_sitemap_body_is_decoded_only_as_far_as_the_bound():
     bomb = gzip.compress(b" " * 10_000_000)
     response = Response(request.url, body=bomb, headers={"Content-Encoding": "gzip"})
     out = middleware.process_response(request, response)
-    assert len(out.body) == 1000 and "sitemap_cut" in out.flags
+    assert len(request.meta["sitemap_body"]) == 1000 and "sitemap_cut" in out.flags
     assert b"Content-Encoding" not in out.headers  # Scrapy's decompression leaves it
     broken = Response(request.url, body=b"not gzip", headers={"Content-Encoding": "gzip"})
     out = middleware.process_response(request, broken)
-    assert out.body == b"" and "sitemap_undecodable" in out.flags
+    assert request.meta["sitemap_body"] == b"" and "sitemap_undecodable" in out.flags
     other = Request("http://a/page")
     untouched = Response(other.url, body=bomb, headers={"Content-Encoding": "gzip"})
     assert middleware.process_response(other, untouched) is untouched

@@ -341,6 +341,16 @@ class CrawlKeys:
         SITEMAP_REFRESH)."""
         return self.prefix + "sitemap_budget:" + origin
 
+    def sitemap_probes(self, origin: str) -> str:
+        """Counter of the claims of ``origin``'s sitemaps refetched to test them (expires
+        after SITEMAP_REFRESH)."""
+        return self.prefix + "sitemap_probes:" + origin
+
+    def sitemap_files(self, origin: str) -> str:
+        """Counter of the sitemap files of ``origin`` queued or scheduled again (expires
+        after SITEMAP_REFRESH)."""
+        return self.prefix + "sitemap_files:" + origin
+
     @property
     def sitemap_trust(self) -> str:
         """Hash of origin -> its sitemap lastmod's record (``confirmed refuted claims``:

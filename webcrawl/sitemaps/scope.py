@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from urllib.parse import urljoin, urlsplit
 
+from webcrawl.urls.urlkey import BadURLError, canonical_url
+
 MAX_LISTED = 100  # sitemaps read from one robots.txt at most (real files list a few dozen)
 
 
@@ -42,11 +44,16 @@ def origin_of(url: str) -> str:
 
 def directory_of(url: str) -> str:
     """The prefix a sitemap at ``url`` may list by itself: its origin and the path up to
-    its last ``/`` (``http://a/news/s.xml`` -> ``http://a/news/``)."""
+    its last ``/`` (``http://a/news/s.xml`` -> ``http://a/news/``), written as the
+    canonical URLs it is compared with are (percent-encoding, dot segments)."""
+    try:
+        url = canonical_url(url)
+    except BadURLError:
+        return ""
     origin = origin_of(url)
     if not origin:
         return ""
-    path = urlsplit(url.strip()).path or "/"
+    path = urlsplit(urljoin(origin + "/", urlsplit(url).path or "/")).path
     return origin + path[: path.rfind("/") + 1]
 
 
@@ -100,6 +107,7 @@ class Authority:
         )
 
     def allows(self, url: str) -> bool:
+        """Whether the sitemap may list ``url`` (canonical: :func:`canonical_url`)."""
         origin = origin_of(url)
         if not origin:
             return False

@@ -20,7 +20,8 @@ host's claims can be checked:
   a distrusted host's are ignored but for one a sitemap, so that it can earn trust
   back.  Probes are drawn at random among the claims, so that a host is judged on
   all its pages, not on the first few its file lists.  The rest wait for the revisit
-  the page's own history planned.
+  the page's own history planned.  (The spider also bounds them per host and refresh:
+  a trusted host's acted claims by its URL budget, its probes by ``window``.)
 - **A new page's prior** (:func:`prior_interval`): its ``lastmod`` says how long it has
   stood unchanged, a first guess at its change period (bounded); without one its
   ``changefreq``, a weaker guess.  A trusted host's prior may shorten the first
