@@ -41,6 +41,8 @@ DOWNLOADER_MIDDLEWARES = {
     "webcrawl.middlewares.schemes.SchemeGuardMiddleware": 580,
     "webcrawl.middlewares.robotstxt.RobotsTxtLimitMiddleware": 595,
     "webcrawl.middlewares.sitemaps.SitemapLimitMiddleware": 596,
+    # (above RedirectMiddleware, 600: a redirect frees the sitemap's slot)
+    "webcrawl.middlewares.sitemaps.SitemapSlotsMiddleware": 605,
     "webcrawl.middlewares.redirects.RedirectLoopMiddleware": 610,
     # with WARC_ENABLED: a redirect's records are written before it is followed
     "webcrawl.middlewares.warc.WarcRedirectsMiddleware": 620,

@@ -33,11 +33,12 @@ Stats: ``sitemap/listed``, ``sitemap/guessed``, ``sitemap/read``, ``sitemap/fail
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 import time
 from collections import Counter, OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,7 +109,7 @@ class SitemapReading:
         self.sitemap_max_bytes = positive_int(settings, "SITEMAP_MAX_BYTES")
         self.sitemap_host_budget = positive_int(settings, "SITEMAP_MAX_URLS_PER_HOST")
         self.sitemap_file_budget = positive_int(settings, "SITEMAP_MAX_FILES_PER_HOST")
-        # (SitemapLimitMiddleware takes them; a slot lost with its request is taken back
+        # (SitemapSlotsMiddleware takes them; a slot lost with its request is taken back
         # once it cannot be in use any more)
         self.sitemap_slots = SitemapSlots(
             positive_int(settings, "SITEMAP_CONCURRENT_FILES"),
@@ -260,7 +261,7 @@ class SitemapReading:
             del body  # (parsed: its entries hold what counts)
             requests = await self._entry_requests(read.entries, authority, url)
             del read
-            for i, request in enumerate(requests, 1):
+            for i, request in enumerate(requests, 1):  # (each made as it is taken)
                 yield request
                 if i % BATCH == 0:  # let downloads and other callbacks go on
                     await _next_turn()
@@ -350,10 +351,10 @@ class SitemapReading:
 
     async def _entry_requests(
         self, entries: list[Entry], authority: Authority, url: str
-    ) -> list[Request]:
-        """Requests for the entries the crawl has no page of yet, and the revisits moved
-        to now of known pages whose lastmod claims a change, as far as their host is
-        trusted (:mod:`webcrawl.sitemaps.trust`)."""
+    ) -> Iterator[Request]:
+        """Requests for the entries the crawl has no page of yet (made as they are
+        taken), once the revisits of known pages whose lastmod claims a change are moved
+        to now, as far as their host is trusted (:mod:`webcrawl.sitemaps.trust`)."""
         # sifted on the sitemaps' thread: 50 000 URLs canonicalised and checked take
         # about a second, which the reactor's downloads need
         sifted: Sifted = await self._in_sitemap_thread(
@@ -378,14 +379,10 @@ class SitemapReading:
                 claims.setdefault(origin_of(canonical), []).append((canonical, entry, row))
         self.crawler.stats.inc_value("sitemap/known", known_count)
         trust = {origin: self._trust(origin) for origin in {*fresh, *claims}}
-        self._act_on_claims(claims, trust, now)
-        out = [
-            request
-            for origin, items in fresh.items()
-            for request in self._new_requests(origin, items, trust[origin], url)
-        ]
-        self.crawler.stats.inc_value("sitemap/queued", len(out))
-        return out
+        await self._act_on_claims(claims, trust, now)
+        return itertools.chain.from_iterable(
+            self._new_requests(origin, items, trust[origin], url) for origin, items in fresh.items()
+        )
 
     def _sift(
         self, entries: list[Entry], authority: Authority, known: Callable[[str], bool]
@@ -438,11 +435,12 @@ class SitemapReading:
 
     def _new_requests(
         self, origin: str, items: list[tuple[str, Entry]], trust: HostTrust, url: str
-    ) -> list[Request]:
+    ) -> Iterator[Request]:
         """Requests for a host's new entries, within its budget; a host not distrusted
         gives their lastmod and changefreq as priors of their first revisit."""
         stats = self.crawler.stats
         taken = self._take_budget(origin, len(items))
+        stats.inc_value("sitemap/queued", taken)
         if taken < len(items):
             stats.inc_value("sitemap/over_host_budget", len(items) - taken)
             logger.info(
@@ -453,7 +451,6 @@ class SitemapReading:
                 url,
             )
         state = trust.state(self.trust_params)
-        out = []
         for canonical, entry in items[:taken]:
             request = self.request_for(canonical)
             if state != DISTRUSTED:  # priors of its first revisit (pipelines/revisit.py)
@@ -467,10 +464,9 @@ class SitemapReading:
                 stats.inc_value("sitemap/prior_ignored")
             if entry.priority is not None:
                 request.meta["sitemap_priority"] = entry.priority
-            out.append(request)
-        return out
+            yield request
 
-    def _act_on_claims(
+    async def _act_on_claims(
         self,
         claims: dict[str, list[tuple[str, Entry, dict[str, Any]]]],
         trust: dict[str, HostTrust],
@@ -501,7 +497,9 @@ class SitemapReading:
                 chosen = sorted(items, key=lambda i: i[1].lastmod or 0.0, reverse=True)[:acted]
             else:
                 chosen = random.sample(items, probes)
-            for canonical, entry, row in chosen:
+            for i, (canonical, entry, row) in enumerate(chosen, 1):
+                if i % BATCH == 0:
+                    await _next_turn()
                 self._remember_claim(canonical, entry.lastmod)
                 request = revisit_request(page_of_row(row, canonical), self)
                 request.meta["sitemap_lastmod"] = entry.lastmod

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from scrapy.http import Request, Response
 from scrapy.utils.test import get_crawler
 
-from webcrawl.middlewares.sitemaps import SitemapLimitMiddleware
+from webcrawl.middlewares.sitemaps import SitemapLimitMiddleware, SitemapSlotsMiddleware
 from webcrawl.sitemaps.scope import (
     MAX_LISTED,
     Authority,
@@ -83,10 +83,10 @@ def test_authority_never_raises(sitemap, url):
     listed_sitemaps("http://a/robots.txt", [sitemap, url])
 
 
-def _middleware(max_bytes=1000, slots=None):
+def _middleware(max_bytes=1000, slots=None, kind=SitemapLimitMiddleware):
     crawler = get_crawler(settings_dict={"SITEMAP_ENABLED": True, "SITEMAP_MAX_BYTES": max_bytes})
     crawler.spider = SimpleNamespace(sitemap_slots=slots)
-    return SitemapLimitMiddleware.from_crawler(crawler)
+    return kind.from_crawler(crawler)
 
 
 def _done(coroutine):
@@ -99,25 +99,31 @@ def test_a_sitemap_download_lifts_scrapys_maxsize_for_its_own_bound():
     middleware = _middleware()
     request = Request("http://a/sitemap.xml", meta={"sitemap": {}})
     page = Request("http://a/page", meta={"download_maxsize": 5})
-    _done(middleware.process_request(request))
-    _done(middleware.process_request(page))
+    middleware.process_request(request)
+    middleware.process_request(page)
     assert request.meta["download_maxsize"] == 0 and page.meta["download_maxsize"] == 5
 
 
 def test_a_sitemap_takes_a_slot_until_read_and_an_error_or_a_bad_status_frees_it():
     slots = SitemapSlots(1, stale_after=600)
-    middleware = _middleware(slots=slots)
+    middleware = _middleware(slots=slots, kind=SitemapSlotsMiddleware)
+    limit = _middleware()
     first = Request("http://a/sitemap.xml", meta={"sitemap": {}})
     _done(middleware.process_request(first))
     assert slots.held == 1 and first.meta["sitemap_slot"]
     _done(middleware.process_request(first.replace(url="http://a/moved.xml")))  # a redirect
     assert slots.held == 1
-    ok = middleware.process_response(first, Response(first.url, body=b"<urlset/>"))
+    ok = Response(first.url, body=b"<urlset/>")
+    ok = limit.process_response(first, middleware.process_response(first, ok))
     assert slots.held == 1 and "sitemap_slot" in first.meta  # held until the spider read it
     # its body rides in meta, off Scrapy's scraper slot (which counts response bodies)
     assert ok.body == b"" and first.meta["sitemap_body"] == b"<urlset/>"
-    middleware.process_response(first, Response(first.url, status=503))
+    # a redirect (its request may go to another worker) or an error status frees it
+    middleware.process_response(first, Response(first.url, status=302))
     assert slots.held == 0 and "sitemap_slot" not in first.meta
+    _done(middleware.process_request(first))
+    middleware.process_response(first, Response(first.url, status=503))
+    assert slots.held == 0
     second = Request("http://a/other.xml", meta={"sitemap": {}})
     _done(middleware.process_request(second))
     middleware.process_exception(second, TimeoutError())
@@ -138,3 +144,20 @@ def test_a_compressed_sitemap_body_is_decoded_only_as_far_as_the_bound():
     other = Request("http://a/page")
     untouched = Response(other.url, body=bomb, headers={"Content-Encoding": "gzip"})
     assert middleware.process_response(other, untouched) is untouched
+
+
+def test_the_slots_see_a_redirect_before_scrapy_follows_it():
+    from scrapy.settings.default_settings import DOWNLOADER_MIDDLEWARES_BASE
+
+    from webcrawl.settings import defaults
+
+    ours = defaults.DOWNLOADER_MIDDLEWARES
+    redirect = DOWNLOADER_MIDDLEWARES_BASE[
+        "scrapy.downloadermiddlewares.redirect.RedirectMiddleware"
+    ]
+    slots = ours["webcrawl.middlewares.sitemaps.SitemapSlotsMiddleware"]
+    # responses pass from the highest order down: the slots free a redirect's, and take
+    # theirs after the host's turn (AdaptiveDelayMiddleware) and robots.txt
+    assert slots > redirect
+    assert slots > ours["webcrawl.middlewares.adaptive_delay.AdaptiveDelayMiddleware"]
+    assert slots > ours["webcrawl.middlewares.robotstxt.RobotsTxtMiddleware"]
