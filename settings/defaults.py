@@ -362,9 +362,10 @@ SITEMAP_MAX_BYTES = 52428800
 # URLs taken from all of a host's sitemaps together, per SITEMAP_REFRESH (the crawl's,
 # over all workers); the rest are dropped (sitemap/over_host_budget).
 SITEMAP_MAX_URLS_PER_HOST = 500000
-# Sitemap files read of one host, per SITEMAP_REFRESH (the crawl's count, over all
-# workers: first reads and refreshes); the rest wait for the next refresh
-# (sitemap/over_file_budget).  It bounds the CPU a host's sitemaps may cost.
+# Sitemap files read for one host, per SITEMAP_REFRESH (the crawl's count, over all
+# workers: first reads and refreshes), counted against the host whose robots.txt led
+# to them; the rest wait for the next refresh (sitemap/over_file_budget).  It bounds
+# the CPU a host's sitemaps may cost.
 SITEMAP_MAX_FILES_PER_HOST = 1000
 # Sitemaps one worker downloads or reads at once (each body may be SITEMAP_MAX_BYTES in
 # memory); another waits in the frontier for a free one (sitemap/deferred).

@@ -141,10 +141,12 @@ class SitemapReading:
         elif urls:
             self._record_listers(origin, urls)
         stats = self.crawler.stats
-        for url in self._within_file_budget(self._first_time(urls)):
+        # (the host whose robots.txt lists them pays for them: SITEMAP_MAX_FILES_PER_HOST,
+        # not the host they are on, which may not have asked)
+        for url in self._within_file_budget(origin, self._first_time(urls)):
             stats.inc_value("sitemap/guessed" if guessed else "sitemap/listed")
             own = Authority.of(url, () if guessed else (origin,))
-            request = self.sitemap_request(url, own, 0, (), guessed)
+            request = self.sitemap_request(url, own, 0, (), guessed, payer=origin)
             # its entries are a link away from the page that met the host (DEPTH_LIMIT)
             request.meta["depth"] = depth
             self.crawler.engine.crawl(request)
@@ -209,14 +211,18 @@ class SitemapReading:
         depth: int,
         chain: tuple[str, ...] | list[str],
         guessed: bool = False,
+        *,
+        payer: str = "",
     ) -> Request:
         """The request that reads the sitemap at ``url`` (``depth``: indexes above it;
-        ``chain``: their URLs; ``authority``: what they allow it to list)."""
+        ``chain``: their URLs; ``authority``: what they allow it to list; ``payer``: the
+        origin whose robots.txt led to it, whose file budget it counts against)."""
         info = {
             "depth": depth,
             "chain": list(chain),
             "authority": authority.dumps(),
             "guessed": guessed,
+            "payer": payer or origin_of(url),
         }
         return Request(
             url,
@@ -256,7 +262,9 @@ class SitemapReading:
                 inherited = inherited.joined(Authority.of(response.url))
             listers = self._listers([*chain, url, response.url])
             authority = inherited.joined(Authority((), listers))
-            for child in self._children(read, url, inherited, authority, depth, chain):
+            payer = str(info.get("payer") or origin_of(url))
+            children = self._children(read, url, inherited, authority, (depth, chain, payer))
+            for child in children:
                 yield child
             del body  # (parsed: its entries hold what counts)
             requests = await self._entry_requests(read.entries, authority, url)
@@ -304,16 +312,17 @@ class SitemapReading:
                 len(read.entries) + len(read.sitemaps),
             )
 
-    def _children(  # noqa: PLR0917
+    def _children(
         self,
         read: Sitemap,
         url: str,
         inherited: Authority,
         authority: Authority,
-        depth: int,
-        chain: list[str],
+        place: tuple[int, list[str], str],
     ) -> list[Request]:
-        """Requests for the sitemaps an index lists (the ones it may list, not above it)."""
+        """Requests for the sitemaps an index lists (the ones it may list, not above it;
+        ``place``: the index's depth, the indexes above it, who pays for its files)."""
+        depth, chain, payer = place
         if not read.sitemaps:
             return []
         stats = self.crawler.stats
@@ -345,8 +354,8 @@ class SitemapReading:
                 continue
             out.append(child.url)
         return [
-            self.sitemap_request(child, inherited, depth + 1, [*chain, url])
-            for child in self._within_file_budget(self._first_time(out))
+            self.sitemap_request(child, inherited, depth + 1, [*chain, url], payer=payer)
+            for child in self._within_file_budget(payer, self._first_time(out))
         ]
 
     async def _entry_requests(
@@ -574,26 +583,22 @@ class SitemapReading:
         elif store is not None:
             store.close()
 
-    def _within_file_budget(self, urls: list[str]) -> list[str]:
-        """Those of the sitemaps ``urls`` their hosts' SITEMAP_MAX_FILES_PER_HOST allows
-        (counted as taken)."""
-        by_origin: dict[str, list[str]] = {}
-        for url in urls:
-            by_origin.setdefault(origin_of(url), []).append(url)
-        out = []
-        for origin, items in by_origin.items():
-            taken = self._take_files(origin, len(items))
-            if taken < len(items):
-                self.crawler.stats.inc_value("sitemap/over_file_budget", len(items) - taken)
-                logger.info(
-                    "Sitemaps of %s: over SITEMAP_MAX_FILES_PER_HOST (%d): %d sitemaps wait "
-                    "for the next refresh",
-                    origin,
-                    self.sitemap_file_budget,
-                    len(items) - taken,
-                )
-            out.extend(items[:taken])
-        return out
+    def _within_file_budget(self, payer: str, urls: list[str]) -> list[str]:
+        """Those of the sitemaps ``urls`` that SITEMAP_MAX_FILES_PER_HOST of ``payer``
+        (the origin whose robots.txt led to them) allows, counted as taken."""
+        if not urls:
+            return []
+        taken = self._take_files(payer, len(urls))
+        if taken < len(urls):
+            self.crawler.stats.inc_value("sitemap/over_file_budget", len(urls) - taken)
+            logger.info(
+                "Sitemaps of %s: over SITEMAP_MAX_FILES_PER_HOST (%d): %d sitemaps wait "
+                "for the next refresh",
+                payer,
+                self.sitemap_file_budget,
+                len(urls) - taken,
+            )
+        return urls[:taken]
 
     def _take_files(self, origin: str, wanted: int) -> int:
         frontier = self._frontier
@@ -641,7 +646,8 @@ class SitemapReading:
         frontier = self._frontier
         if not self.sitemap_refresh or frontier is None:
             return
-        if not self._within_file_budget([url]):
+        payer = str(info.get("payer") or origin_of(url))
+        if not self._within_file_budget(payer, [url]):
             return  # (once its key expires, the robots.txt or index that lists it does)
         again = self.sitemap_request(
             url,
@@ -649,6 +655,7 @@ class SitemapReading:
             _int(info.get("depth")),
             [str(u) for u in info.get("chain") or []],
             bool(info.get("guessed")),
+            payer=payer,
         )
         again.meta["depth"] = _int(meta.get("depth"))
         frontier.schedule_revisit(again, time.time() + self.sitemap_refresh)

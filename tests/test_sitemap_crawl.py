@@ -124,3 +124,7 @@ def test_a_hosts_sitemap_files_are_bounded(sitemap_demo, tmp_path, crawls):
     assert only and not only & stored
     assert _stat(result.stderr, "sitemap/over_file_budget") >= 1
     assert "over SITEMAP_MAX_FILES_PER_HOST (2)" in result.stderr
+    # the host whose robots.txt lists a file pays for it, not the host it is on: host 2
+    # lists host 0's cross.xml, which host 0's own three files do not crowd out
+    crossed = {u for u, how in demo.web.sitemap_only().items() if how == "cross-submitted"}
+    assert crossed and crossed <= stored

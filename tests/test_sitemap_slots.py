@@ -49,3 +49,13 @@ def test_a_slot_lost_with_its_request_is_taken_back_when_stale():
 def test_limit_must_be_positive():
     with pytest.raises(ValueError, match="at least 1"):
         SitemapSlots(0, stale_after=60)
+
+
+def test_another_workers_token_is_none_of_this_ones():
+    ours, theirs = SitemapSlots(2, stale_after=60), SitemapSlots(2, stale_after=60)
+    foreign = theirs.acquire(None)  # a request that went through Redis with it
+    mine = ours.acquire(None)
+    got = ours.acquire(foreign)
+    assert got not in (None, foreign, mine) and ours.held == 2
+    ours.release(foreign)  # releases nothing of ours
+    assert ours.held == 2

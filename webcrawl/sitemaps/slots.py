@@ -7,15 +7,15 @@ finds every slot taken goes back to the frontier for a while, to this worker or 
 a host that offers thousands of big files cannot fill a worker's memory or its reading
 thread, whatever its pages' concurrency.
 
-A slot is held by a token in the request's meta, which its redirects and retries carry:
-it is released when the file has been read or given up, and taken back as stale after
-``stale_after`` seconds in case a request vanished without either (a slot is never lost
-for good).
+A slot is held by a token in the request's meta: it is released when the file has been
+read or given up, and taken back as stale after ``stale_after`` seconds in case a request
+vanished without either (a slot is never lost for good).  Tokens are random, so a token
+that reaches another worker with its request (through Redis) is none of that worker's.
 """
 
 from __future__ import annotations
 
-import itertools
+import secrets
 import time
 from collections.abc import Callable
 
@@ -31,10 +31,9 @@ class SitemapSlots:
         self.limit = limit
         self.stale_after = stale_after
         self.clock = clock
-        self._held: dict[int, float] = {}  # token -> when taken
-        self._tokens = itertools.count(1)
+        self._held: dict[str, float] = {}  # token -> when taken
 
-    def acquire(self, token: int | None) -> int | None:
+    def acquire(self, token: str | None) -> str | None:
         """The token of a slot for a request that holds ``token`` (None: none yet): the
         same token when it holds one still, a new one when a slot is free, else None."""
         now = self.clock()
@@ -43,11 +42,11 @@ class SitemapSlots:
         self._reap(now)
         if len(self._held) >= self.limit:
             return None
-        token = next(self._tokens)
+        token = secrets.token_hex(8)
         self._held[token] = now
         return token
 
-    def release(self, token: int | None) -> None:
+    def release(self, token: str | None) -> None:
         """Free the slot of ``token`` (nothing if it holds none any more)."""
         if token is not None:
             self._held.pop(token, None)
