@@ -1,21 +1,23 @@
 """Sitemap downloads: at most ``SITEMAP_CONCURRENT_FILES`` at once, and at most
 ``SITEMAP_MAX_BYTES`` of each, as it comes and after decompression.
 
-:class:`SitemapSlotsMiddleware` (605, above Scrapy's RedirectMiddleware): a sitemap leaves
-for the downloader only with one of the worker's slots (:mod:`webcrawl.sitemaps.slots`,
-the spider's), kept until the spider has read it; with none free it goes back to the
-frontier for ``WAIT`` seconds (``sitemap/deferred``), or, with Scrapy's own scheduler,
-waits here.  Any answer but a 2xx (a redirect included: its new request, which may go
-to another worker, takes a slot of its own) and any error free the slot at once.
+:class:`SitemapSlotsMiddleware` (605, above Scrapy's RedirectMiddleware): a sitemap
+leaves for the downloader only with one of the worker's slots
+(:mod:`webcrawl.sitemaps.slots`, the spider's), kept until the spider has read it; with
+none free it goes back to the frontier for ``WAIT`` seconds (``sitemap/deferred``), or,
+with Scrapy's own scheduler, waits here. A host holds at most one slot (one whose
+sitemaps hang until ``DOWNLOAD_TIMEOUT`` keeps the other hosts' waiting for one slot at
+most). Any answer but a 2xx (a redirect included: its new request, which may go to
+another worker, takes a slot of its own) and any error free the slot at once.
 
 :class:`SitemapLimitMiddleware` (596): a sitemap is an untrusted file that may be huge
 or a bomb: the download stops at ``SITEMAP_MAX_BYTES`` and a ``Content-Encoding`` is
 decoded only that far (:mod:`webcrawl.middlewares.bodylimit`; flags ``sitemap_cut``,
-``sitemap_undecodable``).  A gzip *file* (``sitemap.xml.gz``, no Content-Encoding) is
-inflated, just as far, by the reader (:mod:`webcrawl.sitemaps.parse`).  Scrapy's own
+``sitemap_undecodable``). A gzip *file* (``sitemap.xml.gz``, no Content-Encoding) is
+inflated, just as far, by the reader (:mod:`webcrawl.sitemaps.parse`). Scrapy's own
 ``DOWNLOAD_MAXSIZE``, which would drop the whole file, is lifted here for sitemap
-requests (``download_maxsize`` 0 as they leave): this bound replaces it.  A 2xx body
-goes on to the spider in ``meta["sitemap_body"]``, not in the response (see
+requests (``download_maxsize`` 0 as they leave): this bound replaces it. A 2xx body goes
+on to the spider in ``meta["sitemap_body"]``, not in the response (see
 :meth:`SitemapLimitMiddleware.process_response`).
 """
 
@@ -32,6 +34,7 @@ from twisted.internet.task import deferLater
 
 from webcrawl.middlewares.bodylimit import BodyLimitMiddleware
 from webcrawl.settings_check import positive_int
+from webcrawl.sitemaps.scope import origin_of
 
 WAIT = 5.0  # seconds a sitemap that found no free slot waits in the frontier
 
@@ -55,7 +58,7 @@ class SitemapSlotsMiddleware:
         if slots is None:
             return
         while True:
-            token = slots.acquire(request.meta.get("sitemap_slot"))
+            token = slots.acquire(request.meta.get("sitemap_slot"), origin_of(request.url))
             if token is not None:
                 request.meta["sitemap_slot"] = token
                 return

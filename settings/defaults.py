@@ -367,9 +367,10 @@ SITEMAP_MAX_URLS_PER_HOST = 500000
 # to them; the rest wait for the next refresh (sitemap/over_file_budget).  It bounds
 # the CPU a host's sitemaps may cost.
 SITEMAP_MAX_FILES_PER_HOST = 1000
-# Sitemaps one worker downloads or reads at once (each body may be SITEMAP_MAX_BYTES in
-# memory); another waits in the frontier for a free one (sitemap/deferred).
-SITEMAP_CONCURRENT_FILES = 2
+# Sitemaps one worker downloads or reads at once, one a host at most (each body may be
+# SITEMAP_MAX_BYTES in memory); another waits in the frontier for a free one
+# (sitemap/deferred).
+SITEMAP_CONCURRENT_FILES = 4
 # Seconds before a sitemap is read again (through the revisit schedule, so with
 # WEBCRAWL_CONTINUOUS, or by a later run of the crawl).  0: read once per crawl.
 SITEMAP_REFRESH = 86400.0

@@ -59,3 +59,14 @@ def test_another_workers_token_is_none_of_this_ones():
     assert got not in (None, foreign, mine) and ours.held == 2
     ours.release(foreign)  # releases nothing of ours
     assert ours.held == 2
+
+
+def test_one_host_holds_one_slot_at_most():
+    slots = SitemapSlots(3, stale_after=60, clock=Clock())
+    a = slots.acquire(None, "http://hangs.example")
+    assert a is not None
+    assert slots.acquire(None, "http://hangs.example") is None  # its other sitemaps wait
+    assert slots.acquire(a, "http://hangs.example") == a  # (its own, again: a redirect)
+    assert slots.acquire(None, "http://other.example") is not None
+    slots.release(a)
+    assert slots.acquire(None, "http://hangs.example") is not None
