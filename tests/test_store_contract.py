@@ -157,6 +157,7 @@ def test_get_fields_reads_only_the_fields_asked(backend):
         assert got[odd["key"]] == {"depth": "three", "changed": False}
         assert got[url_to_key("http://f.example/7")] == {}
         assert store.get_fields([], fields) == {}
+        assert store.get_fields(keys[:1], []) == {full["key"]: {}}
 
 
 def test_scans_by_site_prefix_in_key_order_with_limit(backend):

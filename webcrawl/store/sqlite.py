@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sqlite3
 import threading
 import time
@@ -51,6 +52,7 @@ CREATE TABLE IF NOT EXISTS meta (
 
 # Host parameters per statement: SQLite's limit is 999 before 3.32, 32766 after.
 _MAX_PARAMS = 500
+_FIELD_NAME = re.compile(r"[A-Za-z0-9_]+")  # (a JSON path label as is)
 
 
 class SQLiteStore(Store):
@@ -161,41 +163,36 @@ class SQLiteStore(Store):
         return json.loads(row[0]) if row else None
 
     def get_pages(self, keys: Sequence[str]) -> dict[str, Row]:
-        found: dict[str, Row] = {}
-        unique = list(dict.fromkeys(keys))
-        with self._errors(f"reading {len(unique)} rows"):
-            conn = self._conn()
-            for start in range(0, len(unique), _MAX_PARAMS):
-                chunk = unique[start : start + _MAX_PARAMS]
-                marks = ",".join("?" * len(chunk))
-                sql = f"SELECT key, row FROM webtable WHERE key IN ({marks})"
-                for key, row in conn.execute(sql, chunk):
-                    found[key] = json.loads(row)
-        return found
+        return {key: json.loads(row) for key, row in self._select(keys, "row", [])}
 
     def get_fields(self, keys: Sequence[str], fields: Sequence[str]) -> dict[str, Row]:
         # SQLite extracts the fields from the JSON row (``->``: JSON text, so that types
         # survive); the row itself never reaches Python
         names = list(dict.fromkeys(fields))
-        paths = ['$."' + name.replace('"', '""') + '"' for name in names]
+        bad = [name for name in names if not _FIELD_NAME.fullmatch(name)]
+        if bad:
+            raise ValueError(f"field names are letters, digits and _: {bad!r}")
         picks = ", ".join("row -> ?" for _ in names) or "NULL"
         found: dict[str, Row] = {}
+        for key, *values in self._select(keys, picks, [f"$.{name}" for name in names]):
+            pairs = zip(names, values, strict=False)
+            row = {n: json.loads(v) for n, v in pairs if v is not None}
+            found[key] = {n: v for n, v in row.items() if v is not None}
+        return found
+
+    def _select(self, keys: Sequence[str], picks: str, params: list[str]) -> list[tuple]:
+        """``SELECT key, <picks>`` of the rows at ``keys`` (``params``: the picks')."""
         unique = list(dict.fromkeys(keys))
-        step = max(1, _MAX_PARAMS - len(paths))
+        step = max(1, _MAX_PARAMS - len(params))
+        out: list[tuple] = []
         with self._errors(f"reading {len(unique)} rows"):
             conn = self._conn()
             for start in range(0, len(unique), step):
                 chunk = unique[start : start + step]
                 marks = ",".join("?" * len(chunk))
                 sql = f"SELECT key, {picks} FROM webtable WHERE key IN ({marks})"
-                for key, *values in conn.execute(sql, [*paths, *chunk]):
-                    row = {
-                        n: json.loads(v)
-                        for n, v in zip(names, values, strict=False)
-                        if v is not None
-                    }
-                    found[key] = {n: v for n, v in row.items() if v is not None}
-        return found
+                out.extend(conn.execute(sql, [*params, *chunk]))
+        return out
 
     def scan_pages(self, prefix: str = "", limit: int | None = None) -> Iterator[Row]:
         sql = "SELECT row FROM webtable WHERE key >= ? AND key < ? ORDER BY key"
