@@ -84,6 +84,9 @@ from webcrawl.urls.urlkey import BadURLError, canonical_url, url_to_key
 logger = logging.getLogger(__name__)
 
 PRIORITY = 100  # a sitemap before the host's pages: it may name most of them
+# a sitemap its own host did not ask for (another host's robots.txt lists it, or an index
+# on another host): not before that host's own sitemaps, which it could crowd out
+FOREIGN_PRIORITY = 0
 CLAIMS_KEPT = 100_000  # claims acted on that a worker remembers
 MAX_LISTERS = 1000  # hosts whose robots.txt lists one sitemap, read at most
 BATCH = 500  # requests yielded between two turns of the reactor (downloads go on)
@@ -143,13 +146,34 @@ class SitemapReading:
         stats = self.crawler.stats
         # (the host whose robots.txt lists them pays for them: SITEMAP_MAX_FILES_PER_HOST,
         # not the host they are on, which may not have asked)
-        for url in self._within_file_budget(origin, self._first_time(urls)):
+        for url in self._queue_once(origin, urls):
             stats.inc_value("sitemap/guessed" if guessed else "sitemap/listed")
             own = Authority.of(url, () if guessed else (origin,))
             request = self.sitemap_request(url, own, 0, (), guessed, payer=origin)
             # its entries are a link away from the page that met the host (DEPTH_LIMIT)
             request.meta["depth"] = depth
             self.crawler.engine.crawl(request)
+
+    def _queue_once(self, payer: str, urls: list[str]) -> list[str]:
+        """Those of the sitemaps ``urls`` to queue now: not queued yet this refresh, and
+        within ``payer``'s file budget; those over it are left for another to queue
+        (their host's own robots.txt, at the next refresh)."""
+        fresh = self._first_time(urls)
+        taken = self._within_file_budget(payer, fresh)
+        self._forget(fresh[len(taken) :])
+        return taken
+
+    def _forget(self, urls: list[str]) -> None:
+        frontier = self._frontier
+        if frontier is None or not urls:
+            return
+        try:
+            pipe = frontier.server.pipeline(transaction=False)
+            for url in urls:
+                pipe.delete(frontier.keys.sitemap_seen(url))
+            pipe.execute()
+        except RedisError as exc:
+            logger.warning("Could not unmark %d sitemaps in Redis: %s", len(urls), exc)
 
     def _first_time(self, urls: list[str]) -> list[str]:
         """Those of ``urls`` no worker has queued as sitemaps this refresh (the page
@@ -228,7 +252,7 @@ class SitemapReading:
             url,
             callback=self.parse_sitemap,
             errback=self.sitemap_failed,
-            priority=PRIORITY,
+            priority=PRIORITY if origin_of(url) == info["payer"] else FOREIGN_PRIORITY,
             dont_filter=True,  # queued once per refresh by _first_time, not the dupefilter
             # (SitemapLimitMiddleware bounds its size instead of DOWNLOAD_MAXSIZE)
             meta={"sitemap": info, "failpath": False},  # not a page: says nothing of paths
@@ -355,7 +379,7 @@ class SitemapReading:
             out.append(child.url)
         return [
             self.sitemap_request(child, inherited, depth + 1, [*chain, url], payer=payer)
-            for child in self._within_file_budget(payer, self._first_time(out))
+            for child in self._queue_once(payer, out)
         ]
 
     async def _entry_requests(
