@@ -175,6 +175,7 @@ def test_cells_are_nutch_style_big_endian_under_the_reversed_url(real):
         assert cells[b"p:chg"] == b"\x00"
         assert cells[b"f:cnt"] == body  # the raw body, as Nutch stores it
         assert cells[b"f:x"] == b'{"outlinks":["http://x/"]}'
+        assert cells[b"f:xf"] == b'["outlinks"]'  # (what get_fields reads f:x for)
         assert cells[b"f:n"] == LONG.pack(1)  # the row is counted
         assert conn.table("failpaths").row(b"com.example.www:http") == {b"c:/bbb/": LONG.pack(2)}
         assert counted(conn) == 1

@@ -109,6 +109,7 @@ TABLES = (
 _PREFIX = re.compile(r"(?:[A-Za-z0-9_]+:)?[A-Za-z0-9_][A-Za-z0-9_.-]*")
 EXTRA = b"f:x"  # JSON object of the fields without a typed column
 FIELDS = b"f:fields"  # the typed fields of the current version, comma-separated
+EXTRA_FIELDS = b"f:xf"  # the names of the fields in f:x, a JSON list (for get_fields)
 
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
@@ -218,7 +219,14 @@ def encode_row(row: Row) -> dict[bytes, bytes]:
             names.append(name)
     cells[EXTRA] = json.dumps(extra, separators=(",", ":")).encode()
     cells[FIELDS] = ",".join(names).encode()
+    cells[EXTRA_FIELDS] = json.dumps(list(extra), separators=(",", ":")).encode()
     return cells
+
+
+def _listed(value: bytes | None) -> set[str]:
+    """The field names of an ``f:xf`` cell."""
+    names = json.loads(value) if value else []
+    return {str(n) for n in names} if isinstance(names, list) else set()
 
 
 def decode_row(key: bytes, cells: dict[bytes, bytes]) -> Row:
@@ -229,6 +237,8 @@ def decode_row(key: bytes, cells: dict[bytes, bytes]) -> Row:
     for column, data in cells.items():
         if column == EXTRA:
             row.update(json.loads(data))
+            continue
+        if column == EXTRA_FIELDS:
             continue
         known = _FIELD_OF.get(column)
         if known and (current is None or known[0] in current):
@@ -685,19 +695,29 @@ class HBaseStore(Store):
         return {k.decode("utf-8"): decode_row(k, cells) for k, cells in found}
 
     def get_fields(self, keys: Sequence[str], fields: Sequence[str]) -> dict[str, Row]:
-        # the fields' typed columns, f:fields and f:x (a field of another type is there):
-        # not the page's text (p:c) nor its body (f:cnt)
+        # the fields' typed columns, f:fields and f:xf; f:x (outlinks, visits...) only of
+        # the rows that keep a wanted field there (one of another type than its column's)
         wanted = [k.encode("utf-8") for k in dict.fromkeys(keys)]
         if not wanted:
             return {}
         names = list(dict.fromkeys(fields))
-        columns = [COLUMNS[n][0] for n in names if n in COLUMNS] + [FIELDS, EXTRA]
-        found = self._call(
-            f"reading {len(wanted)} rows",
-            lambda conn: conn.table(WEBTABLE).rows(wanted, columns=columns),
+        columns = [COLUMNS[n][0] for n in names if n in COLUMNS] + [FIELDS, EXTRA_FIELDS]
+        found = dict(
+            self._call(
+                f"reading {len(wanted)} rows",
+                lambda conn: conn.table(WEBTABLE).rows(wanted, columns=columns),
+            )
         )
+        extra = [k for k, cells in found.items() if set(names) & _listed(cells.get(EXTRA_FIELDS))]
+        if extra:
+            more = self._call(
+                f"reading {len(extra)} rows",
+                lambda conn: conn.table(WEBTABLE).rows(extra, columns=[EXTRA]),
+            )
+            for k, cells in more:
+                found[k] = {**found[k], **cells}
         out: dict[str, Row] = {}
-        for k, cells in found:
+        for k, cells in found.items():
             row = decode_row(k, cells)
             out[k.decode("utf-8")] = {n: row[n] for n in names if row.get(n) is not None}
         return out
