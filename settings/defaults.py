@@ -42,7 +42,7 @@ DOWNLOADER_MIDDLEWARES = {
     "webcrawl.middlewares.robotstxt.RobotsTxtLimitMiddleware": 595,
     "webcrawl.middlewares.sitemaps.SitemapLimitMiddleware": 596,
     # (above RedirectMiddleware, 600: a redirect frees the sitemap's slot)
-    "webcrawl.middlewares.sitemaps.SitemapSlotsMiddleware": 605,
+    "webcrawl.middlewares.sitemaps.SitemapMemoryMiddleware": 605,
     "webcrawl.middlewares.redirects.RedirectLoopMiddleware": 610,
     # with WARC_ENABLED: a redirect's records are written before it is followed
     "webcrawl.middlewares.warc.WarcRedirectsMiddleware": 620,
@@ -367,10 +367,12 @@ SITEMAP_MAX_URLS_PER_HOST = 500000
 # to them; the rest wait for the next refresh (sitemap/over_file_budget).  It bounds
 # the CPU a host's sitemaps may cost.
 SITEMAP_MAX_FILES_PER_HOST = 1000
-# Sitemaps one worker downloads or reads at once, one a host at most (each body may be
-# SITEMAP_MAX_BYTES in memory); another waits in the frontier for a free one
-# (sitemap/deferred).
-SITEMAP_CONCURRENT_FILES = 4
+# Bytes of sitemap bodies one worker holds at once (downloading, waiting to be read,
+# being read; a body counts from its Content-Length, or as it comes).  A sitemap whose
+# bytes do not fit waits in the frontier a few seconds (sitemap/deferred); one alone
+# always fits.  A host has one sitemap in flight per worker at most, and one that has
+# no answer yet holds nothing (a hanging host keeps no one else's waiting).
+SITEMAP_MAX_MEMORY = 209715200
 # Seconds before a sitemap is read again (through the revisit schedule, so with
 # WEBCRAWL_CONTINUOUS, or by a later run of the crawl).  0: read once per crawl.
 SITEMAP_REFRESH = 86400.0

@@ -55,6 +55,7 @@ from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
 from webcrawl.middlewares.robotstxt import robots_fetched
+from webcrawl.middlewares.sitemaps import TOKEN
 from webcrawl.page import REVISIT_FIELDS, page_of_row
 from webcrawl.safety import robots
 from webcrawl.settings_check import (
@@ -63,6 +64,7 @@ from webcrawl.settings_check import (
     positive_int,
     trust_params,
 )
+from webcrawl.sitemaps.memory import SitemapMemory
 from webcrawl.sitemaps.parse import Entry, Sitemap, parse_sitemap
 from webcrawl.sitemaps.scope import (
     Authority,
@@ -70,7 +72,6 @@ from webcrawl.sitemaps.scope import (
     listed_sitemaps,
     origin_of,
 )
-from webcrawl.sitemaps.slots import SitemapSlots
 from webcrawl.sitemaps.trust import (
     DISTRUSTED,
     TRUSTED,
@@ -112,10 +113,10 @@ class SitemapReading:
         self.sitemap_max_bytes = positive_int(settings, "SITEMAP_MAX_BYTES")
         self.sitemap_host_budget = positive_int(settings, "SITEMAP_MAX_URLS_PER_HOST")
         self.sitemap_file_budget = positive_int(settings, "SITEMAP_MAX_FILES_PER_HOST")
-        # (SitemapSlotsMiddleware takes them; a slot lost with its request is taken back
-        # once it cannot be in use any more)
-        self.sitemap_slots = SitemapSlots(
-            positive_int(settings, "SITEMAP_CONCURRENT_FILES"),
+        # (SitemapMemoryMiddleware gives its shares; one lost with its request is taken
+        # back once it cannot be in use any more)
+        self.sitemap_memory = SitemapMemory(
+            positive_int(settings, "SITEMAP_MAX_MEMORY"),
             stale_after=600.0 + settings.getfloat("DOWNLOAD_TIMEOUT"),
         )
         self.sitemap_refresh = non_negative_float(settings, "SITEMAP_REFRESH")
@@ -266,6 +267,14 @@ class SitemapReading:
             self._unread(_listed_url(response), info, response.status, "", response.meta)
             return
         url = _listed_url(response)  # (as listed: a redirect's target may move)
+        payer = str(info.get("payer") or origin_of(url))
+        if info.get("refresh") and not self._within_file_budget(payer, [url]):
+            # charged once a read, in the window it is read in (a first read: as queued);
+            # not read again until the robots.txt or index that lists it queues it
+            response.meta.pop("sitemap_body", None)
+            self.sitemap_memory.release(response.meta.pop(TOKEN, None))
+            self._forget([url])
+            return
         try:
             # (SitemapLimitMiddleware moved the body to meta, off Scrapy's scraper slot)
             body = response.meta.pop("sitemap_body", None)
@@ -286,7 +295,6 @@ class SitemapReading:
                 inherited = inherited.joined(Authority.of(response.url))
             listers = self._listers([*chain, url, response.url])
             authority = inherited.joined(Authority((), listers))
-            payer = str(info.get("payer") or origin_of(url))
             children = self._children(read, url, inherited, authority, (depth, chain, payer))
             for child in children:
                 yield child
@@ -298,7 +306,7 @@ class SitemapReading:
                 if i % BATCH == 0:  # let downloads and other callbacks go on
                     await _next_turn()
         finally:  # (whatever became of its entries, it is read again)
-            self.sitemap_slots.release(response.meta.pop("sitemap_slot", None))
+            self.sitemap_memory.release(response.meta.pop(TOKEN, None))
             self._refresh(url, info, response.meta)
 
     def _count(self, read: Sitemap, response: Response) -> None:
@@ -671,8 +679,6 @@ class SitemapReading:
         if not self.sitemap_refresh or frontier is None:
             return
         payer = str(info.get("payer") or origin_of(url))
-        if not self._within_file_budget(payer, [url]):
-            return  # (once its key expires, the robots.txt or index that lists it does)
         again = self.sitemap_request(
             url,
             Authority.loads(info.get("authority")),
@@ -682,6 +688,7 @@ class SitemapReading:
             payer=payer,
         )
         again.meta["depth"] = _int(meta.get("depth"))
+        again.meta["sitemap"]["refresh"] = True  # (its file budget is charged as it is read)
         frontier.schedule_revisit(again, time.time() + self.sitemap_refresh)
         try:  # its refresh is its own: the index that lists it does not queue it again
             frontier.server.set(frontier.keys.sitemap_seen(url), 1, ex=self._seen_expiry())
@@ -697,7 +704,7 @@ class SitemapReading:
     def sitemap_failed(self, failure: Failure) -> None:
         """A sitemap that could not be fetched (after its retries)."""
         request = failure.request
-        self.sitemap_slots.release(request.meta.pop("sitemap_slot", None))
+        self.sitemap_memory.release(request.meta.pop(TOKEN, None))
         if failure.check(IgnoreRequest) and not failure.check(HttpError):
             return  # robots.txt forbids it, or it went back to the frontier to wait
         status = failure.value.response.status if failure.check(HttpError) else None

@@ -95,9 +95,18 @@ def test_a_sitemap_that_is_also_a_page_is_still_read_as_a_sitemap(sitemap_demo, 
     assert only and only <= stored and text in stored
 
 
-def test_one_sitemap_at_a_time_still_reads_them_all(sitemap_demo, tmp_path, crawls):
+PLAIN_SCRAPY = (
+    "SCHEDULER=scrapy.core.scheduler.Scheduler",
+    "DUPEFILTER_CLASS=scrapy.dupefilters.RFPDupeFilter",
+)
+
+
+@pytest.mark.parametrize("scheduler", [(), PLAIN_SCRAPY], ids=["frontier", "scrapy"])
+def test_one_sitemap_at_a_time_still_reads_them_all(sitemap_demo, tmp_path, crawls, scheduler):
+    """With the frontier a sitemap that waits goes back to it; with Scrapy's own
+    scheduler it is crawled again after a while (not held in the downloader)."""
     demo = sitemap_demo
-    result = crawls.run(demo.seeds, tmp_path / "data", "SITEMAP_CONCURRENT_FILES=1")
+    result = crawls.run(demo.seeds, tmp_path / "data", "SITEMAP_MAX_MEMORY=1", *scheduler)
     assert result.returncode == 0, result.stderr[-3000:]
     stored = {r["url"] for r in stored_rows(tmp_path / "data")}
     expected = set(demo.web.reachable(sitemaps=True))
@@ -128,3 +137,40 @@ def test_a_hosts_sitemap_files_are_bounded(sitemap_demo, tmp_path, crawls):
     # lists host 0's cross.xml, which host 0's own three files do not crowd out
     crossed = {u for u, how in demo.web.sitemap_only().items() if how == "cross-submitted"}
     assert crossed and crossed <= stored
+
+
+def test_a_host_whose_files_fill_its_budget_has_each_read_again_every_refresh(tmp_path, crawls):
+    """A file is charged to SITEMAP_MAX_FILES_PER_HOST once a read, in the refresh window
+    it is read in: host 0's index and its two children (three files, its budget) are
+    read again at every refresh, none refused as a second charge in the same window."""
+    import json
+    import signal
+    from collections import Counter
+
+    from webcrawl.demo import demo_server
+
+    log = tmp_path / "requests.jsonl"
+    settings = [
+        "WEBCRAWL_CONTINUOUS=True",
+        "SITEMAP_REFRESH=2",
+        "SITEMAP_MAX_FILES_PER_HOST=3",
+        "FRONTIER_HOST_DELAY=0",
+        "LOG_LEVEL=INFO",
+    ]
+    with demo_server(4, 12, log, sitemaps=True) as info:
+        host = info["hosts"][0]
+        worker = crawls.start(info["seeds"], tmp_path / "data", *settings)
+        try:
+            time.sleep(14)
+        finally:
+            worker.send_signal(signal.SIGINT)
+            worker.wait(60)
+    text = worker.log_text()
+    reads = Counter(
+        r["path"]
+        for r in map(json.loads, log.read_text().splitlines())
+        if r["host"] == host and r["path"].startswith(("/sitemap_index.xml", "/sitemaps/"))
+    )
+    files = ("/sitemap_index.xml", "/sitemaps/pages.xml", "/sitemaps/more.xml.gz")
+    assert all(reads[f] >= 3 for f in files), reads  # read at 0 s, then about every 2 s
+    assert f"Sitemaps of http://{host}: over SITEMAP_MAX_FILES_PER_HOST" not in text

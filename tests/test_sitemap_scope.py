@@ -10,7 +10,15 @@ from hypothesis import strategies as st
 from scrapy.http import Request, Response
 from scrapy.utils.test import get_crawler
 
-from webcrawl.middlewares.sitemaps import SitemapLimitMiddleware, SitemapSlotsMiddleware
+from webcrawl.middlewares.sitemaps import (
+    GRANT,
+    TOKEN,
+    SitemapBusy,
+    SitemapLimitMiddleware,
+    SitemapMemoryMiddleware,
+    SitemapWait,
+)
+from webcrawl.sitemaps.memory import SitemapMemory
 from webcrawl.sitemaps.scope import (
     MAX_LISTED,
     Authority,
@@ -19,8 +27,9 @@ from webcrawl.sitemaps.scope import (
     listed_sitemaps,
     origin_of,
 )
-from webcrawl.sitemaps.slots import SitemapSlots
 from webcrawl.urls.urlkey import canonical_url
+
+MiB = 1 << 20
 
 
 def test_origins_are_normal_and_only_http():
@@ -83,16 +92,10 @@ def test_authority_never_raises(sitemap, url):
     listed_sitemaps("http://a/robots.txt", [sitemap, url])
 
 
-def _middleware(max_bytes=1000, slots=None, kind=SitemapLimitMiddleware):
+def _middleware(max_bytes=1000, memory=None, kind=SitemapLimitMiddleware):
     crawler = get_crawler(settings_dict={"SITEMAP_ENABLED": True, "SITEMAP_MAX_BYTES": max_bytes})
-    crawler.spider = SimpleNamespace(sitemap_slots=slots)
+    crawler.spider = SimpleNamespace(sitemap_memory=memory)
     return kind.from_crawler(crawler)
-
-
-def _done(coroutine):
-    """Run a coroutine that does not wait (it must end at its first step)."""
-    with pytest.raises(StopIteration):
-        coroutine.send(None)
 
 
 def test_a_sitemap_download_lifts_scrapys_maxsize_for_its_own_bound():
@@ -104,30 +107,77 @@ def test_a_sitemap_download_lifts_scrapys_maxsize_for_its_own_bound():
     assert request.meta["download_maxsize"] == 0 and page.meta["download_maxsize"] == 5
 
 
-def test_a_sitemap_takes_a_slot_until_read_and_an_error_or_a_bad_status_frees_it():
-    slots = SitemapSlots(1, stale_after=600)
-    middleware = _middleware(slots=slots, kind=SitemapSlotsMiddleware)
-    limit = _middleware()
+def test_a_sitemap_holds_its_bytes_until_read_and_an_error_or_a_bad_status_frees_them():
+    memory = SitemapMemory(10_000, stale_after=600)
+    middleware = _middleware(max_bytes=4000, memory=memory, kind=SitemapMemoryMiddleware)
+    limit = _middleware(max_bytes=4000, memory=memory)
     first = Request("http://a/sitemap.xml", meta={"sitemap": {}})
-    _done(middleware.process_request(first))
-    assert slots.held == 1 and first.meta["sitemap_slot"]
-    _done(middleware.process_request(first.replace(url="http://a/moved.xml")))  # a redirect
-    assert slots.held == 1
+    middleware.process_request(first)
+    assert memory.held == 1 and memory.used == 0 and first.meta[TOKEN]  # no answer yet
+    middleware._headers_received({}, 3000, first)  # its Content-Length: held at once
+    assert memory.used == 3000
+    middleware.process_request(first.replace(url="http://a/moved.xml"))  # a redirect
+    assert memory.held == 1
     ok = Response(first.url, body=b"<urlset/>")
     ok = limit.process_response(first, middleware.process_response(first, ok))
-    assert slots.held == 1 and "sitemap_slot" in first.meta  # held until the spider read it
+    assert memory.used == 3000 and TOKEN in first.meta  # held until the spider read it
     # its body rides in meta, off Scrapy's scraper slot (which counts response bodies)
     assert ok.body == b"" and first.meta["sitemap_body"] == b"<urlset/>"
     # a redirect (its request may go to another worker) or an error status frees it
     middleware.process_response(first, Response(first.url, status=302))
-    assert slots.held == 0 and "sitemap_slot" not in first.meta
-    _done(middleware.process_request(first))
+    assert memory.held == 0 and TOKEN not in first.meta
+    middleware.process_request(first)
     middleware.process_response(first, Response(first.url, status=503))
-    assert slots.held == 0
+    assert memory.held == 0
     second = Request("http://a/other.xml", meta={"sitemap": {}})
-    _done(middleware.process_request(second))
+    middleware.process_request(second)
     middleware.process_exception(second, TimeoutError())
-    assert slots.held == 0
+    assert memory.held == 0
+
+
+def test_bytes_of_unknown_length_are_held_as_they_come_and_stopped_when_they_do_not_fit():
+    memory = SitemapMemory(3 * MiB, stale_after=600)
+    middleware = _middleware(max_bytes=50 * MiB, memory=memory, kind=SitemapMemoryMiddleware)
+    a = Request("http://a/sitemap.xml", meta={"sitemap": {}})
+    b = Request("http://b/sitemap.xml", meta={"sitemap": {}})
+    middleware.process_request(a)
+    middleware.process_request(b)
+    middleware._headers_received({}, MiB + MiB // 2, a)
+    middleware._headers_received({}, "twisted.web.iweb.UNKNOWN_LENGTH", b)  # chunked
+    assert memory.held_by(b.meta[TOKEN]) == GRANT
+    chunk = b"x" * (MiB // 4)
+    for _ in range(6):  # up to 1.5 MiB, beside a's 1.5 MiB
+        middleware._bytes_received(chunk, b, None)
+    assert memory.used == 3 * MiB
+    with pytest.raises(SitemapBusy):  # they no longer fit
+        middleware._bytes_received(chunk, b, None)
+    memory.release(a.meta[TOKEN])
+    c = Request("http://c/sitemap.xml", meta={"sitemap": {}})
+    middleware.process_request(c)
+    with pytest.raises(SitemapBusy):  # its length is known: stopped before its body
+        middleware._headers_received({}, 2 * MiB, c)
+    middleware._headers_received({}, MiB, c)  # (what fits goes on)
+
+
+def test_a_host_with_a_sitemap_in_flight_waits_and_so_does_a_stopped_download():
+    from twisted.internet import reactor
+
+    memory = SitemapMemory(5000, stale_after=600)
+    middleware = _middleware(memory=memory, kind=SitemapMemoryMiddleware)
+    first = Request("http://a/1.xml", meta={"sitemap": {}})
+    middleware.process_request(first)
+    second = Request("http://a/2.xml", meta={"sitemap": {}})
+    before = set(reactor.getDelayedCalls())
+    try:
+        with pytest.raises(SitemapWait):  # (Scrapy's own scheduler: crawled again later)
+            middleware.process_request(second)
+        assert middleware._parked == 1
+        with pytest.raises(SitemapWait):
+            middleware.process_exception(first, SitemapBusy())
+        assert middleware._parked == 2 and memory.held == 0 and TOKEN not in first.meta
+    finally:
+        for call in set(reactor.getDelayedCalls()) - before:
+            call.cancel()
 
 
 def test_a_compressed_sitemap_body_is_decoded_only_as_far_as_the_bound():
@@ -146,7 +196,7 @@ def test_a_compressed_sitemap_body_is_decoded_only_as_far_as_the_bound():
     assert middleware.process_response(other, untouched) is untouched
 
 
-def test_the_slots_see_a_redirect_before_scrapy_follows_it():
+def test_the_memory_sees_a_redirect_before_scrapy_follows_it():
     from scrapy.settings.default_settings import DOWNLOADER_MIDDLEWARES_BASE
 
     from webcrawl.settings import defaults
@@ -155,9 +205,9 @@ def test_the_slots_see_a_redirect_before_scrapy_follows_it():
     redirect = DOWNLOADER_MIDDLEWARES_BASE[
         "scrapy.downloadermiddlewares.redirect.RedirectMiddleware"
     ]
-    slots = ours["webcrawl.middlewares.sitemaps.SitemapSlotsMiddleware"]
-    # responses pass from the highest order down: the slots free a redirect's, and take
-    # theirs after the host's turn (AdaptiveDelayMiddleware) and robots.txt
+    slots = ours["webcrawl.middlewares.sitemaps.SitemapMemoryMiddleware"]
+    # responses pass from the highest order down: the memory frees a redirect's share,
+    # and gives theirs after the host's turn (AdaptiveDelayMiddleware) and robots.txt
     assert slots > redirect
     assert slots > ours["webcrawl.middlewares.adaptive_delay.AdaptiveDelayMiddleware"]
     assert slots > ours["webcrawl.middlewares.robotstxt.RobotsTxtMiddleware"]
