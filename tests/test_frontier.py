@@ -106,7 +106,7 @@ def test_killed_workers_lose_nothing(slow_demo, redis_server, redis_client, tmp_
         victim.wait()
         killed_agents.append(agent)
     log = crawls.finish(steady)
-    assert "whose lease expired" in log
+    assert "whose lease ran out" in log
     expected = set(demo.web.reachable())
     urls = stored_urls(data)
     assert sorted(urls) == sorted(expected)  # nothing lost, one row each

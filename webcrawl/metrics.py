@@ -58,7 +58,8 @@ COUNTERS = [
     ),
     (
         "webcrawl_leases_expired",
-        "Leases of dead workers' requests given out again",
+        "Leases that ran out and whose requests were queued again: of dead or stalled "
+        "workers, and those handed back to wait (webcrawl_requests_retried)",
         "frontier/lease_expired",
     ),
     (

@@ -694,7 +694,9 @@ class Scheduler(RedisScheduler):
             self.stats.inc_value("revisit/due", result.revisited)
         if result.requeued:
             self.stats.inc_value("frontier/lease_expired", result.requeued)
-            logger.info("Requeued %d requests whose lease expired", result.requeued)
+            # (a request handed back to wait, frontier/requeued, is one of them when its
+            # wait ends: a nack is a shorter lease)
+            logger.info("Requeued %d requests whose lease ran out", result.requeued)
 
     def _flush(self) -> bool:
         """Hand everything held to the frontier (two steps: the links, then the
