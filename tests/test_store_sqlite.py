@@ -126,3 +126,18 @@ def test_a_broken_failpaths_table_is_a_store_error(tmp_path):
         ):
             with pytest.raises(StoreError, match="failpath"):
                 call()
+
+
+def test_get_fields_reads_a_row_holding_nan_as_get_pages_does(tmp_path):
+    """Python's json writes NaN and Infinity, SQLite's JSON refuses them: a batch with such
+    a row is read in Python, not failed (a sitemap would take its known pages as new)."""
+    import math
+
+    with open_store(f"sqlite:///{tmp_path}/w.db") as store:
+        odd = row("http://h.example/odd", interval=float("nan"), score=float("inf"), etag="x")
+        plain = row("http://h.example/plain", interval=5.0)
+        store.put_pages([odd, plain])
+        got = store.get_fields([odd["key"], plain["key"], "absent"], ["interval", "etag"])
+    assert set(got) == {odd["key"], plain["key"]}
+    assert math.isnan(got[odd["key"]]["interval"]) and got[odd["key"]]["etag"] == "x"
+    assert got[plain["key"]] == {"interval": 5.0}

@@ -173,8 +173,19 @@ class SQLiteStore(Store):
         if bad:
             raise ValueError(f"field names are letters, digits and _: {bad!r}")
         picks = ", ".join("row -> ?" for _ in names) or "NULL"
+        try:
+            selected = self._select(keys, picks, [f"$.{name}" for name in names])
+        except StoreError as exc:
+            if "malformed JSON" not in str(exc.__cause__):
+                raise
+            # a row holding NaN or Infinity: Python's json writes them, SQLite's JSON
+            # refuses them; read in Python (rare: no field the crawl stores is one)
+            return {
+                key: {n: row[n] for n in names if row.get(n) is not None}
+                for key, row in self.get_pages(keys).items()
+            }
         found: dict[str, Row] = {}
-        for key, *values in self._select(keys, picks, [f"$.{name}" for name in names]):
+        for key, *values in selected:
             pairs = zip(names, values, strict=False)
             row = {n: json.loads(v) for n, v in pairs if v is not None}
             found[key] = {n: v for n, v in row.items() if v is not None}
