@@ -360,7 +360,9 @@ SITEMAP_MAX_DEPTH = 3
 SITEMAP_MAX_URLS = 50000
 SITEMAP_MAX_BYTES = 52428800
 # URLs taken from all of a host's sitemaps together, per SITEMAP_REFRESH (the crawl's,
-# over all workers); the rest are dropped (sitemap/over_host_budget).
+# over all workers); the rest are dropped (sitemap/over_host_budget).  A URL counts as
+# a worker offers it to the frontier: one another worker queued but has not fetched yet
+# counts too, and the frontier then drops it as known.
 SITEMAP_MAX_URLS_PER_HOST = 500000
 # Sitemap files read for one host, per SITEMAP_REFRESH (the crawl's count, over all
 # workers: first reads and refreshes), counted against the host whose robots.txt led

@@ -480,7 +480,7 @@ class SitemapReading:
         """Requests for a host's new entries, within its budget; a host not distrusted
         gives their lastmod and changefreq as priors of their first revisit."""
         stats = self.crawler.stats
-        taken = self._take_budget(origin, len(items))
+        taken = self._take("urls", origin, len(items))
         stats.inc_value("sitemap/queued", taken)
         if taken < len(items):
             stats.inc_value("sitemap/over_host_budget", len(items) - taken)
@@ -524,8 +524,8 @@ class SitemapReading:
             # bounded per host and refresh, however many files it splits its claims into:
             # a trusted host's claims are URLs it gives (SITEMAP_MAX_URLS_PER_HOST), and no
             # more probes are made than a window of evidence holds
-            acted = self._take_budget(origin, acted) if acted else 0
-            probes = self._take_probes(origin, probes) if probes else 0
+            acted = self._take("urls", origin, acted)
+            probes = self._take("probes", origin, probes)
             stats.inc_value("sitemap/claims", len(items))
             stats.inc_value("sitemap/lastmod_trusted", acted)
             stats.inc_value("sitemap/lastmod_probes", probes)
@@ -620,7 +620,7 @@ class SitemapReading:
         (the origin whose robots.txt led to them) allows, counted as taken."""
         if not urls:
             return []
-        taken = self._take_files(payer, len(urls))
+        taken = self._take("files", payer, len(urls))
         if taken < len(urls):
             self.crawler.stats.inc_value("sitemap/over_file_budget", len(urls) - taken)
             logger.info(
@@ -632,39 +632,25 @@ class SitemapReading:
             )
         return urls[:taken]
 
-    def _take_files(self, origin: str, wanted: int) -> int:
+    def _take(self, counter: str, origin: str, wanted: int) -> int:
+        """How many of ``wanted`` more the crawl's ``counter`` of ``origin`` still allows
+        this refresh (``"files"``: SITEMAP_MAX_FILES_PER_HOST, ``"urls"``:
+        SITEMAP_MAX_URLS_PER_HOST, ``"probes"``: SITEMAP_TRUST_WINDOW), counted as
+        taken; all of them when Redis cannot say (or with Scrapy's own scheduler)."""
         frontier = self._frontier
-        if frontier is None:
-            return wanted
-        return self._take(
-            frontier.keys.sitemap_files(origin), wanted, self.sitemap_file_budget, origin
-        )
-
-    def _take_probes(self, origin: str, wanted: int) -> int:
-        frontier = self._frontier
-        if frontier is None:
-            return wanted
-        window = self.trust_params.window
-        return self._take(frontier.keys.sitemap_probes(origin), wanted, window, origin)
-
-    def _take_budget(self, origin: str, wanted: int) -> int:
-        """How many of ``wanted`` more URLs ``origin``'s sitemaps may still give (the
-        crawl's count in Redis, per SITEMAP_REFRESH; all of them when Redis cannot say)."""
-        frontier = self._frontier
-        if frontier is None:
-            return wanted
-        return self._take(
-            frontier.keys.sitemap_budget(origin), wanted, self.sitemap_host_budget, origin
-        )
-
-    def _take(self, key: str, wanted: int, limit: int, origin: str) -> int:
-        """How many of ``wanted`` the counter at ``key`` still allows under ``limit``
-        (per SITEMAP_REFRESH; all of them when Redis cannot say)."""
-        frontier = self._frontier
+        if frontier is None or wanted <= 0:
+            return max(0, wanted)
+        keys = frontier.keys
+        key, limit = {
+            "files": (keys.sitemap_files, self.sitemap_file_budget),
+            "urls": (keys.sitemap_budget, self.sitemap_host_budget),
+            "probes": (keys.sitemap_probes, self.trust_params.window),
+        }[counter]
         try:
             pipe = frontier.server.pipeline(transaction=False)
-            pipe.set(key, 0, ex=max(1, int(self.sitemap_refresh or robots.KEEP_SECONDS)), nx=True)
-            pipe.incrby(key, wanted)
+            expiry = max(1, int(self.sitemap_refresh or robots.KEEP_SECONDS))
+            pipe.set(key(origin), 0, ex=expiry, nx=True)
+            pipe.incrby(key(origin), wanted)
             total = int(pipe.execute()[1])
         except RedisError as exc:
             logger.warning("Could not count the sitemaps of %s in Redis: %s", origin, exc)
