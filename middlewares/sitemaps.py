@@ -2,8 +2,8 @@
 ``SITEMAP_MAX_BYTES`` of each, as it comes and after decompression.
 
 :class:`SitemapMemoryMiddleware` (605, above Scrapy's RedirectMiddleware): a sitemap
-leaves for the downloader only while some of the worker's sitemap memory is free, and
-holds the bytes it receives (from its ``Content-Length`` when it has one) in the spider's
+leaves for the downloader only when its host has no other in flight, and holds the
+bytes it receives (from its ``Content-Length`` when it has one) in the spider's
 :class:`~webcrawl.sitemaps.memory.SitemapMemory` (``SITEMAP_MAX_MEMORY``) until the
 spider has read it; one that finds the memory taken is stopped (before its body, when
 its length is known) and goes back to the frontier for ``WAIT`` seconds
@@ -34,6 +34,7 @@ from scrapy.http import Response
 
 from webcrawl.middlewares.bodylimit import BodyLimitMiddleware
 from webcrawl.settings_check import positive_int
+from webcrawl.sitemaps.scope import origin_of
 
 WAIT = 5.0  # seconds a sitemap that found the memory taken waits in the frontier
 GRANT = 1 << 20  # bytes a sitemap of unknown length holds at first (doubled as it comes)
@@ -41,7 +42,8 @@ TOKEN = "sitemap_token"  # its share of the memory, in its request's meta
 
 
 class SitemapWait(IgnoreRequest):
-    """The sitemap went back to the frontier: the worker's sitemap memory is taken."""
+    """The sitemap went back to the frontier: its host has one in flight, or the worker's
+    sitemap memory is taken."""
 
 
 class SitemapBusy(StopDownload):
@@ -74,10 +76,10 @@ class SitemapMemoryMiddleware:
         memory = self._memory(request)
         if memory is None:
             return
-        token = memory.admit(request.meta.get(TOKEN))
+        token = memory.admit(request.meta.get(TOKEN), origin_of(request.url))
         if token is None:
             request.meta.pop(TOKEN, None)
-            self._wait(request, "the sitemap memory is taken")
+            self._wait(request, "its host has a sitemap in flight, or the memory is taken")
         request.meta[TOKEN] = token
 
     def _headers_received(

@@ -372,8 +372,8 @@ SITEMAP_MAX_FILES_PER_HOST = 1000
 # Bytes of sitemap bodies one worker holds at once (downloading, waiting to be read,
 # being read; a body counts from its Content-Length, or as it comes).  A sitemap whose
 # bytes do not fit waits in the frontier a few seconds (sitemap/deferred); one alone
-# always fits.  A sitemap that has no answer yet holds nothing (a host whose sitemaps
-# hang keeps no one else's waiting).
+# always fits.  A host has one sitemap in flight per worker at most, and one that has
+# no answer yet holds nothing (a hanging host keeps no one else's waiting).
 SITEMAP_MAX_MEMORY = 209715200
 # Seconds before a sitemap is read again (through the revisit schedule, so with
 # WEBCRAWL_CONTINUOUS, or by a later run of the crawl).  0: read once per crawl.

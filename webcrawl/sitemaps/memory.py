@@ -7,10 +7,14 @@ receive), then its decoded body until its entries are queued; a sitemap whose by
 not fit is stopped and goes back to the frontier for a while, to this worker or another.
 A sitemap alone always fits, however large (the bound may be below one file).
 
-A sitemap that has no answer yet holds no bytes: hosts whose sitemaps hang until
-``DOWNLOAD_TIMEOUT`` (or trickle in) keep nobody else's waiting, and a host's sitemaps
-leave at its own pace (the frontier's host turns, its download concurrency), as its
-pages do.
+A host has one sitemap in flight per worker at most, from the moment it leaves for the
+downloader until it has been read: a host that offers thousands of files cannot crowd
+out the others, nor, when they hang, fill the downloader (without it, 6 hosts with 5
+hanging sitemaps each held Scrapy's CONCURRENT_REQUESTS, and an ordinary host got 19
+pages in 150 s instead of 100).  Its other sitemaps wait in the frontier, each taking
+one of the host's turns when it comes back.  A sitemap that has no answer yet holds no
+bytes: hosts whose sitemaps hang until ``DOWNLOAD_TIMEOUT`` (or trickle in) keep
+nobody else's waiting.
 
 A sitemap holds its share by a token in its request's meta, released when the file has
 been read or given up, and taken back as stale after ``stale_after`` seconds in case a
@@ -29,6 +33,7 @@ from dataclasses import dataclass
 
 @dataclass
 class _Share:
+    owner: str  # the sitemap's host
     since: float
     size: int = 0  # bytes held
 
@@ -46,17 +51,19 @@ class SitemapMemory:
         self.clock = clock
         self._shares: dict[str, _Share] = {}  # token -> its share
 
-    def admit(self, token: str | None) -> str | None:
-        """The token under which a sitemap that holds ``token`` (None: none yet) may leave
-        for the downloader: its own while it is held, a new one while the memory is not
-        all taken, else None."""
+    def admit(self, token: str | None, owner: str) -> str | None:
+        """The token under which a sitemap of ``owner`` (its host) that holds ``token``
+        (None: none yet) may leave for the downloader: its own while it is held, a new
+        one when ``owner`` has none in flight and the memory is not all taken, else None."""
         if token is not None and token in self._shares:
             return token
         self._reap(self.clock())
         if self.used >= self.limit and self._shares:
             return None
+        if any(share.owner == owner for share in self._shares.values()):
+            return None
         token = secrets.token_hex(8)
-        self._shares[token] = _Share(self.clock())
+        self._shares[token] = _Share(owner, self.clock())
         return token
 
     def reserve(self, token: str | None, size: int, *, force: bool = False) -> bool:
