@@ -71,8 +71,7 @@ class BodyLimitMiddleware:
         flags = list(response.flags)
         if request.meta.pop(f"{self.flag}_cut", False):
             flags.append(f"{self.flag}_cut")
-        encodings = [e.decode("latin-1") for e in response.headers.getlist("Content-Encoding")]
-        encodings = [p for e in encodings for p in e.split(",") if p.strip()]
+        encodings = content_encodings(response)
         body = response.body
         if encodings:
             try:
@@ -83,3 +82,9 @@ class BodyLimitMiddleware:
         if len(body) > self.max_bytes and f"{self.flag}_cut" not in flags:
             flags.append(f"{self.flag}_cut")
         return response.replace(body=body[: self.max_bytes + self.spare], flags=flags)
+
+
+def content_encodings(response: Response) -> list[str]:
+    """The codings of a response's ``Content-Encoding`` headers, in the order applied."""
+    values = [e.decode("latin-1") for e in response.headers.getlist("Content-Encoding")]
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]

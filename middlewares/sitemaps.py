@@ -2,29 +2,32 @@
 ``SITEMAP_MAX_BYTES`` of each, as it comes and after decompression.
 
 :class:`SitemapMemoryMiddleware` (605, above Scrapy's RedirectMiddleware): a sitemap
-leaves for the downloader only when its host has no other in flight, and holds the
-bytes it receives (from its ``Content-Length`` when it has one) in the spider's
-:class:`~webcrawl.sitemaps.memory.SitemapMemory` (``SITEMAP_MAX_MEMORY``) until the
-spider has read it; one that finds the memory taken is stopped (before its body, when
-its length is known) and goes back to the frontier for ``WAIT`` seconds
-(``sitemap/deferred``), or, with Scrapy's own scheduler, is crawled again after as
-long.  A sitemap that has no answer yet holds nothing: hosts that hang keep nobody
-else's waiting.  Any answer but a 2xx (a redirect included: its new request, which may
-go to another worker, is admitted on its own) and any error free its share at once.
+leaves for the downloader only when its host has no other in flight and the spider's
+:class:`~webcrawl.sitemaps.memory.SitemapMemory` (``SITEMAP_MAX_MEMORY``) is not all
+taken; it then holds the bytes it receives until the spider has read it.  One whose
+bytes stop fitting is stopped, claims the memory it needs, and goes back to the
+frontier for ``WAIT`` seconds (``sitemap/deferred``), or, with Scrapy's own scheduler,
+is crawled again after as long.  A sitemap that has no answer yet holds nothing: hosts
+that hang keep nobody else's waiting.  Any answer but a 2xx (a redirect included: its
+new request, which may go to another worker, is admitted on its own) and any error free
+its share at once.  A refresh over its payer's file budget does not leave at all.
 
 :class:`SitemapLimitMiddleware` (596): a sitemap is an untrusted file that may be huge
-or a bomb: the download stops at ``SITEMAP_MAX_BYTES`` and a ``Content-Encoding`` is
-decoded only that far (:mod:`webcrawl.middlewares.bodylimit`; flags ``sitemap_cut``,
-``sitemap_undecodable``). A gzip *file* (``sitemap.xml.gz``, no Content-Encoding) is
-inflated, just as far, by the reader (:mod:`webcrawl.sitemaps.parse`). Scrapy's own
-``DOWNLOAD_MAXSIZE``, which would drop the whole file, is lifted here for sitemap
-requests (``download_maxsize`` 0 as they leave): this bound replaces it. A 2xx body goes
-on to the spider in ``meta["sitemap_body"]``, not in the response (see
-:meth:`SitemapLimitMiddleware.process_response`).
+or a bomb: the download stops at ``SITEMAP_MAX_BYTES`` (:mod:`webcrawl.middlewares.bodylimit`;
+flag ``sitemap_cut``). Its body goes on to the spider as it came, in
+``meta["sitemap_body"]`` (not in the response: see
+:meth:`SitemapLimitMiddleware.process_response`), with its ``Content-Encoding`` in
+``meta["sitemap_encodings"]``: the spider decodes it on its sitemaps thread, as far as
+``SITEMAP_MAX_BYTES``, while it reads it (so that a decoded body is in memory one at a
+time, not one per download), as it inflates a gzip *file*
+(:mod:`webcrawl.sitemaps.parse`). Scrapy's own ``DOWNLOAD_MAXSIZE``, which would drop
+the whole file, is lifted here for sitemap requests (``download_maxsize`` 0 as they
+leave): this bound replaces it.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, NoReturn
 
 from scrapy import Request, signals
@@ -32,12 +35,13 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured, StopDownload
 from scrapy.http import Response
 
-from webcrawl.middlewares.bodylimit import BodyLimitMiddleware
+from webcrawl.middlewares.bodylimit import BodyLimitMiddleware, content_encodings
 from webcrawl.settings_check import positive_int
 from webcrawl.sitemaps.scope import origin_of
 
+logger = logging.getLogger(__name__)
+
 WAIT = 5.0  # seconds a sitemap that found the memory taken waits in the frontier
-GRANT = 1 << 20  # bytes a sitemap of unknown length holds at first (doubled as it comes)
 TOKEN = "sitemap_token"  # its share of the memory, in its request's meta
 
 
@@ -60,38 +64,30 @@ class SitemapMemoryMiddleware:
         self.crawler = crawler
         self.max_bytes = positive_int(crawler.settings, "SITEMAP_MAX_BYTES")
         self._received: dict[Request, int] = {}
-        self._parked = 0  # sitemaps waiting to be crawled again (Scrapy's own scheduler)
+        self._parked: set[Any] = set()  # (Scrapy's own scheduler) calls that crawl again
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SitemapMemoryMiddleware:
         middleware = cls(crawler)
         connect = crawler.signals.connect
-        connect(middleware._headers_received, signal=signals.headers_received)
         connect(middleware._bytes_received, signal=signals.bytes_received)
         connect(middleware._left, signal=signals.request_left_downloader)
         connect(middleware._idle, signal=signals.spider_idle)
+        connect(middleware._closed, signal=signals.spider_closed)
         return middleware
 
     def process_request(self, request: Request, spider: Any = None) -> None:
         memory = self._memory(request)
         if memory is None:
             return
-        token = memory.admit(request.meta.get(TOKEN), origin_of(request.url))
+        may_leave = getattr(self.crawler.spider, "sitemap_may_leave", None)
+        if TOKEN not in request.meta and may_leave is not None and not may_leave(request):
+            raise IgnoreRequest(f"{request.url}: over its payer's SITEMAP_MAX_FILES_PER_HOST")
+        token = memory.admit(request.meta.get(TOKEN), origin_of(request.url), _listed(request))
         if token is None:
             request.meta.pop(TOKEN, None)
             self._wait(request, "its host has a sitemap in flight, or the memory is taken")
         request.meta[TOKEN] = token
-
-    def _headers_received(
-        self, headers: Any, body_length: Any, request: Request, spider: Any = None
-    ) -> None:
-        memory = self._memory(request)
-        if memory is None:
-            return
-        known = isinstance(body_length, int) and body_length >= 0
-        size = min(body_length if known else GRANT, self.max_bytes)
-        if not memory.reserve(request.meta.get(TOKEN), size):
-            raise SitemapBusy  # (before its body: nothing downloaded in vain)
 
     def _bytes_received(self, data: bytes, request: Request, spider: Any = None) -> None:
         memory = self._memory(request)
@@ -104,8 +100,11 @@ class SitemapMemoryMiddleware:
         if received <= held or received > self.max_bytes:
             return  # (past SITEMAP_MAX_BYTES, SitemapLimitMiddleware cuts it)
         ahead = min(self.max_bytes, max(received, 2 * held))  # (fewer calls)
-        if not (memory.reserve(token, ahead) or memory.reserve(token, received)):
-            raise SitemapBusy
+        if memory.hold(token, ahead) or memory.hold(token, received):
+            return
+        memory.stopped(token, _listed(request), min(self.max_bytes, 2 * received))
+        request.meta.pop(TOKEN, None)
+        raise SitemapBusy
 
     def process_response(
         self, request: Request, response: Response, spider: Any = None
@@ -119,7 +118,7 @@ class SitemapMemoryMiddleware:
         self._received.pop(request, None)
         self._release(request)
         if isinstance(exception, SitemapBusy):
-            self._wait(request, "the sitemap memory is taken")
+            self._wait(request, "its bytes do not fit in the sitemap memory")
 
     def _wait(self, request: Request, why: str) -> NoReturn:
         """Send ``request`` back to wait ``WAIT`` seconds."""
@@ -130,19 +129,40 @@ class SitemapMemoryMiddleware:
         if frontier is None or not frontier.requeue(request, WAIT, why):
             from twisted.internet import reactor  # late: importing it installs one
 
-            self._parked += 1  # (not waiting in the downloader, where it would hold one
-            reactor.callLater(WAIT, self._unpark, request)  # of CONCURRENT_REQUESTS)
+            # (not waiting in the downloader, where it would hold one of
+            # CONCURRENT_REQUESTS)
+            call = reactor.callLater(WAIT, self._unpark, request)
+            self._parked.add(call)
+            call.request = request
         raise SitemapWait(f"{why}: back in {WAIT:.0f} s")
 
     def _unpark(self, request: Request) -> None:
-        self._parked -= 1
+        self._parked = {call for call in self._parked if call.active()}
         engine = self.crawler.engine
-        if engine is not None and engine.running:
+        if engine is not None and engine.running and engine.spider is not None:
             engine.crawl(request)
+        else:
+            self._lost([request])
 
     def _idle(self, spider: Any = None) -> None:
-        if self._parked:
+        if any(call.active() for call in self._parked):
             raise DontCloseSpider
+
+    def _closed(self, spider: Any = None, reason: str = "") -> None:
+        pending = [call for call in self._parked if call.active()]
+        for call in pending:
+            call.cancel()
+        self._parked.clear()
+        self._lost([call.request for call in pending])
+
+    def _lost(self, requests: list[Request]) -> None:
+        if requests:
+            self.crawler.stats.inc_value("sitemap/lost_waiting", len(requests))
+            logger.info(
+                "%d sitemaps waiting for memory were not read: the crawl ended first (%s...)",
+                len(requests),
+                requests[0].url,
+            )
 
     def _left(self, request: Request, spider: Any = None) -> None:
         self._received.pop(request, None)
@@ -156,6 +176,12 @@ class SitemapMemoryMiddleware:
         memory = self._memory(request)
         if memory is not None:
             memory.release(request.meta.pop(TOKEN, None))
+
+
+def _listed(request: Request) -> str:
+    """The sitemap's URL as it was listed (the first of its redirects)."""
+    redirects = request.meta.get("redirect_urls")
+    return str(redirects[0]) if redirects else request.url
 
 
 class SitemapLimitMiddleware(BodyLimitMiddleware):
@@ -179,15 +205,21 @@ class SitemapLimitMiddleware(BodyLimitMiddleware):
     def process_response(
         self, request: Request, response: Response, spider: Any = None
     ) -> Response:
-        response = super().process_response(request, response, spider)
-        if self.applies(request) and 200 <= response.status < 300:
-            # the body rides in meta to the spider, off Scrapy's scraper slot: the scraper
-            # stops every download while more than SCRAPER_SLOT_MAX_ACTIVE_SIZE (5 MB) of
-            # responses wait for their callbacks, so a 50 MiB sitemap would hold the
-            # worker still as long as it is read; its memory is bounded by the slots
-            request.meta["sitemap_body"] = response.body
-            memory = getattr(self.crawler.spider, "sitemap_memory", None)
-            if memory is not None:  # its decoded body, in memory now
-                memory.reserve(request.meta.get(TOKEN), len(response.body), force=True)
-            response = response.replace(body=b"")
-        return response
+        if not self.applies(request) or not 200 <= response.status < 300:
+            return super().process_response(request, response, spider)
+        self._received.pop(request, None)
+        flags = list(response.flags)
+        if request.meta.pop("sitemap_cut", False):
+            flags.append("sitemap_cut")
+        # the body rides in meta to the spider, off Scrapy's scraper slot: the scraper
+        # stops every download while more than SCRAPER_SLOT_MAX_ACTIVE_SIZE (5 MB) of
+        # responses wait for their callbacks, so a 50 MiB sitemap would hold the worker
+        # still as long as it is read; its memory is the sitemap memory's
+        body = response.body
+        request.meta["sitemap_body"] = body
+        request.meta["sitemap_encodings"] = content_encodings(response)
+        response.headers.pop(b"Content-Encoding", None)  # (decoded by the spider)
+        memory = getattr(self.crawler.spider, "sitemap_memory", None)
+        if memory is not None:  # what it holds: its body (the bytes were held ahead)
+            memory.hold(request.meta.get(TOKEN), len(body), force=True)
+        return response.replace(body=b"", flags=flags)

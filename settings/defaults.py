@@ -369,11 +369,12 @@ SITEMAP_MAX_URLS_PER_HOST = 500000
 # to them; the rest wait for the next refresh (sitemap/over_file_budget).  It bounds
 # the CPU a host's sitemaps may cost.
 SITEMAP_MAX_FILES_PER_HOST = 1000
-# Bytes of sitemap bodies one worker holds at once (downloading, waiting to be read,
-# being read; a body counts from its Content-Length, or as it comes).  A sitemap whose
-# bytes do not fit waits in the frontier a few seconds (sitemap/deferred); one alone
-# always fits.  A host has one sitemap in flight per worker at most, and one that has
-# no answer yet holds nothing (a hanging host keeps no one else's waiting).
+# Bytes of sitemaps one worker holds at once: what their downloads received, their
+# bodies waiting to be read, their entries until queued (bytes in memory, not the
+# Content-Length a host announces).  A download whose bytes do not fit is stopped, waits
+# in the frontier a few seconds (sitemap/deferred) and claims the memory it needs; one
+# alone always fits.  A host has one sitemap in flight per worker at most; one with no
+# answer yet holds nothing (a hanging host keeps no one else's waiting).
 SITEMAP_MAX_MEMORY = 209715200
 # Seconds before a sitemap is read again (through the revisit schedule, so with
 # WEBCRAWL_CONTINUOUS, or by a later run of the crawl).  0: read once per crawl.

@@ -28,7 +28,7 @@ Stats: ``sitemap/listed``, ``sitemap/guessed``, ``sitemap/read``, ``sitemap/fail
 ``sitemap/out_of_scope``, ``sitemap/skipped``, ``sitemap/too_large``,
 ``sitemap/too_many``, ``sitemap/malformed``, ``sitemap/too_deep``, ``sitemap/loops``,
 ``sitemap/over_host_budget``, ``sitemap/over_file_budget``, ``sitemap/indexes`` (and
-``sitemap/deferred``: :mod:`webcrawl.middlewares.sitemaps`).
+``sitemap/deferred`` and ``sitemap/lost_waiting``: :mod:`webcrawl.middlewares.sitemaps`).
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ from webcrawl.middlewares.robotstxt import robots_fetched
 from webcrawl.middlewares.sitemaps import TOKEN
 from webcrawl.page import REVISIT_FIELDS, page_of_row
 from webcrawl.safety import robots
+from webcrawl.safety.robots import decompress_prefix
 from webcrawl.settings_check import (
     non_negative_float,
     non_negative_int,
@@ -91,6 +92,7 @@ FOREIGN_PRIORITY = 0
 CLAIMS_KEPT = 100_000  # claims acted on that a worker remembers
 MAX_LISTERS = 1000  # hosts whose robots.txt lists one sitemap, read at most
 BATCH = 500  # requests yielded between two turns of the reactor (downloads go on)
+ENTRY_BYTES = 250  # bytes an entry takes in memory beside its URL (about: its objects)
 
 
 class SitemapReading:
@@ -259,6 +261,32 @@ class SitemapReading:
             meta={"sitemap": info, "failpath": False},  # not a page: says nothing of paths
         )
 
+    def sitemap_may_leave(self, request: Request) -> bool:
+        """Whether the sitemap ``request`` may leave for the downloader (asked by
+        SitemapMemoryMiddleware): a first read was charged to its payer's file budget
+        as it was queued; a refresh is charged as it leaves, once a refresh window (in
+        the window it is read in: charged when it was scheduled, it counted twice in
+        one).  One over the budget is unmarked, so that the robots.txt or index that
+        lists it queues it again at the next refresh."""
+        info = request.meta.get("sitemap") or {}
+        frontier = self._frontier
+        if not info.get("refresh") or frontier is None:
+            return True
+        redirects = request.meta.get("redirect_urls")
+        url = str(redirects[0]) if redirects else request.url
+        try:
+            key = frontier.keys.sitemap_charged(url)
+            first = frontier.server.set(key, 1, nx=True, ex=max(1, int(self.sitemap_refresh)))
+        except RedisError as exc:
+            logger.warning("Could not mark the refresh of the sitemap %s in Redis: %s", url, exc)
+            first = True
+        if not first:
+            return True
+        if self._within_file_budget(str(info.get("payer") or origin_of(url)), [url]):
+            return True
+        self._forget([url])
+        return False
+
     # -- reading ---------------------------------------------------------------------
 
     async def parse_sitemap(self, response: Response) -> AsyncIterator[Request]:
@@ -268,22 +296,23 @@ class SitemapReading:
             return
         url = _listed_url(response)  # (as listed: a redirect's target may move)
         payer = str(info.get("payer") or origin_of(url))
-        if info.get("refresh") and not self._within_file_budget(payer, [url]):
-            # charged once a read, in the window it is read in (a first read: as queued);
-            # not read again until the robots.txt or index that lists it queues it
-            response.meta.pop("sitemap_body", None)
-            self.sitemap_memory.release(response.meta.pop(TOKEN, None))
-            self._forget([url])
-            return
+        memory, token = self.sitemap_memory, response.meta.get(TOKEN)
         try:
-            # (SitemapLimitMiddleware moved the body to meta, off Scrapy's scraper slot)
+            # (SitemapLimitMiddleware moved the body to meta, off Scrapy's scraper slot,
+            # and left its Content-Encoding to be decoded here, one body at a time)
             body = response.meta.pop("sitemap_body", None)
-            read: Sitemap = await self._in_sitemap_thread(
-                parse_sitemap,
+            memory.hold(token, len(body or response.body), force=True)  # (alive: queued)
+            read, undecodable, size = await self._in_sitemap_thread(
+                _read_body,
                 response.body if body is None else body,
+                response.meta.pop("sitemap_encodings", None) or [],
                 max_urls=self.sitemap_max_urls,
                 max_bytes=self.sitemap_max_bytes,
             )
+            del body
+            memory.hold(token, size, force=True)  # (what its entries take now)
+            if undecodable:
+                response.flags.append("sitemap_undecodable")
             self._count(read, response)
             depth = _int(info.get("depth"))
             chain = [str(u) for u in info.get("chain") or []][-self.sitemap_max_depth - 1 :]
@@ -298,7 +327,6 @@ class SitemapReading:
             children = self._children(read, url, inherited, authority, (depth, chain, payer))
             for child in children:
                 yield child
-            del body  # (parsed: its entries hold what counts)
             requests = await self._entry_requests(read.entries, authority, url)
             del read
             for i, request in enumerate(requests, 1):  # (each made as it is taken)
@@ -674,7 +702,7 @@ class SitemapReading:
             payer=payer,
         )
         again.meta["depth"] = _int(meta.get("depth"))
-        again.meta["sitemap"]["refresh"] = True  # (its file budget is charged as it is read)
+        again.meta["sitemap"]["refresh"] = True  # (charged as it leaves: sitemap_may_leave)
         frontier.schedule_revisit(again, time.time() + self.sitemap_refresh)
         try:  # its refresh is its own: the index that lists it does not queue it again
             frontier.server.set(frontier.keys.sitemap_seen(url), 1, ex=self._seen_expiry())
@@ -736,6 +764,24 @@ def _listed_url(response: Response) -> str:
     if redirects:
         return str(redirects[0])
     return response.request.url if response.request is not None else response.url
+
+
+def _read_body(
+    body: bytes, encodings: list[str], *, max_urls: int, max_bytes: int
+) -> tuple[Sitemap, bool, int]:
+    """(On the sitemaps' thread.)  The sitemap in ``body`` (decoded from its
+    ``Content-Encoding`` as far as ``max_bytes``), whether that coding could not be
+    decoded, and about how many bytes its entries take in memory."""
+    if encodings:
+        try:
+            body = decompress_prefix(body, encodings, max_bytes + 1)
+        except ValueError:
+            return Sitemap(), True, 0
+    read = parse_sitemap(body, max_urls=max_urls, max_bytes=max_bytes)
+    del body
+    size = sum(len(e.url) + ENTRY_BYTES for e in read.entries)
+    size += sum(len(e.url) + ENTRY_BYTES for e in read.sitemaps)
+    return read, False, size
 
 
 def _read_rows(store: Any, keys: list[str]) -> dict[str, dict[str, Any]]:

@@ -11,7 +11,6 @@ from scrapy.http import Request, Response
 from scrapy.utils.test import get_crawler
 
 from webcrawl.middlewares.sitemaps import (
-    GRANT,
     TOKEN,
     SitemapBusy,
     SitemapLimitMiddleware,
@@ -27,6 +26,7 @@ from webcrawl.sitemaps.scope import (
     listed_sitemaps,
     origin_of,
 )
+from webcrawl.spiders.sitemaps import _read_body
 from webcrawl.urls.urlkey import canonical_url
 
 MiB = 1 << 20
@@ -114,13 +114,13 @@ def test_a_sitemap_holds_its_bytes_until_read_and_an_error_or_a_bad_status_frees
     first = Request("http://a/sitemap.xml", meta={"sitemap": {}})
     middleware.process_request(first)
     assert memory.held == 1 and memory.used == 0 and first.meta[TOKEN]  # no answer yet
-    middleware._headers_received({}, 3000, first)  # its Content-Length: held at once
-    assert memory.used == 3000
+    middleware._bytes_received(b"x" * 300, first)
+    assert 300 <= memory.used <= 4000  # what came (and a little ahead)
     middleware.process_request(first.replace(url="http://a/moved.xml"))  # a redirect
     assert memory.held == 1
     ok = Response(first.url, body=b"<urlset/>")
     ok = limit.process_response(first, middleware.process_response(first, ok))
-    assert memory.used == 3000 and TOKEN in first.meta  # held until the spider read it
+    assert memory.used == len(b"<urlset/>") and TOKEN in first.meta  # until read
     # its body rides in meta, off Scrapy's scraper slot (which counts response bodies)
     assert ok.body == b"" and first.meta["sitemap_body"] == b"<urlset/>"
     # a redirect (its request may go to another worker) or an error status frees it
@@ -135,62 +135,70 @@ def test_a_sitemap_holds_its_bytes_until_read_and_an_error_or_a_bad_status_frees
     assert memory.held == 0
 
 
-def test_bytes_of_unknown_length_are_held_as_they_come_and_stopped_when_they_do_not_fit():
+def test_bytes_are_held_as_they_come_and_a_download_is_stopped_when_they_do_not_fit():
     memory = SitemapMemory(3 * MiB, stale_after=600)
     middleware = _middleware(max_bytes=50 * MiB, memory=memory, kind=SitemapMemoryMiddleware)
     a = Request("http://a/sitemap.xml", meta={"sitemap": {}})
     b = Request("http://b/sitemap.xml", meta={"sitemap": {}})
     middleware.process_request(a)
     middleware.process_request(b)
-    middleware._headers_received({}, MiB + MiB // 2, a)
-    middleware._headers_received({}, "twisted.web.iweb.UNKNOWN_LENGTH", b)  # chunked
-    assert memory.held_by(b.meta[TOKEN]) == GRANT
     chunk = b"x" * (MiB // 4)
-    for _ in range(6):  # up to 1.5 MiB, beside a's 1.5 MiB
-        middleware._bytes_received(chunk, b, None)
+    for _ in range(4):
+        middleware._bytes_received(chunk, a)  # 1 MiB
+    assert memory.used == MiB
+    for _ in range(8):  # up to 2 MiB, beside a's
+        middleware._bytes_received(chunk, b)
     assert memory.used == 3 * MiB
     with pytest.raises(SitemapBusy):  # they no longer fit
-        middleware._bytes_received(chunk, b, None)
+        middleware._bytes_received(chunk, b)
+    assert memory.held == 1 and TOKEN not in b.meta  # b's share is freed...
     memory.release(a.meta[TOKEN])
     c = Request("http://c/sitemap.xml", meta={"sitemap": {}})
-    middleware.process_request(c)
-    with pytest.raises(SitemapBusy):  # its length is known: stopped before its body
-        middleware._headers_received({}, 2 * MiB, c)
-    middleware._headers_received({}, MiB, c)  # (what fits goes on)
+    try:
+        with pytest.raises(SitemapWait):  # ...and claimed for b's return: c waits
+            middleware.process_request(c)
+        middleware.process_request(b)  # b is admitted with its claim held for it
+        assert memory.held_by(b.meta[TOKEN]) == int(2 * 2.25 * MiB)  # (alone: fits)
+    finally:
+        for call in list(middleware._parked):
+            call.cancel()
 
 
-def test_a_host_with_a_sitemap_in_flight_waits_and_so_does_a_stopped_download():
-    from twisted.internet import reactor
-
+def test_a_sitemap_waits_while_its_host_has_one_in_flight_and_so_does_a_stopped_one():
     memory = SitemapMemory(5000, stale_after=600)
     middleware = _middleware(memory=memory, kind=SitemapMemoryMiddleware)
     first = Request("http://a/1.xml", meta={"sitemap": {}})
     middleware.process_request(first)
     second = Request("http://a/2.xml", meta={"sitemap": {}})
-    before = set(reactor.getDelayedCalls())
     try:
         with pytest.raises(SitemapWait):  # (Scrapy's own scheduler: crawled again later)
             middleware.process_request(second)
-        assert middleware._parked == 1
+        assert len(middleware._parked) == 1
         with pytest.raises(SitemapWait):
             middleware.process_exception(first, SitemapBusy())
-        assert middleware._parked == 2 and memory.held == 0 and TOKEN not in first.meta
+        assert len(middleware._parked) == 2 and memory.held == 0 and TOKEN not in first.meta
     finally:
-        for call in set(reactor.getDelayedCalls()) - before:
+        for call in list(middleware._parked):
             call.cancel()
 
 
-def test_a_compressed_sitemap_body_is_decoded_only_as_far_as_the_bound():
+def test_a_sitemap_body_goes_to_the_spider_as_it_came_with_its_coding():
+    """Decoded on the spider's sitemaps thread as it is read (one decoded body in memory
+    at a time), not here for every download."""
     middleware = _middleware(max_bytes=1000)
     request = Request("http://a/sitemap.xml", meta={"sitemap": {}})
     bomb = gzip.compress(b" " * 10_000_000)
     response = Response(request.url, body=bomb, headers={"Content-Encoding": "gzip"})
     out = middleware.process_response(request, response)
-    assert len(request.meta["sitemap_body"]) == 1000 and "sitemap_cut" in out.flags
-    assert b"Content-Encoding" not in out.headers  # Scrapy's decompression leaves it
-    broken = Response(request.url, body=b"not gzip", headers={"Content-Encoding": "gzip"})
-    out = middleware.process_response(request, broken)
-    assert request.meta["sitemap_body"] == b"" and "sitemap_undecodable" in out.flags
+    assert request.meta["sitemap_body"] == bomb and request.meta["sitemap_encodings"] == ["gzip"]
+    assert out.body == b"" and b"Content-Encoding" not in out.headers  # (Scrapy's: not)
+    read, undecodable, _ = _read_body(bomb, ["gzip"], max_urls=10, max_bytes=1000)
+    assert read.too_large and not undecodable
+    read, undecodable, size = _read_body(b"not gzip", ["gzip"], max_urls=10, max_bytes=1000)
+    assert undecodable and not read.entries and size == 0
+    text = b"http://a/1\nhttp://a/2\n"
+    read, _, size = _read_body(text, [], max_urls=10, max_bytes=1000)
+    assert [e.url for e in read.entries] == ["http://a/1", "http://a/2"] and size > 20
     other = Request("http://a/page")
     untouched = Response(other.url, body=bomb, headers={"Content-Encoding": "gzip"})
     assert middleware.process_response(other, untouched) is untouched

@@ -336,6 +336,12 @@ class CrawlKeys:
         link to it)."""
         return self.prefix + "sitemap_seen:" + sitemap_url
 
+    def sitemap_charged(self, sitemap_url: str) -> str:
+        """Set (with an expiry of SITEMAP_REFRESH) once a refresh of ``sitemap_url`` was
+        charged to its payer's file budget: once a refresh window, however often it
+        leaves (a sitemap sent back to wait leaves again)."""
+        return self.prefix + "sitemap_charged:" + sitemap_url
+
     def sitemap_budget(self, origin: str) -> str:
         """Counter of the URLs taken from ``origin``'s sitemaps (expires after
         SITEMAP_REFRESH)."""

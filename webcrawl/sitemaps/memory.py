@@ -1,26 +1,31 @@
 """How much of its memory a worker gives to sitemap bodies, and to which hosts.
 
 A sitemap's body may be ``SITEMAP_MAX_BYTES`` (50 MiB), so a worker keeps the bodies it
-downloads, waits to read and reads within ``SITEMAP_MAX_MEMORY`` bytes together.  The
-bytes a sitemap holds are what it received (or, from its ``Content-Length``, will
-receive), then its decoded body until its entries are queued; a sitemap whose bytes do
-not fit is stopped and goes back to the frontier for a while, to this worker or another.
-A sitemap alone always fits, however large (the bound may be below one file).
+downloads, waits to read and reads within ``SITEMAP_MAX_MEMORY`` bytes together.  A
+sitemap holds the bytes it has received (a little ahead, as they come), then its body
+until read, then what its entries take until they are queued: bytes that are in memory,
+never a promise (a ``Content-Length`` is not one: a host that announces 50 MiB and
+stalls holds nothing).  A download whose next bytes do not fit is stopped and goes back
+to the frontier for a while; a sitemap alone always fits, however large (the bound may
+be below one file).
+
+A stopped sitemap claims the memory it needs (twice what it had received): while the
+claim stands (``claim_ttl``), no other sitemap is admitted, so that the memory drains
+until it fits; it is then admitted with that memory held for it.  Without the claim, a
+big file stopped whenever smaller ones filled the memory first could wait for ever.
 
 A host has one sitemap in flight per worker at most, from the moment it leaves for the
 downloader until it has been read: a host that offers thousands of files cannot crowd
 out the others, nor, when they hang, fill the downloader (without it, 6 hosts with 5
 hanging sitemaps each held Scrapy's CONCURRENT_REQUESTS, and an ordinary host got 19
 pages in 150 s instead of 100).  Its other sitemaps wait in the frontier, each taking
-one of the host's turns when it comes back.  A sitemap that has no answer yet holds no
-bytes: hosts whose sitemaps hang until ``DOWNLOAD_TIMEOUT`` (or trickle in) keep
-nobody else's waiting.
+one of the host's turns when it comes back.
 
 A sitemap holds its share by a token in its request's meta, released when the file has
-been read or given up, and taken back as stale after ``stale_after`` seconds in case a
-request vanished without either (nothing is lost for good).  Tokens are random, so a
-token that reaches another worker with its request (through Redis) is none of that
-worker's.
+been read or given up, and taken back as stale after ``stale_after`` seconds without a
+sign of life (admitted, bytes, read) in case a request vanished without either (nothing
+is lost for good).  Tokens are random, so a token that reaches another worker with its
+request (through Redis) is none of that worker's.
 """
 
 from __future__ import annotations
@@ -34,52 +39,84 @@ from dataclasses import dataclass
 @dataclass
 class _Share:
     owner: str  # the sitemap's host
-    since: float
+    seen: float  # its last sign of life
     size: int = 0  # bytes held
+
+
+@dataclass
+class _Claim:
+    url: str
+    need: int
+    until: float
 
 
 class SitemapMemory:
     """The sitemap memory of one worker (the reactor thread's: not thread-safe)."""
 
     def __init__(
-        self, limit: int, stale_after: float, clock: Callable[[], float] = time.monotonic
+        self,
+        limit: int,
+        stale_after: float,
+        clock: Callable[[], float] = time.monotonic,
+        claim_ttl: float = 60.0,
     ) -> None:
         if limit < 1:
             raise ValueError(f"limit must be at least 1 byte, got {limit}")
         self.limit = limit
         self.stale_after = stale_after
         self.clock = clock
+        self.claim_ttl = claim_ttl
         self._shares: dict[str, _Share] = {}  # token -> its share
+        self._claim: _Claim | None = None
 
-    def admit(self, token: str | None, owner: str) -> str | None:
-        """The token under which a sitemap of ``owner`` (its host) that holds ``token``
-        (None: none yet) may leave for the downloader: its own while it is held, a new
-        one when ``owner`` has none in flight and the memory is not all taken, else None."""
+    def admit(self, token: str | None, owner: str, url: str = "") -> str | None:
+        """The token under which the sitemap at ``url`` of ``owner`` (its host) that holds
+        ``token`` (None: none yet) may leave for the downloader: its own while it is
+        held, a new one when ``owner`` has none in flight and the memory is not all taken
+        (nor claimed by another), else None."""
+        now = self.clock()
         if token is not None and token in self._shares:
+            self._shares[token].seen = now
             return token
-        self._reap(self.clock())
-        if self.used >= self.limit and self._shares:
-            return None
+        self._reap(now)
         if any(share.owner == owner for share in self._shares.values()):
             return None
+        claim = self._claim
+        if claim is not None and claim.until < now:
+            claim = self._claim = None
+        used = self.used
+        if claim is not None:
+            if claim.url != url or (used and used + claim.need > self.limit):
+                return None  # (the memory drains until the claimant fits)
+            self._claim = None
+        elif used >= self.limit and self._shares:
+            return None
         token = secrets.token_hex(8)
-        self._shares[token] = _Share(owner, self.clock())
+        self._shares[token] = _Share(owner, now, claim.need if claim is not None else 0)
         return token
 
-    def reserve(self, token: str | None, size: int, *, force: bool = False) -> bool:
-        """Let ``token``'s sitemap hold ``size`` bytes (more than it holds: never less):
-        whether they fit beside the others' (or it is alone, or ``force``: bytes that are
-        in memory already).  False for a token not held (given up, or stale)."""
+    def hold(self, token: str | None, size: int, *, force: bool = False) -> bool:
+        """Let ``token``'s sitemap hold ``size`` bytes: whether they fit beside the
+        others' (or it holds fewer than before, or it is alone, or ``force``: bytes that
+        are in memory already).  False for a token not held (given up, or stale)."""
         share = self._shares.get(token) if token is not None else None
         if share is None:
             return False
-        if size <= share.size:
-            return True
+        share.seen = self.clock()
         others = self.used - share.size
-        if force or others == 0 or others + size <= self.limit:
+        if force or size <= share.size or others == 0 or others + size <= self.limit:
             share.size = size
             return True
         return False
+
+    def stopped(self, token: str | None, url: str, need: int) -> None:
+        """``token``'s download was stopped, its bytes not fitting: its share is freed,
+        and ``need`` bytes are claimed for ``url``'s return (unless another claim
+        stands)."""
+        self.release(token)
+        now = self.clock()
+        if self._claim is None or self._claim.until < now or self._claim.url == url:
+            self._claim = _Claim(url, need, now + self.claim_ttl)
 
     def held_by(self, token: str | None) -> int:
         """The bytes ``token``'s sitemap holds (0: none, or a token not held)."""
@@ -103,5 +140,5 @@ class SitemapMemory:
 
     def _reap(self, now: float) -> None:
         for token, share in list(self._shares.items()):
-            if now - share.since > self.stale_after:
+            if now - share.seen > self.stale_after:
                 del self._shares[token]
