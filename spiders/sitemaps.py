@@ -49,6 +49,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
 from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet.defer import DeferredLock
 from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThreadPool
 from twisted.python.failure import Failure
@@ -297,9 +298,22 @@ class SitemapReading:
         url = _listed_url(response)  # (as listed: a redirect's target may move)
         payer = str(info.get("payer") or origin_of(url))
         memory, token = self.sitemap_memory, response.meta.get(TOKEN)
+        # one sitemap read at a time, from its body to its last request: a body waits
+        # as it came (its bytes held in the sitemap memory), and the entries in memory
+        # are one file's (a small gzip body may hold 50 000 of them)
+        lock = self.__dict__.get("_sitemap_lock")
+        if lock is None:
+            lock = self._sitemap_lock = DeferredLock()
+        waiting = self.__dict__.setdefault("_sitemaps_waiting", set())
+        waiting.add(token)
+        memory.touch([token])
+        try:
+            await maybe_deferred_to_future(lock.acquire())
+        finally:
+            waiting.discard(token)
         try:
             # (SitemapLimitMiddleware moved the body to meta, off Scrapy's scraper slot,
-            # and left its Content-Encoding to be decoded here, one body at a time)
+            # and left its Content-Encoding to be decoded here)
             body = response.meta.pop("sitemap_body", None)
             memory.hold(token, len(body or response.body), force=True)  # (alive: queued)
             read, undecodable, size = await self._in_sitemap_thread(
@@ -334,6 +348,8 @@ class SitemapReading:
                 if i % BATCH == 0:  # let downloads and other callbacks go on
                     await _next_turn()
         finally:  # (whatever became of its entries, it is read again)
+            memory.touch(list(waiting))  # (alive: they wait for their turn)
+            lock.release()
             self.sitemap_memory.release(response.meta.pop(TOKEN, None))
             self._refresh(url, info, response.meta)
 

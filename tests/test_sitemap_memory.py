@@ -119,6 +119,8 @@ def test_a_share_without_a_sign_of_life_is_taken_back_when_stale():
     clock.now += 50
     assert memory.hold(lost, 6)  # alive: bytes came
     clock.now += 50
+    memory.touch([lost, None, "another's"])  # alive: waits for its turn to be read
+    clock.now += 50
     assert memory.admit(None, "http://b") is None  # 50 s since its last sign of life
     clock.now += 11
     assert memory.admit(None, "http://b") is not None and memory.used == 0

@@ -109,6 +109,14 @@ class SitemapMemory:
             return True
         return False
 
+    def touch(self, tokens: list[str | None]) -> None:
+        """A sign of life of the sitemaps of ``tokens`` (waiting to be read)."""
+        now = self.clock()
+        for token in tokens:
+            share = self._shares.get(token) if token is not None else None
+            if share is not None:
+                share.seen = now
+
     def stopped(self, token: str | None, url: str, need: int) -> None:
         """``token``'s download was stopped, its bytes not fitting: its share is freed,
         and ``need`` bytes are claimed for ``url``'s return (unless another claim
