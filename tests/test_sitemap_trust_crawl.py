@@ -2,10 +2,13 @@
 tell the truth is trusted and its lastmods keep moving revisits; a host that stamps
 every entry with "now" loses trust and its lastmods stop driving revisits.
 
-The demo web's pages change 600 times faster than real time; the pages' own revisits
-are held at 15 s or more, so that within the run most refetches are the sitemaps' doing
-(they are read every 2 s, where a real crawl reads them daily: the liar's probes, 3 a
-read, weigh far more here than they would there)."""
+The demo web's pages change 600 times faster than real time; the pages' own first
+revisits are planned 60 s after their first fetch, past the 35 s run, so that within
+the run the refetches are the sitemaps' doing (at 30 s, the pages' own revisits came in
+the run's last seconds, each finding nothing new, and the truthful host's share of
+refetches that found a change went down to 0.43 when its trust came late).  Sitemaps
+are read every 2 s, where a real crawl reads them daily: the liar's probes, 3 a read,
+weigh far more here than they would there."""
 
 import json
 import re
@@ -37,7 +40,7 @@ def test_a_liars_lastmods_stop_driving_revisits_and_a_truthful_hosts_keep_doing_
         "SITEMAP_TRUST_PROBES=3",
         "REVISIT_MIN_INTERVAL=15",
         "REVISIT_MAX_INTERVAL=60",
-        "REVISIT_INITIAL_INTERVAL=30",
+        "REVISIT_INITIAL_INTERVAL=60",
         "FRONTIER_HOST_DELAY=0",
         "LOG_LEVEL=INFO",
     ]
@@ -70,7 +73,8 @@ def test_a_liars_lastmods_stop_driving_revisits_and_a_truthful_hosts_keep_doing_
         for before, after in pairwise(versions):
             refetches[host][0 if after != before else 1] += 1
     true_share = refetches[truthful][0] / max(1, sum(refetches[truthful]))
-    # (the rest are the pages' own revisits, planned before any change was known)
+    # (the rest: a sitemap's prior for a new page of a trusted host may plan its first
+    # revisit early)
     assert sum(refetches[truthful]) >= 20 and true_share >= 0.6, refetches
     told = trust[truthful][0]
     assert told.refuted <= 0.1 * told.tested, trust  # its claims proved true when tested
