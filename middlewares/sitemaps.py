@@ -96,13 +96,20 @@ class SitemapMemoryMiddleware:
         received = self._received.get(request, 0) + len(data)
         self._received[request] = received
         token = request.meta.get(TOKEN)
+        if not memory.holds(token):  # taken back as stale (a long wait in Scrapy's queue)
+            token = memory.admit(None, origin_of(request.url), _listed(request))
+            if token is None:
+                request.meta.pop(TOKEN, None)
+                raise SitemapBusy
+            request.meta[TOKEN] = token
         held = memory.held_by(token)
         if received <= held or received > self.max_bytes:
             return  # (past SITEMAP_MAX_BYTES, SitemapLimitMiddleware cuts it)
         ahead = min(self.max_bytes, max(received, 2 * held))  # (fewer calls)
         if memory.hold(token, ahead) or memory.hold(token, received):
             return
-        memory.stopped(token, _listed(request), min(self.max_bytes, 2 * received))
+        need = min(self.max_bytes, 2 * received)
+        memory.stopped(token, _listed(request), need, most=self.max_bytes)
         request.meta.pop(TOKEN, None)
         raise SitemapBusy
 

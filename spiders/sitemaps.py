@@ -277,7 +277,9 @@ class SitemapReading:
         url = str(redirects[0]) if redirects else request.url
         try:
             key = frontier.keys.sitemap_charged(url)
-            first = frontier.server.set(key, 1, nx=True, ex=max(1, int(self.sitemap_refresh)))
+            # (expires a little before the next refresh: workers' clocks may differ)
+            expiry = max(1, int(self.sitemap_refresh * 0.9))
+            first = frontier.server.set(key, 1, nx=True, ex=expiry)
         except RedisError as exc:
             logger.warning("Could not mark the refresh of the sitemap %s in Redis: %s", url, exc)
             first = True
@@ -297,37 +299,11 @@ class SitemapReading:
             return
         url = _listed_url(response)  # (as listed: a redirect's target may move)
         payer = str(info.get("payer") or origin_of(url))
-        memory, token = self.sitemap_memory, response.meta.get(TOKEN)
-        # one sitemap read at a time, from its body to its last request: a body waits
-        # as it came (its bytes held in the sitemap memory), and the entries in memory
-        # are one file's (a small gzip body may hold 50 000 of them)
-        lock = self.__dict__.get("_sitemap_lock")
+        lock = await self._turn_to_read(response, url)
         if lock is None:
-            lock = self._sitemap_lock = DeferredLock()
-        waiting = self.__dict__.setdefault("_sitemaps_waiting", set())
-        waiting.add(token)
-        memory.touch([token])
+            return
         try:
-            await maybe_deferred_to_future(lock.acquire())
-        finally:
-            waiting.discard(token)
-        try:
-            # (SitemapLimitMiddleware moved the body to meta, off Scrapy's scraper slot,
-            # and left its Content-Encoding to be decoded here)
-            body = response.meta.pop("sitemap_body", None)
-            memory.hold(token, len(body or response.body), force=True)  # (alive: queued)
-            read, undecodable, size = await self._in_sitemap_thread(
-                _read_body,
-                response.body if body is None else body,
-                response.meta.pop("sitemap_encodings", None) or [],
-                max_urls=self.sitemap_max_urls,
-                max_bytes=self.sitemap_max_bytes,
-            )
-            del body
-            memory.hold(token, size, force=True)  # (what its entries take now)
-            if undecodable:
-                response.flags.append("sitemap_undecodable")
-            self._count(read, response)
+            read = await self._read(response)
             depth = _int(info.get("depth"))
             chain = [str(u) for u in info.get("chain") or []][-self.sitemap_max_depth - 1 :]
             # what the indexes above gave it, and its own directory: what its children
@@ -343,15 +319,85 @@ class SitemapReading:
                 yield child
             requests = await self._entry_requests(read.entries, authority, url)
             del read
+            self._next_turn_to_read(lock)  # (the next is read while these are taken)
+            lock = None
             for i, request in enumerate(requests, 1):  # (each made as it is taken)
                 yield request
                 if i % BATCH == 0:  # let downloads and other callbacks go on
+                    if not self._running():
+                        break  # (the rest come with its next read)
                     await _next_turn()
         finally:  # (whatever became of its entries, it is read again)
-            memory.touch(list(waiting))  # (alive: they wait for their turn)
-            lock.release()
+            self._next_turn_to_read(lock)
             self.sitemap_memory.release(response.meta.pop(TOKEN, None))
             self._refresh(url, info, response.meta)
+
+    async def _turn_to_read(self, response: Response, url: str) -> DeferredLock | None:
+        """Wait for this sitemap's turn: one is read at a time, from its body to its
+        requests (made, not yet yielded), so that a body waits as it came (its bytes
+        held in the sitemap memory) and one file's entries are read at a time (a small
+        gzip body may hold 50 000).  The lock, held; None if the crawl ended meanwhile
+        (the sitemap is put back for its next run)."""
+        lock = self.__dict__.get("_sitemap_lock")
+        if lock is None:
+            lock = self._sitemap_lock = DeferredLock()
+        token = response.meta.get(TOKEN)
+        waiting = self.__dict__.setdefault("_sitemaps_waiting", set())
+        waiting.add(token)
+        self.sitemap_memory.touch([token])
+        try:
+            await maybe_deferred_to_future(lock.acquire())
+        finally:
+            waiting.discard(token)
+        if self._running():
+            return lock
+        self._next_turn_to_read(lock)
+        self.sitemap_memory.release(response.meta.pop(TOKEN, None))
+        self._put_back(response, url)
+        return None
+
+    def _next_turn_to_read(self, lock: DeferredLock | None) -> None:
+        """Let the next sitemap be read (``lock``: held, or None)."""
+        if lock is not None:
+            self.sitemap_memory.touch(list(self.__dict__.get("_sitemaps_waiting", ())))
+            lock.release()
+
+    async def _read(self, response: Response) -> Sitemap:
+        """The sitemap in ``response`` (its body in meta, as it came: see
+        SitemapLimitMiddleware), decoded and parsed on the sitemaps' thread."""
+        memory, token = self.sitemap_memory, response.meta.get(TOKEN)
+        body = response.meta.pop("sitemap_body", None)
+        if body is None:
+            body = response.body
+        memory.hold(token, len(body), force=True)
+        read, undecodable, size = await self._in_sitemap_thread(
+            _read_body,
+            body,
+            response.meta.pop("sitemap_encodings", None) or [],
+            max_urls=self.sitemap_max_urls,
+            max_bytes=self.sitemap_max_bytes,
+        )
+        del body
+        memory.hold(token, size, force=True)  # (what its entries take now)
+        if undecodable:
+            response.flags.append("sitemap_undecodable")
+        self._count(read, response)
+        return read
+
+    def _running(self) -> bool:
+        engine = getattr(self.crawler, "engine", None)
+        return engine is None or bool(engine.running)
+
+    def _put_back(self, response: Response, url: str) -> None:
+        """A sitemap not read because the crawl ends: back in the frontier for the
+        crawl's next run, or else unmarked (its robots.txt or index queues it again)."""
+        from webcrawl.frontier.scheduler import frontier_of  # late: installs a reactor
+
+        frontier = frontier_of(self.crawler)
+        request = response.request
+        if frontier is None or request is None or not frontier.requeue(request, 0, "closing"):
+            self._forget([url])
+        self.crawler.stats.inc_value("sitemap/put_back")
 
     def _count(self, read: Sitemap, response: Response) -> None:
         stats = self.crawler.stats

@@ -69,36 +69,58 @@ def test_a_sitemap_alone_always_fits_and_bytes_in_memory_are_forced():
 
 def test_a_stopped_sitemap_claims_its_memory_and_the_others_wait_until_it_fits():
     clock = Clock()
-    memory = SitemapMemory(10 * MiB, stale_after=600, clock=clock, claim_ttl=60)
+    memory = SitemapMemory(10 * MiB, stale_after=600, clock=clock, claim_ttl=15)
     smalls = [memory.admit(None, f"http://s{i}") for i in range(3)]
     for token in smalls:
         assert memory.hold(token, 3 * MiB)
     big = memory.admit(None, "http://big")
     assert memory.hold(big, MiB) and not memory.hold(big, 2 * MiB)  # 9 + 2 > 10
-    memory.stopped(big, "http://big/sitemap.xml", 8 * MiB)
-    assert memory.held == 3
-    memory.release(smalls[0])  # 6 MiB held: room for a small one, not for the claim
+    memory.stopped(big, "http://big/sitemap.xml", 8 * MiB, most=50 * MiB)
+    assert memory.used == 17 * MiB  # (its claim is held as a share of its own)
+    memory.release(smalls[0])  # 6 MiB held: room for a small one, not beside the claim
     assert memory.admit(None, "http://s9") is None  # drains for the claimant
     assert memory.admit(None, "http://big", "http://big/sitemap.xml") is None  # 6 + 8
-    memory.release(smalls[1])
+    memory.release(smalls[1])  # 3 + 8 claimed: over, still
+    assert memory.admit(None, "http://s9") is None
     memory.release(smalls[2])
     token = memory.admit(None, "http://big", "http://big/sitemap.xml")
     assert token is not None and memory.held_by(token) == 8 * MiB  # held for it
-    assert memory.admit(None, "http://s9") is not None  # the claim is met
+    small = memory.admit(None, "http://s9")  # beside it
+    assert small is not None and memory.hold(small, 2 * MiB)
+    assert not memory.hold(small, 3 * MiB)
 
 
-def test_a_claim_whose_sitemap_does_not_come_back_lapses():
+def test_others_are_admitted_and_grow_beside_a_claim():
+    memory = SitemapMemory(10 * MiB, stale_after=600, clock=Clock(), claim_ttl=15)
+    a = memory.admit(None, "http://a")
+    assert memory.hold(a, 9 * MiB)
+    big = memory.admit(None, "http://big")
+    assert not memory.hold(big, 2 * MiB)
+    memory.stopped(big, "http://big/s.xml", 4 * MiB, most=50 * MiB)
+    memory.release(a)
+    other = memory.admit(None, "http://o")  # 4 claimed: room beside it
+    assert other is not None and memory.hold(other, 6 * MiB) and not memory.hold(other, 7 * MiB)
+    assert memory.admit(None, "http://big") is None  # its host waits for its claimant
+
+
+def test_a_claim_whose_sitemap_does_not_come_back_lapses_and_one_stopped_twice_claims_all():
     clock = Clock()
-    memory = SitemapMemory(10 * MiB, stale_after=600, clock=clock, claim_ttl=60)
+    memory = SitemapMemory(10 * MiB, stale_after=600, clock=clock, claim_ttl=15)
     other = memory.admit(None, "http://o")
     assert memory.hold(other, 9 * MiB)
     big = memory.admit(None, "http://big")
     assert not memory.hold(big, 2 * MiB)
-    memory.stopped(big, "http://big/sitemap.xml", 4 * MiB)  # (another worker takes it)
-    memory.release(other)
+    memory.stopped(big, "http://big/s.xml", 10 * MiB, most=50 * MiB)  # (another worker
+    memory.release(other)  # takes it)
     assert memory.admit(None, "http://new") is None
-    clock.now += 61
-    assert memory.admit(None, "http://new") is not None
+    clock.now += 16
+    new = memory.admit(None, "http://new")
+    assert new is not None and memory.used == 0  # lapsed
+    assert memory.hold(new, 9 * MiB)
+    again = memory.admit(None, "http://big", "http://big/s.xml")
+    assert not memory.hold(again, 2 * MiB)
+    memory.stopped(again, "http://big/s.xml", 4 * MiB, most=50 * MiB)  # stopped before:
+    assert memory.used == 59 * MiB  # all it may take, not twice again
 
 
 def test_release_is_idempotent_and_ignores_none():
@@ -166,7 +188,8 @@ def test_only_a_lone_sitemap_a_claimant_or_bytes_in_memory_go_past_the_limit(lim
             force = size % 7 == 0
             beyond |= memory.hold(tokens[i], size, force=force) and force
         elif op == "stopped":
-            memory.stopped(tokens[i], f"http://h{i}/s", size)
+            memory.stopped(tokens[i], f"http://h{i}/s", size, most=2 * limit)
+            beyond = True  # (a claim may ask more than the limit: it waits alone)
         elif op == "release":
             memory.release(tokens[i])
         else:

@@ -337,7 +337,7 @@ class CrawlKeys:
         return self.prefix + "sitemap_seen:" + sitemap_url
 
     def sitemap_charged(self, sitemap_url: str) -> str:
-        """Set (with an expiry of SITEMAP_REFRESH) once a refresh of ``sitemap_url`` was
+        """Set (with an expiry of 0.9 SITEMAP_REFRESH) once a refresh of ``sitemap_url`` was
         charged to its payer's file budget: once a refresh window, however often it
         leaves (a sitemap sent back to wait leaves again)."""
         return self.prefix + "sitemap_charged:" + sitemap_url
