@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -411,6 +412,17 @@ class Crawls:
         log = worker.log_text()
         assert worker.returncode == 0, log[-3000:]
         return log
+
+    def run_for(self, seconds: float, *args: Any, **options: Any) -> Worker:
+        """Run a (continuous) crawl for ``seconds``, then stop it as Ctrl-C does (it has
+        60 s to end); ``args`` and ``options`` as :meth:`start` takes them."""
+        worker = self.start(*args, **options)
+        try:
+            time.sleep(seconds)
+        finally:
+            worker.send_signal(signal.SIGINT)
+            worker.wait(60)
+        return worker
 
     def run(self, *args: Any, timeout: float = 120, **options: Any) -> CrawlResult:
         """Run a crawl to its end, whatever its exit status (killed after ``timeout``);

@@ -116,16 +116,6 @@ def test_continuous_crawl_revisits_changed_pages_and_leaves_unchanged_ones_alone
     assert any("'revisit/beyond_horizon'" in s and "'revisit/within_horizon'" in s for s in stats)
 
 
-def crawl_for(crawls, seconds, seeds, data_dir, *settings):
-    """Run a (continuous) crawl for ``seconds``, then stop it as Ctrl-C does."""
-    proc = crawls.start(seeds, data_dir, *settings)
-    try:
-        time.sleep(seconds)
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(60)
-
-
 def test_head_precheck_skips_the_get_of_unchanged_pages(tmp_path, redis_server, crawls):
     log = tmp_path / "requests.jsonl"
     settings = [
@@ -136,8 +126,8 @@ def test_head_precheck_skips_the_get_of_unchanged_pages(tmp_path, redis_server, 
         f"WEBCRAWL_CRAWL=head-{time.monotonic_ns()}",
     ]
     with demo_server(2, 20, log) as info:
-        crawl_for(
-            crawls, 10, info["seeds"], tmp_path / "w", *settings, f"LOG_FILE={tmp_path / 'w.log'}"
+        crawls.run_for(
+            10, info["seeds"], tmp_path / "w", *settings, f"LOG_FILE={tmp_path / 'w.log'}"
         )
     by_url = defaultdict(list)
     for line in log.read_text().splitlines():
@@ -231,8 +221,8 @@ def test_a_head_precheck_takes_the_hosts_turn_and_the_get_the_next(tmp_path, red
     # simulated time), and a simulated week is 8.4 s here. (With the Poisson pages of the
     # default model the 4 pages of this crawl sometimes did not change in 15 s at all.)
     with demo_server(1, 12, log, change_speed=10 * SPEED, periodic_share=1.0) as info:
-        crawl_for(
-            crawls, 15, info["seeds"], tmp_path / "w", *settings, f"LOG_FILE={tmp_path / 'w.log'}"
+        crawls.run_for(
+            15, info["seeds"], tmp_path / "w", *settings, f"LOG_FILE={tmp_path / 'w.log'}"
         )
     sent = [json.loads(line) for line in log.read_text().splitlines()]
     sent = sorted((r for r in sent if r["path"] != "/robots.txt"), key=lambda r: r["t"])

@@ -2,12 +2,16 @@
 pages only sitemaps name are crawled, what a sitemap may not list is dropped unless
 cross-submitted, and the gzip bomb and the loop end with bounded memory and a record."""
 
+import json
 import re
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from test_crawl import stored_rows
+
+from webcrawl.demo import demo_server
 
 pytestmark = pytest.mark.e2e
 
@@ -143,12 +147,6 @@ def test_a_host_whose_files_fill_its_budget_has_each_read_again_every_refresh(tm
     """A file is charged to SITEMAP_MAX_FILES_PER_HOST once a read, in the refresh window
     it is read in: host 0's index and its two children (three files, its budget) are
     read again at every refresh, none refused as a second charge in the same window."""
-    import json
-    import signal
-    from collections import Counter
-
-    from webcrawl.demo import demo_server
-
     log = tmp_path / "requests.jsonl"
     settings = [
         "WEBCRAWL_CONTINUOUS=True",
@@ -159,12 +157,7 @@ def test_a_host_whose_files_fill_its_budget_has_each_read_again_every_refresh(tm
     ]
     with demo_server(4, 12, log, sitemaps=True) as info:
         host = info["hosts"][0]
-        worker = crawls.start(info["seeds"], tmp_path / "data", *settings)
-        try:
-            time.sleep(14)
-        finally:
-            worker.send_signal(signal.SIGINT)
-            worker.wait(60)
+        worker = crawls.run_for(14, info["seeds"], tmp_path / "data", *settings)
     text = worker.log_text()
     reads = Counter(
         r["path"]

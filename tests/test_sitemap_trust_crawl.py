@@ -12,7 +12,6 @@ weigh far more here than they would there."""
 
 import json
 import re
-import signal
 import time
 from collections import defaultdict
 from itertools import pairwise
@@ -46,12 +45,7 @@ def test_a_liars_lastmods_stop_driving_revisits_and_a_truthful_hosts_keep_doing_
     ]
     with demo_server(4, 30, log, change_speed=600.0, sitemaps=True) as info:
         truthful, liar = info["hosts"][0], info["hosts"][1]
-        worker = crawls.start(info["seeds"], tmp_path / "data", *settings)
-        try:
-            time.sleep(35)
-        finally:
-            worker.send_signal(signal.SIGINT)
-            worker.wait(60)
+        worker = crawls.run_for(35, info["seeds"], tmp_path / "data", *settings)
     text = worker.log_text()
     stats = text.split("Dumping Scrapy stats")[-1]
     trust = {
