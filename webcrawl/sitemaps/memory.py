@@ -12,8 +12,8 @@ be below one file).
 A stopped sitemap claims the memory it needs (twice what it had received; all it may
 take, ``SITEMAP_MAX_BYTES``, once it was stopped before): the claim is held for it as a
 share of its own, so that others are admitted and grow only beside it and the memory
-drains until it fits; it then takes that share.  One claim stands at a time,
-for ``claim_ttl`` seconds from the claimant's last try (a claimant that went to another
+drains until it fits; it then takes that share.  One claim stands at a time, for
+``claim_ttl`` seconds from the claimant's last try (a claimant that went to another
 worker, or was dropped, frees it soon).  Without the claim, a big file stopped whenever
 smaller ones filled the memory first could wait for ever.
 
@@ -45,7 +45,7 @@ STOPPED_KEPT = 10_000  # URLs whose download was stopped that are remembered
 @dataclass
 class _Share:
     owner: str  # the sitemap's host
-    seen: float  # its last sign of life (a claim: until when it stands)
+    seen: float  # its last sign of life (a claim: its sitemap's last try)
     size: int = 0  # bytes held
     claim: str = ""  # a claim's: the URL of the sitemap it is held for
 
