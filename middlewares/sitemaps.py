@@ -83,7 +83,7 @@ class SitemapMemoryMiddleware:
         may_leave = getattr(self.crawler.spider, "sitemap_may_leave", None)
         if TOKEN not in request.meta and may_leave is not None and not may_leave(request):
             raise IgnoreRequest(f"{request.url}: over its payer's SITEMAP_MAX_FILES_PER_HOST")
-        token = memory.admit(request.meta.get(TOKEN), origin_of(request.url), _listed(request))
+        token = memory.admit(request.meta.get(TOKEN), origin_of(request.url), listed_url(request))
         if token is None:
             request.meta.pop(TOKEN, None)
             self._wait(request, "its host has a sitemap in flight, or the memory is taken")
@@ -97,7 +97,7 @@ class SitemapMemoryMiddleware:
         self._received[request] = received
         token = request.meta.get(TOKEN)
         if not memory.holds(token):  # taken back as stale (a long wait in Scrapy's queue)
-            token = memory.admit(None, origin_of(request.url), _listed(request))
+            token = memory.admit(None, origin_of(request.url), listed_url(request))
             if token is None:
                 request.meta.pop(TOKEN, None)
                 raise SitemapBusy
@@ -109,7 +109,7 @@ class SitemapMemoryMiddleware:
         if memory.hold(token, ahead) or memory.hold(token, received):
             return
         need = min(self.max_bytes, 2 * received)
-        memory.stopped(token, _listed(request), need, most=self.max_bytes)
+        memory.stopped(token, listed_url(request), need, most=self.max_bytes)
         request.meta.pop(TOKEN, None)
         raise SitemapBusy
 
@@ -185,7 +185,7 @@ class SitemapMemoryMiddleware:
             memory.release(request.meta.pop(TOKEN, None))
 
 
-def _listed(request: Request) -> str:
+def listed_url(request: Request) -> str:
     """The sitemap's URL as it was listed (the first of its redirects)."""
     redirects = request.meta.get("redirect_urls")
     return str(redirects[0]) if redirects else request.url

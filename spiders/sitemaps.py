@@ -56,7 +56,7 @@ from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
 from webcrawl.middlewares.robotstxt import robots_fetched
-from webcrawl.middlewares.sitemaps import TOKEN
+from webcrawl.middlewares.sitemaps import TOKEN, listed_url
 from webcrawl.page import REVISIT_FIELDS, page_of_row
 from webcrawl.safety import robots
 from webcrawl.safety.robots import decompress_prefix
@@ -273,8 +273,7 @@ class SitemapReading:
         frontier = self._frontier
         if not info.get("refresh") or frontier is None:
             return True
-        redirects = request.meta.get("redirect_urls")
-        url = str(redirects[0]) if redirects else request.url
+        url = listed_url(request)
         try:
             key = frontier.keys.sitemap_charged(url)
             # (expires a little before the next refresh: workers' clocks may differ)
@@ -366,10 +365,9 @@ class SitemapReading:
         """The sitemap in ``response`` (its body in meta, as it came: see
         SitemapLimitMiddleware), decoded and parsed on the sitemaps' thread."""
         memory, token = self.sitemap_memory, response.meta.get(TOKEN)
-        body = response.meta.pop("sitemap_body", None)
+        body = response.meta.pop("sitemap_body", None)  # (held: SitemapLimitMiddleware)
         if body is None:
             body = response.body
-        memory.hold(token, len(body), force=True)
         read, undecodable, size = await self._in_sitemap_thread(
             _read_body,
             body,
