@@ -36,7 +36,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     import signal
-    import threading
 
     from webcrawl.frontier.layout import existing_crawl
     from webcrawl.metrics import http_url
@@ -65,9 +64,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             args.interval,
         )
         server = serve(sampler, args.bind, args.port, args.allowed_host or [])
-        sampler.sample()
-        thread = threading.Thread(target=sampler.run, name="webcrawl-monitor", daemon=True)
-        thread.start()
+        sampler.start()
         print(
             f"webcrawl monitor: crawl {crawl!r} on {http_url(args.bind, server.server_port)} "
             f"(metrics: /metrics); Ctrl-C stops it",

@@ -60,6 +60,7 @@ class Sampler:
         self.fresh: dict[str, Any] = {}
         self._fresh_at = 0.0
         self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
         self.error: str | None = None
 
     def sample(self) -> None:
@@ -86,13 +87,22 @@ class Sampler:
             self.error = f"{type(exc).__name__}: {exc}"
             logger.warning("Could not read the crawl's state: %s", self.error)
 
-    def run(self) -> None:
-        while not self._stop.is_set():
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
             self.sample()
-            self._stop.wait(self.interval)
+
+    def start(self) -> None:
+        """Sample now, then every ``interval`` seconds on a thread of its own."""
+        self.sample()
+        self._thread = threading.Thread(target=self._run, name="webcrawl-monitor", daemon=True)
+        self._thread.start()
 
     def stop(self) -> None:
+        """Stop sampling, and wait for a sample under way: the connection it holds would
+        keep the embedded Redis running once the monitor leaves it."""
         self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
 
 
 class _CrawlMetrics:
