@@ -1,6 +1,8 @@
 """WARC records, files, indexes and repair, without a crawl (webcrawl/warc/)."""
 
+import base64
 import gzip
+import hashlib
 import io
 import os
 import subprocess
@@ -482,10 +484,45 @@ def test_gzip_members_of_one_compressor_are_whole_members_each(tmp_path):
     members = Members()
     raws = [os.urandom(700).hex().encode(), b"GET / HTTP/1.1\r\n\r\n", BODY, b"x" * 100_000]
     data = [members.member(raw) for raw in raws]
+    # a compressed payload in stored blocks, between deflated parts: one member still
+    parts = [(b"WARC/1.1\r\nA: b\r\n\r\n" * 20, BODY, b"\r\n\r\n"), (b"h", b"", b"")]
+    raws += [b"".join(p) for p in parts]
+    data += [members.member(*p, packed=True) for p in parts]
+    data.append(members.member(b"after packed ones, ", b"a plain ", b"one" * 999))
+    raws.append(b"after packed ones, a plain " + b"one" * 999)
     for raw, member in zip(raws, data, strict=True):
         assert gzip.decompress(member) == raw  # each alone, as a replay tool reads it
-        assert len(member) <= len(gzip.compress(raw, 6)) + 16
+        # (zlib-ng's level 6 is zlib's within a few %: 981 against 978 bytes a demo page)
+        assert len(member) <= len(gzip.compress(raw, 6)) * 1.03 + 24
     assert gzip.decompress(b"".join(data)) == b"".join(raws)
+    stored = data[4]
+    assert len(stored) < len(parts[0][0]) // 4 + len(BODY) + 40  # its head is deflated
+
+
+def test_a_compressed_payload_is_stored_not_deflated_again():
+    def response_record(head: bytes, body: bytes):
+        records, _ = fetch_records(exchange(head + b"\r\n" + body), None)
+        return records[1]
+
+    html = b"<html>" + b"<p>text</p>" * 300
+    plain = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n"
+    assert not response_record(plain, html).packed
+    assert not response_record(plain + b"Content-Encoding: identity\r\n", html).packed
+    assert response_record(plain + b"content-encoding:  BR\r\n", BODY).packed
+    assert response_record(b"HTTP/1.1 200 OK\r\nContent-Type: image/png\r\n", BODY).packed
+    assert response_record(b"HTTP/1.1 200 OK\r\nContent-Type: video/mp4\r\n", BODY).packed
+    assert not response_record(plain + b"Content-Encoding: gzip\r\n", b"tiny").packed
+    # a server that says gzip of a plain page: stored, larger, still the same bytes
+    liar = response_record(plain + b"Content-Encoding: gzip\r\n", html)
+    assert liar.packed
+    assert gzip.decompress(encode(liar).data) == liar.serialize()
+
+
+@given(st.binary(max_size=64))
+@example(b"")
+def test_a_digest_is_base32_of_its_sha1_as_the_standard_library_writes_it(data):
+    expected = "sha1:" + base64.b32encode(hashlib.sha1(data).digest()).decode("ascii")
+    assert sha1_digest(data) == expected
 
 
 def test_record_ids_and_dates_are_what_warcio_makes():
