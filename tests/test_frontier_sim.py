@@ -41,6 +41,7 @@ from support.gates import CRASH, FAIL_AFTER, FAIL_BEFORE, GO, Replica
 
 from webcrawl.frontier.keys import CrawlKeys
 from webcrawl.frontier.lock import RedisLock
+from webcrawl.frontier.ownership import owned
 from webcrawl.frontier.shards import ShardRouter
 from webcrawl.store.sqlite import SQLiteStore
 
@@ -210,6 +211,20 @@ class FrontierMachine(RuleBasedStateMachine):
     def heartbeat(self, data):
         worker = self._idle_worker(data)
         self._start(worker, "heartbeat", worker.heartbeat)
+
+    @precondition(any_idle)
+    @rule(data=st.data())
+    def ownership(self, data):
+        """A worker's heartbeat reads the registry and the shards it owns change: its view
+        holds some of the live workers and maybe dead ones (their heartbeats not yet
+        expired), as when workers join, leave or are killed.  Ownership only orders
+        its pops, so the protocol must hold whoever owns what, and nothing may starve."""
+        worker = self._idle_worker(data)
+        names = sorted(w.name for w in [*self.workers, *self.dead])
+        view = data.draw(st.lists(st.sampled_from(names), unique=True))
+        mine = owned(worker.name, view, self.keys.shards)
+        self.history.append(f"{worker.name} owns shards {sorted(mine)} (sees {view})")
+        worker.queue.prefer(mine)
 
     @precondition(any_idle)
     @rule(data=st.data())

@@ -212,6 +212,26 @@ def test_hosts_take_turns(redis_client):
     assert hosts[8:] == ["big"] * 4  # small hosts are done after two rounds
 
 
+def test_a_worker_pops_its_own_shards_first_and_the_others_when_they_have_nothing(
+    redis_client,
+):
+    queue, keys = make(redis_client, shards=4)
+    hosts = {keys.shard_of(f"h{i}"): f"h{i}" for i in range(40)}  # a host in each shard
+    assert sorted(hosts) == [0, 1, 2, 3]
+    queue.step(
+        now=0,
+        pushes=[entry(queue, f"http://{h}/{i}") for h in hosts.values() for i in range(3)],
+        pop=False,
+    )
+    queue.prefer(frozenset({1, 2}))
+    popped = [queue.step(now=0, default_delay=10.0).request for _ in range(4)]
+    shards = [keys.shard_of(r.url.split("/")[2]) for r in popped]
+    assert sorted(shards[:2]) == [1, 2]  # its own, while they have a host ready
+    assert sorted(shards[2:]) == [0, 3]  # then the others' (none starves)
+    queue.prefer(frozenset())  # owning nothing: every shard in turn
+    assert queue.step(now=10.0, default_delay=10.0, pop=4).popped
+
+
 def test_leases_ack_and_expire(redis_client):
     queue, keys = make(redis_client)
     queue.step(now=0, pop=False, pushes=[entry(queue, "http://a/1"), entry(queue, "http://b/2")])

@@ -45,6 +45,7 @@ def _stages(p: argparse.ArgumentParser) -> None:
         default="webcrawl",
         help="profile webcrawl (one worker, embedded Redis) or the plain Scrapy spider",
     )
+    p.add_argument("--warc", action="store_true", help="with WARC output (webcrawl only)")
 
 
 def _frontier(p: argparse.ArgumentParser) -> None:

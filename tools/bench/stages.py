@@ -39,6 +39,7 @@ RATE = 250  # samples per second
 STAGES: list[tuple[str, re.Pattern[str]]] = [
     (name, re.compile(pattern))
     for name, pattern in [
+        ("WARC output", r"pipelines/warc\.py|webcrawl/warc/|warcio/|zlib_ng|handlers/tee\\.py"),
         ("canonicalisation", r"^(canonical_url|canonicalize_url|strip_session_ids) "),
         ("link extraction", r"webcrawl/links\.py|scrapy/linkextractors/|^_requests_to_follow "),
         (
@@ -123,7 +124,8 @@ def profile_crawl(
         cmd = plain_command(seeds, data, f"LOG_FILE={log}")
         env, cwd = plain_env(), data
     else:
-        cmd = crawl_command(seeds, data, *COMMON, f"LOG_FILE={log}")
+        warc = [f"WARC_ENABLED={args.warc}", f"WARC_DIR={data / 'warc'}"]
+        cmd = crawl_command(seeds, data, *COMMON, *warc, f"LOG_FILE={log}")
         env, cwd = project_env(args.project)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     spy = [pyspy, "record", "--rate", str(RATE), "--format", "raw", "--output", str(raw), "--"]
@@ -152,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
         with serve(args) as info:
             what = f"site {', '.join(args.site)}" if args.site else "demo web"
             setup = args.setup + (f" of {args.project}" if args.project else "")
+            setup += ", WARC output" if args.warc else ""
             print(
                 f"{what}: {info['pages']} pages on {len(info['hosts'])} hosts; setup {setup}",
                 flush=True,

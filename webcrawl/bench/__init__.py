@@ -83,6 +83,12 @@ def add_frontier_arguments(p: argparse.ArgumentParser) -> None:
         "1000 per host, nearly all new)",
     )
     p.add_argument("--prefetch", type=int, default=4, help="FRONTIER_PREFETCH")
+    p.add_argument(
+        "--no-ownership",
+        dest="ownership",
+        action="store_false",
+        help="workers pop every shard in turn, not their own first (as before ownership)",
+    )
 
 
 def _politeness(p: argparse.ArgumentParser) -> None:

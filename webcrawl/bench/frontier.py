@@ -123,6 +123,7 @@ class Config:
     # links per page to pages nobody knows yet; None: article links pick among ARTICLES
     # ids per host (nearly all new: a crawl far from covering its hosts)
     new_links: int | None = None
+    ownership: bool = True  # workers pop their own shards first (frontier/ownership.py)
 
     @property
     def known_articles(self) -> int:
@@ -152,6 +153,7 @@ class Worker:
         from scrapy import Spider
 
         from webcrawl.frontier.keys import CrawlKeys
+        from webcrawl.frontier.ownership import owned
         from webcrawl.frontier.queue import HostQueue
         from webcrawl.frontier.redisconn import CrawlRedis
 
@@ -161,6 +163,9 @@ class Worker:
         self.redis.open()
         self.keys = CrawlKeys(cfg.crawl, cfg.shards)
         self.queue = HostQueue(self.redis.client, Spider(name="web"), self.keys)
+        if cfg.ownership:  # the registry a worker would read: every bench worker
+            ids = [f"bench-{i}" for i in range(cfg.workers)]
+            self.queue.prefer(owned(ids[cfg.index], ids, cfg.shards))
         self.rng = random.Random(cfg.index)
         self.counts = dict.fromkeys(FIELDS, 0.0)
         self.seen: set[bytes] = set()  # the scheduler's local seen cache
@@ -666,6 +671,7 @@ def run(args: argparse.Namespace, targets: dict[str, ServersOf] | None = None) -
                 prefetch,
                 os.getpid(),
                 new_links=new_links,
+                ownership=getattr(args, "ownership", True),
             )
             (workdir / name).mkdir()
             with servers(workdir / name, shards, crawl) as srv:
@@ -745,7 +751,8 @@ def report(results: list[Result], cfg: Config, warmup: float, duration: float) -
         f"{known} as crawled (their {cfg.hosts * (cfg.nav + cfg.known_articles)} "
         f"fingerprints are in the seen set).  {cfg.workers} worker "
         f"processes (prefetch {cfg.prefetch}, batches of {BATCH_SIZE}, local seen cache "
-        f"{SEEN_CACHE}, politeness off, no HTTP); {warmup:g} s warm-up, then {duration:g} s "
+        f"{SEEN_CACHE}, {'own shards first' if cfg.ownership else 'no shard ownership'}, "
+        f"politeness off, no HTTP); {warmup:g} s warm-up, then {duration:g} s "
         f"measured per setup.  This machine has {cores} cores for the workers and every "
         "redis-server together (the cluster: 3 masters and 3 replicas)."
     )

@@ -144,6 +144,8 @@ class HostQueue:
         self._due = [0.0] * keys.shards
         self._looked = float("-inf")
         self._cursor = random.randrange(keys.shards)  # workers start on different shards
+        # the shards this worker owns (webcrawl/frontier/ownership.py): popped first
+        self._owned: frozenset[int] = frozenset()
         self._dup_share = 0.5  # of recent steps' fingerprinted pushes: duplicates
         self._precheck = True  # False: the server lacks SMISMEMBER (Redis < 6.2)
         self.store = store
@@ -207,11 +209,20 @@ class HostQueue:
             raise calls[0].error
         return waits
 
+    def prefer(self, shards: frozenset[int]) -> None:
+        """Pop from ``shards`` first, and from the others only when none of these has
+        work: a preference, not a lock (any worker may pop any shard)."""
+        self._owned = shards
+
     def _pop_order(self, clock: float) -> list[int]:
-        """Shards that may have work now, in turn from the cursor."""
+        """Shards that may have work now, in turn from the cursor: the preferred first."""
         n = self.keys.shards
         order = [(self._cursor + i) % n for i in range(n)]
-        return [s for s in order if self._due[s] <= clock]
+        due = [s for s in order if self._due[s] <= clock]
+        owned = self._owned
+        if not owned:
+            return due
+        return [s for s in due if s in owned] + [s for s in due if s not in owned]
 
     def step(
         self,

@@ -54,6 +54,7 @@ from webcrawl.frontier.keys import MAX_SHARDS, CrawlKeys
 from webcrawl.frontier.known import by_url, url_key, url_key_of
 from webcrawl.frontier.layout import join_crawl
 from webcrawl.frontier.outbox import Outbox
+from webcrawl.frontier.ownership import owned
 from webcrawl.frontier.queue import HostQueue, StepResult
 from webcrawl.frontier.redisconn import CrawlRedis, RoundTrips
 from webcrawl.frontier.requeue import Requeue
@@ -851,6 +852,10 @@ class Scheduler(RedisScheduler):
         self._last_beat = (now, pages)
         info = worker_info(self._started, stats, now, rate, idle=self._idle)
         self.registry.beat(self.worker_id, info, self.heartbeat_ttl)
+        live = [worker["id"] for worker in self.registry.live()]
+        mine = owned(self.worker_id, live, self.keys.shards)
+        self.queue.prefer(mine)
+        self.stats.set_value("frontier/owned_shards", len(mine))
         self.stats.set_value("frontier/redis_round_trips", RoundTrips.count)  # for the metrics
         self._tier_stats()
         leases = [
