@@ -852,10 +852,6 @@ class Scheduler(RedisScheduler):
         self._last_beat = (now, pages)
         info = worker_info(self._started, stats, now, rate, idle=self._idle)
         self.registry.beat(self.worker_id, info, self.heartbeat_ttl)
-        live = [worker["id"] for worker in self.registry.live()]
-        mine = owned(self.worker_id, live, self.keys.shards)
-        self.queue.prefer(mine)
-        self.stats.set_value("frontier/owned_shards", len(mine))
         self.stats.set_value("frontier/redis_round_trips", RoundTrips.count)  # for the metrics
         self._tier_stats()
         leases = [
@@ -865,6 +861,14 @@ class Scheduler(RedisScheduler):
         ]
         self.queue.renew(leases, self.lease_timeout)  # first: nothing below may skip it
         self._move_revisits_up()
+        self._own()
+
+    def _own(self) -> None:
+        """The shards this worker pops first, from the live workers in the registry."""
+        live = [worker["id"] for worker in self.registry.live()]
+        mine = owned(self.worker_id, live, self.keys.shards)
+        self.queue.prefer(mine)
+        self.stats.set_value("frontier/owned_shards", len(mine))
 
     def _guarded(self, func: Any) -> None:
         """Run a periodic task; a Redis outage is logged once and the loop goes on."""
