@@ -12,7 +12,7 @@ from scrapy import FormRequest, Request, Spider
 from webcrawl.frontier.bloom import BloomParams
 from webcrawl.frontier.entry import DEFAULT_REQUEST_CLASSES, EntryRules
 from webcrawl.frontier.keys import CrawlKeys
-from webcrawl.frontier.queue import HostQueue
+from webcrawl.frontier.queue import HELP_AFTER, HostQueue
 from webcrawl.frontier.workers import WorkerRegistry
 
 
@@ -229,7 +229,24 @@ def test_a_worker_pops_its_own_shards_first_and_the_others_when_they_have_nothin
     assert sorted(shards[:2]) == [1, 2]  # its own, while they have a host ready
     assert sorted(shards[2:]) == [0, 3]  # then the others' (none starves)
     queue.prefer(frozenset())  # owning nothing: every shard in turn
-    assert queue.step(now=10.0, default_delay=10.0, pop=4).popped
+    assert queue.step(now=20.0, default_delay=10.0, pop=4).popped
+
+
+def test_a_worker_helps_with_others_shards_it_has_not_tried_for_a_while(redis_client):
+    """Its own shards always have work; another worker's, untried for HELP_AFTER seconds,
+    still get a pop now and then (their owner may be dead, or draining to stop)."""
+    queue, keys = make(redis_client, shards=4)
+    hosts = {keys.shard_of(f"h{i}"): f"h{i}" for i in range(40)}
+    pushes = [entry(queue, f"http://{h}/{i}") for h in hosts.values() for i in range(20)]
+    queue.step(now=0, pushes=pushes, pop=False)
+    queue.prefer(frozenset({1, 2}))
+
+    def shard_at(t):
+        return keys.shard_of(queue.step(now=t).request.url.split("/")[2])
+
+    assert {shard_at(t) for t in (0.0, 1.0, 2.0, 3.0, 4.0)} == {1, 2}
+    assert {shard_at(HELP_AFTER + 0.5), shard_at(HELP_AFTER + 0.6)} == {0, 3}
+    assert shard_at(HELP_AFTER + 0.7) in (1, 2)  # then its own again
 
 
 def test_leases_ack_and_expire(redis_client):

@@ -508,6 +508,8 @@ def test_a_compressed_payload_is_stored_not_deflated_again():
     plain = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n"
     assert not response_record(plain, html).packed
     assert not response_record(plain + b"Content-Encoding: identity\r\n", html).packed
+    assert not response_record(plain + b"Content-Encoding: utf-8\r\n", html).packed
+    assert response_record(plain + b"Content-Encoding: identity, GZIP\r\n", BODY).packed
     assert response_record(plain + b"content-encoding:  BR\r\n", BODY).packed
     assert response_record(b"HTTP/1.1 200 OK\r\nContent-Type: image/png\r\n", BODY).packed
     assert response_record(b"HTTP/1.1 200 OK\r\nContent-Type: video/mp4\r\n", BODY).packed

@@ -37,6 +37,10 @@ logger = logging.getLogger(__name__)
 # script reading its whole serialised request.
 PRECHECK_DUPLICATES = 8
 
+# Seconds: a shard another worker owns is popped by this one too when this one has not
+# tried it for this long, whatever its own shards have (see HostQueue._pop_order).
+HELP_AFTER = 5.0
+
 # A priority outside this range is clamped so the score keeps FIFO order
 # exact in a double (|priority| * 1e12 + seq < 2**53).
 MAX_PRIORITY = 8000
@@ -146,6 +150,7 @@ class HostQueue:
         self._cursor = random.randrange(keys.shards)  # workers start on different shards
         # the shards this worker owns (webcrawl/frontier/ownership.py): popped first
         self._owned: frozenset[int] = frozenset()
+        self._tried = [float("-inf")] * keys.shards  # when this worker last popped each
         self._dup_share = 0.5  # of recent steps' fingerprinted pushes: duplicates
         self._precheck = True  # False: the server lacks SMISMEMBER (Redis < 6.2)
         self.store = store
@@ -210,19 +215,32 @@ class HostQueue:
         return waits
 
     def prefer(self, shards: frozenset[int]) -> None:
-        """Pop from ``shards`` first, and from the others only when none of these has
-        work: a preference, not a lock (any worker may pop any shard)."""
+        """Pop from ``shards`` first, and from the others when none of these has work,
+        or when one of them has waited ``HELP_AFTER`` seconds for this worker: a
+        preference, not a lock (any worker may pop any shard)."""
         self._owned = shards
 
     def _pop_order(self, clock: float) -> list[int]:
-        """Shards that may have work now, in turn from the cursor: the preferred first."""
+        """Shards that may have work now, in turn from the cursor: the preferred first,
+        but for others' that this worker has not tried for ``HELP_AFTER`` seconds (an
+        owner that died, drains for its shutdown or is slow gets help before the
+        registry moves its shards)."""
         n = self.keys.shards
         order = [(self._cursor + i) % n for i in range(n)]
         due = [s for s in order if self._due[s] <= clock]
         owned = self._owned
         if not owned:
             return due
-        return [s for s in due if s in owned] + [s for s in due if s not in owned]
+        help_from = clock - HELP_AFTER
+        others = [s for s in due if s not in owned]
+        for s in others:
+            if self._tried[s] == float("-inf"):  # its wait starts now
+                self._tried[s] = clock
+        return (
+            [s for s in others if self._tried[s] < help_from]
+            + [s for s in due if s in owned]
+            + [s for s in others if self._tried[s] >= help_from]
+        )
 
     def step(
         self,
@@ -286,6 +304,7 @@ class HostQueue:
             if pop_shard is not None:
                 work.setdefault(pop_shard, _ShardWork())
                 tried.add(pop_shard)
+                self._tried[pop_shard] = self._clock(now)
                 self._cursor = (pop_shard + 1) % self.keys.shards
             if not work:
                 break

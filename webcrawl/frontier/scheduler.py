@@ -864,8 +864,13 @@ class Scheduler(RedisScheduler):
         self._own()
 
     def _own(self) -> None:
-        """The shards this worker pops first, from the live workers in the registry."""
-        live = [worker["id"] for worker in self.registry.live()]
+        """The shards this worker pops first, from the live workers in the registry (on
+        a failure, those it had: a preference is never worth a failed heartbeat)."""
+        try:
+            live = [str(worker["id"]) for worker in self.registry.live()]
+        except (RedisError, ValueError, KeyError, TypeError) as exc:
+            logger.warning("Could not read the live workers (shards owned unchanged): %s", exc)
+            return
         mine = owned(self.worker_id, live, self.keys.shards)
         self.queue.prefer(mine)
         self.stats.set_value("frontier/owned_shards", len(mine))

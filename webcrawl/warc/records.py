@@ -252,6 +252,8 @@ def _mime(head: RawHeaders) -> str:
     return _header(head, "Content-Type", _CONTENT_TYPE).split(";")[0].strip()
 
 
+# content codings that compress (not a server's "utf-8", "none" or "identity")
+_PACKED_CODINGS = frozenset(("gzip", "x-gzip", "br", "zstd", "deflate", "compress", "x-compress"))
 # media types whose bytes are compressed already: deflate finds nothing more in them
 _PACKED_TYPES = frozenset(
     (
@@ -266,13 +268,15 @@ _PACKED_TYPES = frozenset(
 def packed(head: RawHeaders) -> bool:
     """Whether a response's body is compressed already, by its headers: a content coding
     (gzip, br, zstd: most pages of real sites), or a compressed media type (images,
-    audio, video, archives).  Such a body is stored in its WARC member, not deflated
+    audio, video but WAV, archives).  Such a body is stored in its WARC member, not deflated
     again, which costs some 30 times the CPU for the same size (``Members``).  A server
     that says so wrongly costs file size, never correctness."""
-    coding = _header(head, "Content-Encoding", _CONTENT_ENCODING).strip().lower()
-    if coding and coding != "identity":
+    codings = _header(head, "Content-Encoding", _CONTENT_ENCODING).lower().split(",")
+    if any(coding.strip() in _PACKED_CODINGS for coding in codings):
         return True
     mime = _mime(head).lower()
+    if mime in ("audio/wav", "audio/x-wav", "audio/wave"):
+        return False
     return mime in _PACKED_TYPES or mime.startswith(("video/", "audio/"))
 
 
