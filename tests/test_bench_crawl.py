@@ -57,3 +57,4 @@ def test_profile_samples_go_to_the_innermost_stage():
         stage_of(["x (scrapy/core/scheduler.py:1)", "fingerprint (scrapy/utils/request.py:9)"])
         == "scheduler"
     )
+    assert stage_of(["x (a.py:1)", "dataReceived (webcrawl/handlers/tee.py:87)"]) == "WARC output"

@@ -39,7 +39,7 @@ RATE = 250  # samples per second
 STAGES: list[tuple[str, re.Pattern[str]]] = [
     (name, re.compile(pattern))
     for name, pattern in [
-        ("WARC output", r"pipelines/warc\.py|webcrawl/warc/|warcio/|zlib_ng|handlers/tee\\.py"),
+        ("WARC output", r"pipelines/warc\.py|webcrawl/warc/|warcio/|zlib_ng|handlers/tee\.py"),
         ("canonicalisation", r"^(canonical_url|canonicalize_url|strip_session_ids) "),
         ("link extraction", r"webcrawl/links\.py|scrapy/linkextractors/|^_requests_to_follow "),
         (
