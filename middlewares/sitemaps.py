@@ -4,7 +4,8 @@
 :class:`SitemapMemoryMiddleware` (605, above Scrapy's RedirectMiddleware): a sitemap
 leaves for the downloader only when its host has no other in flight and the spider's
 :class:`~webcrawl.sitemaps.memory.SitemapMemory` (``SITEMAP_MAX_MEMORY``) is not all
-taken; it then holds the bytes it receives until the spider has read it.  One whose
+taken (else it goes back to the frontier for ``HOST_WAIT`` or ``WAIT`` seconds,
+``sitemap/deferred``); it then holds the bytes it receives until the spider has read it.  One whose
 bytes stop fitting is stopped, claims the memory it needs, and goes back to the
 frontier for ``WAIT`` seconds (``sitemap/deferred``), or, with Scrapy's own scheduler,
 is crawled again after as long.  A sitemap that has no answer yet holds nothing: hosts
@@ -42,6 +43,10 @@ from webcrawl.sitemaps.scope import origin_of
 logger = logging.getLogger(__name__)
 
 WAIT = 5.0  # seconds a sitemap that found the memory taken waits in the frontier
+# seconds one whose host had another in flight waits: that one is usually read within
+# a second, and a longer wait lost again and again to the host's other sitemaps, whose
+# refreshes came at the right time (one of 4 files read once in 12 s, refreshes every 2 s)
+HOST_WAIT = 1.0
 TOKEN = "sitemap_token"  # its share of the memory, in its request's meta
 
 
@@ -83,10 +88,13 @@ class SitemapMemoryMiddleware:
         may_leave = getattr(self.crawler.spider, "sitemap_may_leave", None)
         if TOKEN not in request.meta and may_leave is not None and not may_leave(request):
             raise IgnoreRequest(f"{request.url}: over its payer's SITEMAP_MAX_FILES_PER_HOST")
-        token = memory.admit(request.meta.get(TOKEN), origin_of(request.url), listed_url(request))
+        origin = origin_of(request.url)
+        token = memory.admit(request.meta.get(TOKEN), origin, listed_url(request))
         if token is None:
             request.meta.pop(TOKEN, None)
-            self._wait(request, "its host has a sitemap in flight, or the memory is taken")
+            if memory.host_busy(origin):
+                self._wait(request, "its host has a sitemap in flight", HOST_WAIT)
+            self._wait(request, "the sitemap memory is taken")
         request.meta[TOKEN] = token
 
     def _bytes_received(self, data: bytes, request: Request, spider: Any = None) -> None:
@@ -127,21 +135,24 @@ class SitemapMemoryMiddleware:
         if isinstance(exception, SitemapBusy):
             self._wait(request, "its bytes do not fit in the sitemap memory")
 
-    def _wait(self, request: Request, why: str) -> NoReturn:
-        """Send ``request`` back to wait ``WAIT`` seconds."""
+    def _wait(self, request: Request, why: str, seconds: float = WAIT) -> NoReturn:
+        """Send ``request`` back to wait ``seconds``."""
         from webcrawl.frontier.scheduler import frontier_of  # late: installs a reactor
 
         self.crawler.stats.inc_value("sitemap/deferred")
+        waits = getattr(self.crawler.spider, "sitemap_waits", None)
+        if waits is not None:
+            waits(request)
         frontier = frontier_of(self.crawler)
-        if frontier is None or not frontier.requeue(request, WAIT, why):
+        if frontier is None or not frontier.requeue(request, seconds, why):
             from twisted.internet import reactor  # late: importing it installs one
 
             # (not waiting in the downloader, where it would hold one of
             # CONCURRENT_REQUESTS)
-            call = reactor.callLater(WAIT, self._unpark, request)
+            call = reactor.callLater(seconds, self._unpark, request)
             self._parked.add(call)
             call.request = request
-        raise SitemapWait(f"{why}: back in {WAIT:.0f} s")
+        raise SitemapWait(f"{why}: back in {seconds:g} s")
 
     def _unpark(self, request: Request) -> None:
         self._parked = {call for call in self._parked if call.active()}

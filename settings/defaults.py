@@ -359,15 +359,17 @@ SITEMAP_MAX_DEPTH = 3
 # kept; sitemap/too_many, sitemap/too_large).
 SITEMAP_MAX_URLS = 50000
 SITEMAP_MAX_BYTES = 52428800
-# URLs taken from all of a host's sitemaps together, per SITEMAP_REFRESH (the crawl's,
-# over all workers); the rest are dropped (sitemap/over_host_budget).  A URL counts as
-# a worker offers it to the frontier: one another worker queued but has not fetched yet
-# counts too, and the frontier then drops it as known.
+# URLs taken from all of a host's sitemaps together, per refresh window (the crawl's,
+# over all workers; a window starts with its first charge and lasts 0.9 x
+# SITEMAP_REFRESH, so that the next refresh falls in the next one); the rest are
+# dropped (sitemap/over_host_budget).  A URL counts as a worker offers it to the
+# frontier: one another worker queued but has not fetched yet counts too, and the
+# frontier then drops it as known.
 SITEMAP_MAX_URLS_PER_HOST = 500000
-# Sitemap files read for one host, per SITEMAP_REFRESH (the crawl's count, over all
-# workers: first reads and refreshes), counted against the host whose robots.txt led
-# to them; the rest wait for the next refresh (sitemap/over_file_budget).  It bounds
-# the CPU a host's sitemaps may cost.
+# Sitemap files read for one host, per refresh window (see above; the crawl's count,
+# over all workers: first reads and refreshes, a refresh charged once a window),
+# counted against the host whose robots.txt led to them; the rest wait for the next
+# refresh (sitemap/over_file_budget).  It bounds the CPU a host's sitemaps may cost.
 SITEMAP_MAX_FILES_PER_HOST = 1000
 # Bytes of sitemaps one worker holds at once: what their downloads received, their
 # bodies waiting to be read, their entries until queued (bytes in memory, not the

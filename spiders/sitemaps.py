@@ -276,9 +276,7 @@ class SitemapReading:
         url = listed_url(request)
         try:
             key = frontier.keys.sitemap_charged(url)
-            # (expires a little before the next refresh: workers' clocks may differ)
-            expiry = max(1, int(self.sitemap_refresh * 0.9))
-            first = frontier.server.set(key, 1, nx=True, ex=expiry)
+            first = frontier.server.set(key, 1, nx=True, px=self._window_ms())
         except RedisError as exc:
             logger.warning("Could not mark the refresh of the sitemap %s in Redis: %s", url, exc)
             first = True
@@ -288,6 +286,22 @@ class SitemapReading:
             return True
         self._forget([url])
         return False
+
+    def sitemap_waits(self, request: Request) -> None:
+        """The sitemap ``request`` went back to wait (asked by SitemapMemoryMiddleware: its
+        host had another in flight, or the memory was taken): it is still queued this
+        refresh.  Its mark is renewed, so that the index or robots.txt that lists it,
+        read again while it waits, does not queue a second copy (read twice, and charged
+        twice to its payer's file budget)."""
+        frontier = self._frontier
+        expiry = self._seen_expiry()
+        if frontier is None or expiry is None:
+            return  # (no refresh: a mark that never expires)
+        url = listed_url(request)
+        try:
+            frontier.server.set(frontier.keys.sitemap_seen(url), 1, ex=expiry)
+        except RedisError as exc:
+            logger.warning("Could not mark the sitemap %s in Redis: %s", url, exc)
 
     # -- reading ---------------------------------------------------------------------
 
@@ -314,8 +328,6 @@ class SitemapReading:
             listers = self._listers([*chain, url, response.url])
             authority = inherited.joined(Authority((), listers))
             children = self._children(read, url, inherited, authority, (depth, chain, payer))
-            for child in children:
-                yield child
             requests = await self._entry_requests(read.entries, authority, url)
             del read
             self._next_turn_to_read(lock)  # (the next is read while these are taken)
@@ -326,6 +338,11 @@ class SitemapReading:
                     if not self._running():
                         break  # (the rest come with its next read)
                     await _next_turn()
+            # its children last, its share freed: while it held it, its host had a
+            # sitemap in flight, and each child that came back at once waited WAIT
+            self.sitemap_memory.release(response.meta.pop(TOKEN, None))
+            for child in children:
+                yield child
         finally:  # (whatever became of its entries, it is read again)
             self._next_turn_to_read(lock)
             self.sitemap_memory.release(response.meta.pop(TOKEN, None))
@@ -736,8 +753,7 @@ class SitemapReading:
         }[counter]
         try:
             pipe = frontier.server.pipeline(transaction=False)
-            expiry = max(1, int(self.sitemap_refresh or robots.KEEP_SECONDS))
-            pipe.set(key(origin), 0, ex=expiry, nx=True)
+            pipe.set(key(origin), 0, px=self._window_ms(), nx=True)
             pipe.incrby(key(origin), wanted)
             total = int(pipe.execute()[1])
         except RedisError as exc:
@@ -745,6 +761,15 @@ class SitemapReading:
             return wanted
         before = total - wanted
         return max(0, min(wanted, limit - before))
+
+    def _window_ms(self) -> int:
+        """Milliseconds of a refresh window: the budgets' counters and a refresh's charge
+        start with the window's first charge and end a little before the next refresh
+        (at 0.9 x SITEMAP_REFRESH).  A window as long as the refresh was a race between
+        two equal periods: a file whose refresh came a few ms early was charged twice in
+        one window.  The next refresh is always in a new window, and its files, read at
+        about the same times as before, with it; workers' clocks may differ."""
+        return max(1000, int((self.sitemap_refresh or robots.KEEP_SECONDS) * 900))
 
     def _refresh(self, url: str, info: dict[str, Any], meta: dict) -> None:
         """Read the sitemap again in SITEMAP_REFRESH seconds (the revisit schedule), at

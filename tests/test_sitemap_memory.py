@@ -49,8 +49,11 @@ def test_one_host_has_one_sitemap_in_flight():
     a = memory.admit(None, "http://many.example")
     assert a is not None
     assert memory.admit(None, "http://many.example") is None  # its other sitemaps wait
+    assert memory.host_busy("http://many.example")  # (they wait HOST_WAIT, not WAIT)
+    assert not memory.host_busy("http://other.example")
     assert memory.admit(a, "http://many.example") == a
     memory.release(a)
+    assert not memory.host_busy("http://many.example")
     assert memory.admit(None, "http://many.example") is not None
 
 

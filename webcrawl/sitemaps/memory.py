@@ -97,6 +97,10 @@ class SitemapMemory:
         self._shares[token] = _Share(owner, now)
         return token
 
+    def host_busy(self, owner: str) -> bool:
+        """Whether ``owner`` (a host) has a sitemap in flight, or a claim waiting."""
+        return any(share.owner == owner for share in self._shares.values())
+
     def hold(self, token: str | None, size: int, *, force: bool = False) -> bool:
         """Let ``token``'s sitemap hold ``size`` bytes: whether they fit beside the
         others' (claims included; or it holds fewer than before, or it is alone, or
