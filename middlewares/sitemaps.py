@@ -4,9 +4,10 @@
 :class:`SitemapMemoryMiddleware` (605, above Scrapy's RedirectMiddleware): a sitemap
 leaves for the downloader only when its host has no other in flight and the spider's
 :class:`~webcrawl.sitemaps.memory.SitemapMemory` (``SITEMAP_MAX_MEMORY``) is not all
-taken (else it goes back to the frontier for ``HOST_WAIT`` or ``WAIT`` seconds,
-``sitemap/deferred``); it then holds the bytes it receives until the spider has read it.  One whose
-bytes stop fitting is stopped, claims the memory it needs, and goes back to the
+taken (else it goes back to the frontier for a while, ``sitemap/deferred``: from
+``HOST_WAIT``, doubling, when its host is busy; ``WAIT`` for the memory); it then
+holds the bytes it receives until the spider has read it.  One whose bytes stop fitting
+is stopped, claims the memory it needs, and goes back to the
 frontier for ``WAIT`` seconds (``sitemap/deferred``), or, with Scrapy's own scheduler,
 is crawled again after as long.  A sitemap that has no answer yet holds nothing: hosts
 that hang keep nobody else's waiting.  Any answer but a 2xx (a redirect included: its
@@ -43,10 +44,20 @@ from webcrawl.sitemaps.scope import origin_of
 logger = logging.getLogger(__name__)
 
 WAIT = 5.0  # seconds a sitemap that found the memory taken waits in the frontier
-# seconds one whose host had another in flight waits: that one is usually read within
-# a second, and a longer wait lost again and again to the host's other sitemaps, whose
-# refreshes came at the right time (one of 4 files read once in 12 s, refreshes every 2 s)
+# seconds one whose host had another in flight waits first, then twice as long each time
+# up to WAIT: that one is usually read within a second, and a flat 5 s lost again and
+# again to the host's other sitemaps, whose refreshes came at the right time (one of 4
+# files read once in 12 s, refreshes every 2 s); the doubling keeps a host whose
+# sitemaps hang from spending its turns on them
 HOST_WAIT = 1.0
+HOST_WAITS = "sitemap_host_waits"  # meta: how often it found its host busy
+
+
+def host_wait(times: int) -> float:
+    """Seconds a sitemap waits the ``times``-th time it finds its host busy (from 0)."""
+    return min(WAIT, HOST_WAIT * 2 ** min(times, 8))
+
+
 TOKEN = "sitemap_token"  # its share of the memory, in its request's meta
 
 
@@ -93,7 +104,9 @@ class SitemapMemoryMiddleware:
         if token is None:
             request.meta.pop(TOKEN, None)
             if memory.host_busy(origin):
-                self._wait(request, "its host has a sitemap in flight", HOST_WAIT)
+                times = int(request.meta.get(HOST_WAITS) or 0)
+                request.meta[HOST_WAITS] = times + 1
+                self._wait(request, "its host has a sitemap in flight", host_wait(times))
             self._wait(request, "the sitemap memory is taken")
         request.meta[TOKEN] = token
 

@@ -251,6 +251,7 @@ class SitemapReading:
             "authority": authority.dumps(),
             "guessed": guessed,
             "payer": payer or origin_of(url),
+            "marked": time.time(),  # (about when it was marked queued: see sitemap_waits)
         }
         return Request(
             url,
@@ -295,13 +296,19 @@ class SitemapReading:
         twice to its payer's file budget)."""
         frontier = self._frontier
         expiry = self._seen_expiry()
-        if frontier is None or expiry is None:
+        info = request.meta.get("sitemap")
+        if frontier is None or expiry is None or not isinstance(info, dict):
             return  # (no refresh: a mark that never expires)
+        now = time.time()
+        if now - float(info.get("marked") or 0) < expiry / 2:
+            return  # (marked recently: no round trip on the reactor for every wait)
         url = listed_url(request)
         try:
             frontier.server.set(frontier.keys.sitemap_seen(url), 1, ex=expiry)
         except RedisError as exc:
             logger.warning("Could not mark the sitemap %s in Redis: %s", url, exc)
+            return
+        info["marked"] = now
 
     # -- reading ---------------------------------------------------------------------
 
@@ -327,7 +334,7 @@ class SitemapReading:
                 inherited = inherited.joined(Authority.of(response.url))
             listers = self._listers([*chain, url, response.url])
             authority = inherited.joined(Authority((), listers))
-            children = self._children(read, url, inherited, authority, (depth, chain, payer))
+            children = self._children(read, url, authority, (depth, chain))
             requests = await self._entry_requests(read.entries, authority, url)
             del read
             self._next_turn_to_read(lock)  # (the next is read while these are taken)
@@ -339,10 +346,12 @@ class SitemapReading:
                         break  # (the rest come with its next read)
                     await _next_turn()
             # its children last, its share freed: while it held it, its host had a
-            # sitemap in flight, and each child that came back at once waited WAIT
+            # sitemap in flight, and each child that came back at once had to wait.
+            # (Marked queued and charged only here: if its entries fail, the index's
+            # next read queues them.)
             self.sitemap_memory.release(response.meta.pop(TOKEN, None))
-            for child in children:
-                yield child
+            for child in self._queue_once(payer, children):
+                yield self.sitemap_request(child, inherited, depth + 1, [*chain, url], payer=payer)
         finally:  # (whatever became of its entries, it is read again)
             self._next_turn_to_read(lock)
             self.sitemap_memory.release(response.meta.pop(TOKEN, None))
@@ -450,16 +459,11 @@ class SitemapReading:
             )
 
     def _children(
-        self,
-        read: Sitemap,
-        url: str,
-        inherited: Authority,
-        authority: Authority,
-        place: tuple[int, list[str], str],
-    ) -> list[Request]:
-        """Requests for the sitemaps an index lists (the ones it may list, not above it;
-        ``place``: the index's depth, the indexes above it, who pays for its files)."""
-        depth, chain, payer = place
+        self, read: Sitemap, url: str, authority: Authority, place: tuple[int, list[str]]
+    ) -> list[str]:
+        """The sitemaps the index ``url`` lists that it may list and that are not above
+        it (``place``: its depth, the indexes above it)."""
+        depth, chain = place
         if not read.sitemaps:
             return []
         stats = self.crawler.stats
@@ -490,10 +494,7 @@ class SitemapReading:
                 stats.inc_value("sitemap/out_of_scope")
                 continue
             out.append(child.url)
-        return [
-            self.sitemap_request(child, inherited, depth + 1, [*chain, url], payer=payer)
-            for child in self._queue_once(payer, out)
-        ]
+        return out
 
     async def _entry_requests(
         self, entries: list[Entry], authority: Authority, url: str
@@ -769,7 +770,7 @@ class SitemapReading:
         two equal periods: a file whose refresh came a few ms early was charged twice in
         one window.  The next refresh is always in a new window, and its files, read at
         about the same times as before, with it; workers' clocks may differ."""
-        return max(1000, int((self.sitemap_refresh or robots.KEEP_SECONDS) * 900))
+        return max(1, int((self.sitemap_refresh or robots.KEEP_SECONDS) * 900))
 
     def _refresh(self, url: str, info: dict[str, Any], meta: dict) -> None:
         """Read the sitemap again in SITEMAP_REFRESH seconds (the revisit schedule), at

@@ -80,6 +80,9 @@ def test_a_stopped_sitemap_claims_its_memory_and_the_others_wait_until_it_fits()
     assert memory.hold(big, MiB) and not memory.hold(big, 2 * MiB)  # 9 + 2 > 10
     memory.stopped(big, "http://big/sitemap.xml", 8 * MiB, most=50 * MiB)
     assert memory.used == 17 * MiB  # (its claim is held as a share of its own)
+    # a claim is not a sitemap in flight: its host's sitemaps wait for the memory
+    # (WAIT), not for a busy host (HOST_WAIT)
+    assert not memory.host_busy("http://big")
     memory.release(smalls[0])  # 6 MiB held: room for a small one, not beside the claim
     assert memory.admit(None, "http://s9") is None  # drains for the claimant
     assert memory.admit(None, "http://big", "http://big/sitemap.xml") is None  # 6 + 8
@@ -201,3 +204,11 @@ def test_only_a_lone_sitemap_a_claimant_or_bytes_in_memory_go_past_the_limit(lim
             held = [memory.held_by(t) for t in tokens]
             assert memory.used <= limit or max(held) == memory.used
         assert memory.held <= 6  # one a host
+
+
+def test_a_sitemap_whose_host_stays_busy_waits_longer_each_time():
+    from webcrawl.middlewares.sitemaps import HOST_WAIT, WAIT, host_wait
+
+    waits = [host_wait(n) for n in range(6)]
+    assert waits[0] == HOST_WAIT < waits[1] < waits[2] < WAIT
+    assert waits[3:] == [WAIT] * 3 and host_wait(10**6) == WAIT

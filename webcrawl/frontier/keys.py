@@ -331,30 +331,30 @@ class CrawlKeys:
         return self.prefix + "sitemap_listers:" + sitemap_url
 
     def sitemap_seen(self, sitemap_url: str) -> str:
-        """Set (with an expiry of SITEMAP_REFRESH) once a worker queued ``sitemap_url``: a
-        sitemap is queued once per refresh, apart from the page dupefilter (a page may
-        link to it)."""
+        """Set (with an expiry of 1.5 SITEMAP_REFRESH + 1 s, renewed as it is read again or
+        waits) once a worker queued ``sitemap_url``: a sitemap is queued once per
+        refresh, apart from the page dupefilter (a page may link to it)."""
         return self.prefix + "sitemap_seen:" + sitemap_url
 
     def sitemap_charged(self, sitemap_url: str) -> str:
-        """Set (with an expiry of 0.9 SITEMAP_REFRESH) once a refresh of ``sitemap_url`` was
-        charged to its payer's file budget: once a refresh window, however often it
-        leaves (a sitemap sent back to wait leaves again)."""
+        """Set (for a refresh window, 0.9 SITEMAP_REFRESH) once a refresh of
+        ``sitemap_url`` was charged to its payer's file budget: once a refresh window,
+        however often it leaves (a sitemap sent back to wait leaves again)."""
         return self.prefix + "sitemap_charged:" + sitemap_url
 
     def sitemap_budget(self, origin: str) -> str:
-        """Counter of the URLs taken from ``origin``'s sitemaps (expires after
-        SITEMAP_REFRESH)."""
+        """Counter of the URLs taken from ``origin``'s sitemaps (a refresh
+        window: from its first count, 0.9 SITEMAP_REFRESH)."""
         return self.prefix + "sitemap_budget:" + origin
 
     def sitemap_probes(self, origin: str) -> str:
-        """Counter of the claims of ``origin``'s sitemaps refetched to test them (expires
-        after SITEMAP_REFRESH)."""
+        """Counter of the claims of ``origin``'s sitemaps refetched to test them (a refresh
+        window: from its first count, 0.9 SITEMAP_REFRESH)."""
         return self.prefix + "sitemap_probes:" + origin
 
     def sitemap_files(self, origin: str) -> str:
-        """Counter of the sitemap files of ``origin`` queued or scheduled again (expires
-        after SITEMAP_REFRESH)."""
+        """Counter of the sitemap files of ``origin`` queued or scheduled again (a refresh
+        window: from its first count, 0.9 SITEMAP_REFRESH)."""
         return self.prefix + "sitemap_files:" + origin
 
     @property

@@ -98,8 +98,9 @@ class SitemapMemory:
         return token
 
     def host_busy(self, owner: str) -> bool:
-        """Whether ``owner`` (a host) has a sitemap in flight, or a claim waiting."""
-        return any(share.owner == owner for share in self._shares.values())
+        """Whether ``owner`` (a host) has a sitemap in flight (a claim waiting for its
+        memory does not count)."""
+        return any(share.owner == owner and not share.claim for share in self._shares.values())
 
     def hold(self, token: str | None, size: int, *, force: bool = False) -> bool:
         """Let ``token``'s sitemap hold ``size`` bytes: whether they fit beside the
