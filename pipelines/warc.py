@@ -2,13 +2,14 @@
 a WARC.
 
 With ``WARC_ENABLED`` the download handler keeps the bytes of each exchange
-(:mod:`webcrawl.handlers.tee`); this pipeline turns a page's exchange into its records
-(:mod:`webcrawl.warc.records`: request, response or revisit, metadata) and writes them
-on a thread of its own, into the worker's current file in ``WARC_DIR``
-(:mod:`webcrawl.warc.files`), in batches: what came while the last batch was written
-(group commit), at most ``WARC_BATCH_SIZE`` pages.  (Not every so many seconds, as the
-store writes: while a page waits, so does its response with all Scrapy keeps of it, and
-the garbage collector's work on them cost more than the write.)
+(:mod:`webcrawl.handlers.tee`); this pipeline hands them, in batches, to the worker's
+WARC writer, a process of its own (:mod:`webcrawl.warc.writer`), which makes a page's
+records (:mod:`webcrawl.warc.records`: request, response or revisit, metadata),
+compresses them and writes them into its current file in ``WARC_DIR``
+(:mod:`webcrawl.warc.files`), off the crawler's core.  A batch is what came while the
+last one was written (group commit), at most ``WARC_BATCH_SIZE`` pages.  (Not every so
+many seconds, as the store writes: while a page waits, so does its response with all
+Scrapy keeps of it, and the garbage collector's work on them cost more than the write.)
 An item is done when its batch is written, flushed and fsynced; until then Scrapy keeps
 its request in progress, so the frontier acknowledges the request only after that.
 
@@ -16,15 +17,18 @@ The item gains ``warc`` (where its record is: file, offset, length, type, date) 
 ``warc_original`` (the page's last full capture, which the next fetch's revisit refers
 to; read from the page's previous row by the change pipeline).
 
-A batch that cannot be written (a full disk, an unwritable directory) is not
-acknowledged: its items raise :class:`~webcrawl.frontier.requeue.Requeue` and the worker
-pauses its fetches until the directory accepts a write again, like a store outage
-(``warc/outages``).  At start, files left ``.open`` by a killed worker of this host are
-repaired (``webcrawl warc repair``); a ``WARC_DIR`` that cannot be written fails here.
+A batch that cannot be written (a full disk, an unwritable directory, a writer that was
+killed) is not acknowledged: its items raise :class:`~webcrawl.frontier.requeue.Requeue`
+and the worker pauses its fetches until the directory accepts a write again, like a
+store outage (``warc/outages``); the next batch starts a new writer if need be.  Each
+writer, as it starts, repairs the files that killed writers left ``.open``
+(``webcrawl warc repair``); a ``WARC_DIR`` that cannot be written fails here, at start.
 
 Stats: ``warc/records``, ``warc/responses``, ``warc/revisits``, ``warc/bytes``,
-``warc/files``, ``warc/requeued``, ``warc/unarchived`` (a page whose records could not
-be made: logged with its traceback; it is stored without ``warc``).
+``warc/files``, ``warc/repaired_files``, ``warc/requeued``, ``warc/unarchived`` (a page
+whose records could not be made: logged with its traceback; it is stored without
+``warc``), and the writer's time, ``warc/encode_seconds`` (making and compressing
+records) and ``warc/write_seconds`` (writing and syncing them).
 """
 
 from __future__ import annotations
@@ -33,9 +37,7 @@ import contextlib
 import logging
 import os
 import socket
-import time
 import weakref
-from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -49,8 +51,8 @@ from webcrawl.page import Page, wire_of
 from webcrawl.pipelines.batches import ThreadedBatches
 from webcrawl.pipelines.outage import StoreOutage
 from webcrawl.settings_check import positive_int
-from webcrawl.warc.files import Encoded, Members, WarcFiles, encode, repair_dir
-from webcrawl.warc.records import Exchange, Original, fetch_records
+from webcrawl.warc.records import Exchange, Original
+from webcrawl.warc.writer import WriterProcess
 
 logger = logging.getLogger(__name__)
 
@@ -126,13 +128,15 @@ class WarcPipeline(ThreadedBatches):
         operator = settings.get("WARC_OPERATOR") or ""
         if operator:
             info["operator"] = str(operator)
-        self.files = WarcFiles(
-            self.directory,
-            prefix=str(settings.get("WARC_PREFIX") or "webcrawl"),
-            max_size=max_size,
-            info=info,
+        self.writer = WriterProcess(
+            {
+                "directory": str(self.directory),
+                "prefix": str(settings.get("WARC_PREFIX") or "webcrawl"),
+                "max_size": max_size,
+                "info": info,
+                "dedup": self.dedup,
+            }
         )
-        self._members = Members()  # (compresses on the reactor's thread only)
         self._start_batches("webcrawl-warc")
         self.outage = WarcOutage.of(crawler)
         _PIPELINES[crawler] = self
@@ -142,17 +146,17 @@ class WarcPipeline(ThreadedBatches):
         return cls(crawler)
 
     def open_spider(self) -> None:
-        for path, kept, cut in repair_dir(self.directory):
-            logger.warning(
-                "Repaired %s, left open by a worker that is gone: %d records kept, %d bytes "
-                "of an incomplete record cut off",
-                path,
-                kept,
-                cut,
-            )
-            self.stats.inc_value("warc/repaired_files")
         self._run_batches()
+        # started on the writing thread, ahead of the first batch: the writer repairs
+        # the files killed writers left open as it starts, and takes its imports' time
+        self._in_thread(self._start_writer)
         logger.info("Writing WARC files in %s", self.directory)
+
+    def _start_writer(self) -> None:
+        try:
+            self.writer.start()
+        except Exception:  # the first batch tries again, and pauses the worker meanwhile
+            logger.exception("Cannot start the WARC writer")
 
     @staticmethod
     def of(crawler: Crawler) -> WarcPipeline | None:
@@ -163,60 +167,42 @@ class WarcPipeline(ThreadedBatches):
         wire = wire_of(item) if isinstance(item, Page) else None
         if wire is None or wire.archived:
             return item  # no exchange to archive (a page of no download, a failure)
-        started = time.perf_counter()
-        prepared = self._prepare(item)
-        self.stats.inc_value("warc/encode_seconds", time.perf_counter() - started)
-        if prepared is not None:
-            await self._written_with_batch((item, prepared))
+        original = _original(item.warc_original) if self.dedup else None
+        await self._written_with_batch((item, (_exchange(item), original)))
         return item
 
-    def _prepare(self, page: Page) -> _Prepared | None:
-        """The page's records, encoded and compressed, here on the reactor's thread (the
-        writing thread only writes: see :mod:`webcrawl.warc.files`); None if it has none
-        (said, and counted: the page goes on without records, its row's ``warc`` keeps the
-        last capture)."""
-        original = _original(page.warc_original) if self.dedup else None
-        try:
-            records, after = fetch_records(_exchange(page), original, self.dedup)
-            encoded = [encode(record, self._members) for record in records]
-        except Exception:  # a fault of ours for this one page: not an outage
-            logger.exception("Cannot make the WARC records of %s", page.final_url)
-            self.stats.inc_value("warc/unarchived")
-            return None
-        if not records:
-            self.stats.inc_value("warc/unarchived")
-            logger.warning(
-                "No WARC records for %s: the header block of its response does not end",
-                page.final_url,
-            )
-            return None
-        main = records[1]
-        return _Prepared(encoded, after, main.rec_type, main.rec_headers.get_header("WARC-Date"))
-
     async def close_spider(self) -> None:
-        await self._close_batches(self.files.close)
+        await self._close_batches(self.writer.close)
         self.outage.close()
-        self.stats.set_value("warc/files", self.files.serial)
+        self.stats.set_value("warc/files", self.writer.files)
+        self.stats.set_value("warc/repaired_files", self.writer.repaired)
 
-    def _write(self, batch: list[tuple[Page, _Prepared]]) -> dict[str, int]:
-        """Runs on the WARC thread: the pages' records written and synced; the items learn
-        where their records are."""
-        started = time.perf_counter()
-        where = self.files.write([prepared.records for _, prepared in batch])
-        counts = {"responses": 0, "revisits": 0}
-        for (page, prepared), spots in zip(batch, where, strict=True):
+    def _write(self, batch: list[tuple[Page, tuple[Exchange, Original | None]]]) -> Any:
+        """Runs on the WARC thread: the batch handed to the writer, which answers once its
+        records are written and synced."""
+        return self.writer.write([job for _, job in batch])
+
+    def _written(self, answer: Any, batch: list[tuple[Page, Any]]) -> None:
+        """The items learn where their records are (on the reactor's thread)."""
+        results, counts = answer
+        kinds = {"response": 0, "revisit": 0}
+        for (page, _), result in zip(batch, results, strict=True):
+            if result[0] == "unarchived":
+                logger.error("Cannot make the WARC records of %s: %s", page.final_url, result[1])
+                self.stats.inc_value("warc/unarchived")
+                continue
+            _, spot, kind, date, after = result
             wire = wire_of(page)
             if wire is not None:
                 wire.archived = True
-            counts["revisits" if prepared.kind == "revisit" else "responses"] += 1
+            kinds["revisit" if kind == "revisit" else "response"] += 1
             page.warc = {
-                "file": spots[1].file,
-                "offset": spots[1].offset,
-                "length": spots[1].length,
-                "type": prepared.kind,
-                "date": prepared.date,
+                "file": spot.file,
+                "offset": spot.offset,
+                "length": spot.length,
+                "type": kind,
+                "date": date,
             }
-            after = prepared.original
             page.warc_original = (
                 None
                 if after is None
@@ -227,32 +213,19 @@ class WarcPipeline(ThreadedBatches):
                     "entity": after.entity,
                 }
             )
-        counts["records"] = sum(len(p.records) for _, p in batch)
-        counts["bytes"] = sum(spot.length for spots in where for spot in spots)
-        counts["microseconds"] = int((time.perf_counter() - started) * 1e6)
-        return counts
+        self.stats.inc_value("warc/records", counts["records"])
+        self.stats.inc_value("warc/responses", kinds["response"])
+        self.stats.inc_value("warc/revisits", kinds["revisit"])
+        self.stats.inc_value("warc/bytes", counts["bytes"])
+        self.stats.inc_value("warc/encode_seconds", counts["encode_microseconds"] / 1e6)
+        self.stats.inc_value("warc/write_seconds", counts["write_microseconds"] / 1e6)
 
-    def _written(self, counts: dict[str, int], batch: list[tuple[Page, _Prepared]]) -> None:
-        for name in ("records", "responses", "revisits", "bytes"):
-            self.stats.inc_value(f"warc/{name}", counts[name])
-        self.stats.inc_value("warc/write_seconds", counts["microseconds"] / 1e6)
-
-    def _failed(self, failure: Any, batch: list[tuple[Page, _Prepared]]) -> Requeue:
+    def _failed(self, failure: Any, batch: list[tuple[Page, Any]]) -> Requeue:
         self.stats.inc_value("warc/requeued", len(batch))
         if not failure.check(OSError):  # not the disk: a fault of ours, shown in full
             logger.error("WARC write failed:\n%s", failure.getTraceback())
         urls = [ItemAdapter(item).get("url", "?") for item, _ in batch]
         return self._give_back(failure, urls, f"the WARC records of {len(batch)} pages", "WARC")
-
-
-@dataclass
-class _Prepared:
-    """A page's records, encoded, and what the row learns once they are written."""
-
-    records: list[Encoded]
-    original: Original | None
-    kind: str  # of the main record: response or revisit
-    date: str
 
 
 def _software() -> str:

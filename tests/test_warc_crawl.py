@@ -295,10 +295,20 @@ def test_a_second_crawl_of_an_unchanged_web_writes_revisits_that_pywb_replays(tm
         proc.wait(10)
 
 
-# `scrapy crawl` whose 40th WARC record is half written, flushed to disk, and then waits
-# (for the kill): a worker killed mid-record, at a moment the test knows
+def hooked_env(tmp_path: Path, code: str, **extra: str) -> dict[str, str]:
+    """A worker's environment in which ``code`` runs first in every Python process (as
+    ``sitecustomize``): in the worker and in its WARC writer."""
+    hooks = tmp_path / "hooks"
+    hooks.mkdir(exist_ok=True)
+    (hooks / "sitecustomize.py").write_text(code)
+    path = os.pathsep.join(p for p in (str(hooks), os.environ.get("PYTHONPATH", "")) if p)
+    return crawl_env(PYTHONPATH=path, **extra)
+
+
+# a WARC writer whose 40th record is half written, flushed to disk, and then waits (for
+# the kill, its pid in $HALFWAY): a writer killed mid-record, at a moment the test knows
 HALF_WRITE = (
-    "import os, sys, time\n"
+    "import os, time\n"
     "from webcrawl.warc.files import WarcFiles\n"
     "write, seen = WarcFiles.write, [0]\n"
     "def halfway(self, groups):\n"
@@ -316,11 +326,12 @@ HALF_WRITE = (
     "        self._warc.write(data[: len(data) // 2])\n"
     "        self._warc.flush()\n"
     "        os.fsync(self._warc.fileno())\n"
-    "        open(os.environ['HALFWAY'], 'w').close()\n"
+    "        with open(os.environ['HALFWAY'] + '.tmp', 'w') as out:\n"
+    "            out.write(str(os.getpid()))\n"
+    "        os.rename(os.environ['HALFWAY'] + '.tmp', os.environ['HALFWAY'])\n"
     "        time.sleep(60)\n"
     "    return where\n"
     "WarcFiles.write = halfway\n"
-    "from scrapy.cmdline import execute\nexecute(['scrapy'] + sys.argv[1:])\n"
 )
 
 
@@ -334,14 +345,16 @@ def test_a_worker_killed_mid_record_leaves_files_that_repair_makes_whole(tmp_pat
             info["seeds"],
             data,
             *settings,
-            code=HALF_WRITE,
-            env=crawl_env(HALFWAY=str(halfway)),
+            env=hooked_env(tmp_path, HALF_WRITE, HALFWAY=str(halfway)),
             name="killed",
         )
         deadline = time.monotonic() + 60
         while not halfway.exists():
             assert time.monotonic() < deadline and worker.poll() is None, worker.log_text()[-3000:]
             time.sleep(0.05)
+        # the writer and its worker, as a kill of the process group (an OOM kill of the
+        # writer alone fails its batch: the next batch's writer repairs the file)
+        os.kill(int(halfway.read_text()), signal.SIGKILL)
         worker.send_signal(signal.SIGKILL)
         worker.wait(10)
         assert len(list(warc.glob("*.warc.gz.open"))) == 1
@@ -378,11 +391,11 @@ def test_a_worker_killed_mid_record_leaves_files_that_repair_makes_whole(tmp_pat
             record.content_stream().read()
 
 
-# `scrapy crawl` whose disk is full while the file $DISK_FULL exists: WARC writes and
-# the outage's probe fail with ENOSPC, as on a full disk (which root, in a test, cannot
-# otherwise be given)
+# a worker whose disk is full while the file $DISK_FULL exists: WARC writes (in its
+# writer) and the outage's probe (in the worker) fail with ENOSPC, as on a full disk
+# (which root, in a test, cannot otherwise be given)
 DISK_FULL = (
-    "import errno, os, sys\n"
+    "import errno, os\n"
     "import webcrawl.pipelines.warc as pipeline\n"
     "from webcrawl.warc.files import WarcFiles\n"
     "def full():\n"
@@ -396,7 +409,6 @@ DISK_FULL = (
     "    full()\n"
     "    probe(directory)\n"
     "WarcFiles.write, pipeline.check_writable = write_unless_full, probe_unless_full\n"
-    "from scrapy.cmdline import execute\nexecute(['scrapy'] + sys.argv[1:])\n"
 )
 
 
@@ -411,8 +423,7 @@ def test_a_full_disk_pauses_the_worker_and_loses_no_page(tmp_path, crawls):
             "WARC_ENABLED=True",
             "STORE_OUTAGE_WAIT=1",
             "LOG_LEVEL=INFO",
-            code=DISK_FULL,
-            env=crawl_env(DISK_FULL=str(flag)),
+            env=hooked_env(tmp_path, DISK_FULL, DISK_FULL=str(flag)),
         )
         deadline = time.monotonic() + 60
         while not list((data / "warc").glob("*.open")):
@@ -432,6 +443,47 @@ def test_a_full_disk_pauses_the_worker_and_loses_no_page(tmp_path, crawls):
     assert set(rows) == set(web.reachable())  # nothing lost
     assert all(row["warc"] for row in rows.values())  # and everything archived
     warcio_check(data / "warc")
+
+
+def writers_of(worker_pid: int) -> list[int]:
+    """The pids of a worker's WARC writer processes (its children running the writer)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (proc / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        if ppid == worker_pid and b"webcrawl.warc.writer" in cmdline:
+            found.append(int(proc.name))
+    return found
+
+
+def test_a_writer_killed_alone_loses_no_page_and_the_next_one_repairs_its_file(tmp_path, crawls):
+    data = tmp_path / "data"
+    with demo_server(2, 40, tmp_path / "requests.jsonl", latency=0.02) as info:
+        web = DemoWeb(info["hosts"], info["pages_per_host"], info["seed"])
+        worker = crawls.start(info["seeds"], data, "WARC_ENABLED=True", "STORE_OUTAGE_WAIT=1")
+        deadline = time.monotonic() + 60
+        while not (list((data / "warc").glob("*.open")) and writers_of(worker.pid)):
+            assert time.monotonic() < deadline and worker.poll() is None, worker.log_text()[-3000:]
+            time.sleep(0.05)
+        time.sleep(0.5)  # some pages written
+        (writer,) = writers_of(worker.pid)
+        os.kill(writer, signal.SIGKILL)
+        log = crawls.finish(worker)
+    # (between batches, or with one, which went back to the frontier)
+    assert "the WARC writer process ended (exit status -9" in log
+    assert "Repaired " in log  # the dead writer's file, by the next writer as it started
+    with open_store(f"sqlite:///{data / 'webtable.sqlite3'}") as store:
+        rows = {row["url"]: row for row in store.scan_pages()}
+    assert set(rows) == set(web.reachable())  # nothing lost
+    assert all(row["warc"] for row in rows.values())  # and everything archived
+    assert not list((data / "warc").glob("*.open"))
+    warcio_check(data / "warc")
+    cdxj_agrees(data / "warc")
 
 
 def test_a_warc_dir_that_cannot_be_written_fails_at_start(tmp_path, crawls):

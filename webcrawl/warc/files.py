@@ -8,10 +8,9 @@ size.  A batch is written, flushed and fsynced before :meth:`WarcFiles.write` re
 the caller acknowledges pages only then.
 
 Records are encoded (:func:`encode`: serialised, compressed into one gzip member by a
-:class:`Members` compressor, their index line prepared) by the caller, on the reactor's
-thread; the writing thread only writes each batch's bytes (one ``write``) and syncs them.
-Compressing there cost more than here: each of its zlib calls let go of the GIL, and
-taking it back from a busy reactor waited out the interpreter's switch interval.
+:class:`Members` compressor, their index line prepared) and written by the worker's
+writer process (:mod:`webcrawl.warc.writer`), off the crawler's core; each batch's bytes
+go in one ``write``, then a sync.
 
 A writer holds an exclusive ``flock`` on its ``.open`` file for as long as it writes it.
 A worker killed mid-record leaves the file unlocked, ending in an incomplete gzip member:
