@@ -38,6 +38,11 @@ def test_links_stay_within_their_copy():
         copy = url.split("://")[1].split(".")[0]
         assert copy in ("c0", "c1", "c2")
         assert all(link.startswith(f"http://{copy}.") for link in graph.links_of(url))
+    # the same graph in more copies, its pages shared
+    five = graph.with_copies(5)
+    assert len(five.all_hosts()) == 10 and graph.copies == 3
+    assert five.links_of("http://c4.www.s0m0.example/a")[0] == "http://c4.www.s0m0.example/"
+    assert five.pages == graph.pages
 
 
 def test_rename_keeps_the_crawl_hosts_links_once_each():

@@ -56,7 +56,10 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from webcrawl.bench.graph import Graph
 
 HOSTS, DURATION, WARMUP = 100_000, 20.0, 5.0
 GRAPH_HOSTS = 1000  # hosts of a replayed link graph (copies of its hosts), by default
@@ -180,9 +183,7 @@ class Worker:
         self.rng = random.Random(cfg.index)
         self.graph = None
         if cfg.graph:
-            from webcrawl.bench.graph import Graph
-
-            self.graph = Graph.load(cfg.graph, cfg.copies)
+            self.graph = _recorded(cfg.graph).with_copies(cfg.copies)
         self.counts = dict.fromkeys(FIELDS, 0.0)
         self.seen: set[bytes] = set()  # the scheduler's local seen cache
         self.buffer: list[tuple[bytes, str, int, float, bytes]] = []
@@ -671,9 +672,9 @@ def _floor_sample(cfg: Config) -> Callable[[random.Random], tuple[str, list[str]
     """The native floor's pages: (host, links, hosts its new links go to) of a page at
     random, as the workload makes them."""
     if cfg.graph:
-        from webcrawl.bench.graph import Graph, host_of
+        from webcrawl.bench.graph import host_of
 
-        graph = Graph.load(cfg.graph, cfg.copies)
+        graph = _recorded(cfg.graph).with_copies(cfg.copies)
 
         def from_graph(rng: random.Random) -> tuple[str, list[str], list[str]]:
             url = graph.sample(rng)
@@ -717,9 +718,7 @@ def run(args: argparse.Namespace, targets: dict[str, ServersOf] | None = None) -
         raise ValueError("bench frontier: --new-links must be >= 0")
     graph, copies = getattr(args, "graph", None), 1
     if graph:
-        from webcrawl.bench.graph import Graph
-
-        recorded = Graph.load(graph)
+        recorded = _recorded(graph)
         copies = max(1, -(-hosts // len(recorded.hosts)))
         hosts = copies * len(recorded.hosts)
     binary = getattr(args, "redis_server", None)
@@ -807,12 +806,18 @@ def bound(m: dict[str, float]) -> str:
     return "round trips"
 
 
+@functools.lru_cache(maxsize=2)
+def _recorded(path: str) -> Graph:
+    """The link graph recorded in ``path``, in one copy, loaded once per process."""
+    from webcrawl.bench.graph import Graph  # (only a run with --graph needs it)
+
+    return Graph.load(path)
+
+
 def describe(cfg: Config) -> str:
     """The workload, in a sentence or two."""
     if cfg.graph:
-        from webcrawl.bench.graph import Graph
-
-        g = Graph.load(cfg.graph)
+        g = _recorded(cfg.graph)
         return (
             f"The link graph of a real crawl ({cfg.graph}: {g.pages} pages on "
             f"{len(g.hosts)} hosts, {g.links / max(g.pages, 1):.1f} links a page) in "

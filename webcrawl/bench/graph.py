@@ -18,6 +18,7 @@ The file is gzipped JSON: ``{"format", "recorded", "seeds", "pages": {url: [link
 from __future__ import annotations
 
 import argparse
+import copy
 import gzip
 import json
 import random
@@ -63,6 +64,14 @@ class Graph:
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise ValueError(f"{path}: not a link graph of format {FORMAT}")
         return cls(data["pages"], data["seeds"], copies)
+
+    def with_copies(self, copies: int) -> Graph:
+        """This graph in ``copies`` copies (sharing its pages: nothing is loaded again)."""
+        if copies < 1:
+            raise ValueError("copies must be >= 1")
+        twin = copy.copy(self)
+        twin.copies = copies
+        return twin
 
     @property
     def pages(self) -> int:
