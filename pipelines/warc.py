@@ -168,7 +168,13 @@ class WarcPipeline(ThreadedBatches):
         if wire is None or wire.archived:
             return item  # no exchange to archive (a page of no download, a failure)
         original = _original(item.warc_original) if self.dedup else None
-        await self._written_with_batch((item, (_exchange(item), original)))
+        try:
+            exchange = _exchange(item)
+        except Exception:  # a fault of ours for this one page: it goes on unarchived
+            logger.exception("Cannot make the WARC records of %s", item.final_url)
+            self.stats.inc_value("warc/unarchived")
+            return item
+        await self._written_with_batch((item, (exchange, original)))
         return item
 
     async def close_spider(self) -> None:
