@@ -22,7 +22,10 @@ killed) is not acknowledged: its items raise :class:`~webcrawl.frontier.requeue.
 and the worker pauses its fetches until the directory accepts a write again, like a
 store outage (``warc/outages``); the next batch starts a new writer if need be.  Each
 writer, as it starts, repairs the files that killed writers left ``.open``
-(``webcrawl warc repair``); a ``WARC_DIR`` that cannot be written fails here, at start.
+(``webcrawl warc repair``).  A ``WARC_DIR`` that cannot be written, or a writer that
+cannot start, fails here, at start; writers that keep dying
+(:class:`~webcrawl.warc.writer.WriterFailed`) stop the crawl (``warc_writer_failed``),
+their pages handed back to the frontier.
 
 Stats: ``warc/records``, ``warc/responses``, ``warc/revisits``, ``warc/bytes``,
 ``warc/files``, ``warc/repaired_files``, ``warc/requeued``, ``warc/unarchived`` (a page
@@ -45,6 +48,7 @@ from typing import Any
 from itemadapter import ItemAdapter
 from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 
 from webcrawl.frontier.requeue import Requeue
 from webcrawl.page import Page, wire_of
@@ -52,7 +56,7 @@ from webcrawl.pipelines.batches import ThreadedBatches
 from webcrawl.pipelines.outage import StoreOutage
 from webcrawl.settings_check import positive_int
 from webcrawl.warc.records import Exchange, Original
-from webcrawl.warc.writer import WriterProcess
+from webcrawl.warc.writer import WriterFailed, WriterProcess
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +141,9 @@ class WarcPipeline(ThreadedBatches):
                 "dedup": self.dedup,
             }
         )
+        self._files: set[str] = set()  # the files written to (warc/files)
+        self._stopping = False  # the writer failed: the crawl is being stopped
+        self.crawler = crawler
         self._start_batches("webcrawl-warc")
         self.outage = WarcOutage.of(crawler)
         _PIPELINES[crawler] = self
@@ -145,18 +152,17 @@ class WarcPipeline(ThreadedBatches):
     def from_crawler(cls, crawler: Crawler) -> WarcPipeline:
         return cls(crawler)
 
-    def open_spider(self) -> None:
+    async def open_spider(self) -> None:
+        """Start the writer (which repairs what killed writers left open); one that
+        cannot start stops the crawl here."""
         self._run_batches()
-        # started on the writing thread, ahead of the first batch: the writer repairs
-        # the files killed writers left open as it starts, and takes its imports' time
-        self._in_thread(self._start_writer)
-        logger.info("Writing WARC files in %s", self.directory)
-
-    def _start_writer(self) -> None:
         try:
-            self.writer.start()
-        except Exception:  # the first batch tries again, and pauses the worker meanwhile
-            logger.exception("Cannot start the WARC writer")
+            repaired = await maybe_deferred_to_future(self._in_thread(self.writer.start))
+        except WriterFailed as exc:
+            logger.error("Cannot start: %s", exc)
+            raise
+        self.stats.inc_value("warc/repaired_files", repaired)
+        logger.info("Writing WARC files in %s", self.directory)
 
     @staticmethod
     def of(crawler: Crawler) -> WarcPipeline | None:
@@ -180,8 +186,7 @@ class WarcPipeline(ThreadedBatches):
     async def close_spider(self) -> None:
         await self._close_batches(self.writer.close)
         self.outage.close()
-        self.stats.set_value("warc/files", self.writer.files)
-        self.stats.set_value("warc/repaired_files", self.writer.repaired)
+        self.stats.set_value("warc/files", len(self._files))
 
     def _write(self, batch: list[tuple[Page, tuple[Exchange, Original | None]]]) -> Any:
         """Runs on the WARC thread: the batch handed to the writer, which answers once its
@@ -198,6 +203,7 @@ class WarcPipeline(ThreadedBatches):
                 self.stats.inc_value("warc/unarchived")
                 continue
             _, spot, kind, date, after = result
+            self._files.add(spot.file)
             wire = wire_of(page)
             if wire is not None:
                 wire.archived = True
@@ -219,15 +225,24 @@ class WarcPipeline(ThreadedBatches):
                     "entity": after.entity,
                 }
             )
-        self.stats.inc_value("warc/records", counts["records"])
+        self.stats.inc_value("warc/repaired_files", counts["repaired"])
+        self.stats.inc_value("warc/records", counts.get("records", 0))
         self.stats.inc_value("warc/responses", kinds["response"])
         self.stats.inc_value("warc/revisits", kinds["revisit"])
-        self.stats.inc_value("warc/bytes", counts["bytes"])
-        self.stats.inc_value("warc/encode_seconds", counts["encode_microseconds"] / 1e6)
-        self.stats.inc_value("warc/write_seconds", counts["write_microseconds"] / 1e6)
+        self.stats.inc_value("warc/bytes", counts.get("bytes", 0))
+        self.stats.inc_value("warc/encode_seconds", counts.get("encode_microseconds", 0) / 1e6)
+        self.stats.inc_value("warc/write_seconds", counts.get("write_microseconds", 0) / 1e6)
 
     def _failed(self, failure: Any, batch: list[tuple[Page, Any]]) -> Requeue:
         self.stats.inc_value("warc/requeued", len(batch))
+        if failure.check(WriterFailed):  # no writer works: the crawl cannot archive
+            if not self._stopping:
+                self._stopping = True
+                logger.error("Stopping the crawl: %s", failure.getErrorMessage())
+                deferred_from_coro(
+                    self.crawler.engine.close_spider_async(reason="warc_writer_failed")
+                )
+            return Requeue(f"WARC writer failed: {failure.getErrorMessage()}", 0.0)
         if not failure.check(OSError):  # not the disk: a fault of ours, shown in full
             logger.error("WARC write failed:\n%s", failure.getTraceback())
         urls = [ItemAdapter(item).get("url", "?") for item, _ in batch]

@@ -352,8 +352,8 @@ def test_a_worker_killed_mid_record_leaves_files_that_repair_makes_whole(tmp_pat
         while not halfway.exists():
             assert time.monotonic() < deadline and worker.poll() is None, worker.log_text()[-3000:]
             time.sleep(0.05)
-        # the writer and its worker, as a kill of the process group (an OOM kill of the
-        # writer alone fails its batch: the next batch's writer repairs the file)
+        # the writer mid-record (an OOM kill), and its worker (killed alone, a worker
+        # leaves its writer to close the file whole: here the file is left cut)
         os.kill(int(halfway.read_text()), signal.SIGKILL)
         worker.send_signal(signal.SIGKILL)
         worker.wait(10)
@@ -484,6 +484,61 @@ def test_a_writer_killed_alone_loses_no_page_and_the_next_one_repairs_its_file(t
     assert not list((data / "warc").glob("*.open"))
     warcio_check(data / "warc")
     cdxj_agrees(data / "warc")
+
+
+# a worker whose WARC writers die: as they start while $NO_START exists (a fault of
+# theirs, said on stderr), or killed by their first batch while $KILL_WRITE exists
+BROKEN_WRITER = (
+    "import os, signal\n"
+    "import webcrawl.warc.writer as writer\n"
+    "from webcrawl.warc.files import WarcFiles\n"
+    "serve, write = writer.serve, WarcFiles.write\n"
+    "def serve_or_fail(requests, answers):\n"
+    "    if os.path.exists(os.environ['NO_START']):\n"
+    "        raise RuntimeError('the disk is on fire')\n"
+    "    serve(requests, answers)\n"
+    "def write_or_die(self, groups):\n"
+    "    if os.path.exists(os.environ['KILL_WRITE']):\n"
+    "        os.kill(os.getpid(), signal.SIGKILL)\n"
+    "    return write(self, groups)\n"
+    "writer.serve, WarcFiles.write = serve_or_fail, write_or_die\n"
+)
+
+
+def test_a_writer_that_cannot_start_fails_the_crawl_at_start_saying_why(tmp_path, crawls):
+    (tmp_path / "no-start").touch()
+    env = hooked_env(
+        tmp_path,
+        BROKEN_WRITER,
+        NO_START=str(tmp_path / "no-start"),
+        KILL_WRITE=str(tmp_path / "kill-write"),
+    )
+    result = crawls.run("http://127.0.0.2:9/", tmp_path / "data", "WARC_ENABLED=True", env=env)
+    assert result.returncode != 0, result.stderr[-3000:]
+    assert "Cannot start: the WARC writer did not start" in result.stderr
+    assert "RuntimeError: the disk is on fire" in result.stderr
+
+
+def test_writers_that_keep_dying_stop_the_crawl_and_lose_no_page(tmp_path, crawls):
+    data = tmp_path / "data"
+    kill = tmp_path / "kill-write"
+    kill.touch()
+    env = hooked_env(
+        tmp_path, BROKEN_WRITER, NO_START=str(tmp_path / "no-start"), KILL_WRITE=str(kill)
+    )
+    with demo_server(2, 30, tmp_path / "requests.jsonl") as info:
+        web = DemoWeb(info["hosts"], info["pages_per_host"], info["seed"])
+        first = crawls.run(info["seeds"], data, "WARC_ENABLED=True", env=env)
+        assert "'finish_reason': 'warc_writer_failed'" in first.stderr, first.stderr[-3000:]
+        assert "3 WARC writers died in a row" in first.stderr
+        kill.unlink()  # the writers are well again: the next worker finishes the crawl
+        crawls.run(info["seeds"], data, "WARC_ENABLED=True", env=env)
+    with open_store(f"sqlite:///{data / 'webtable.sqlite3'}") as store:
+        rows = {row["url"]: row for row in store.scan_pages()}
+    assert set(rows) == set(web.reachable())  # nothing lost
+    assert all(row["warc"] for row in rows.values())  # and everything archived
+    assert not list((data / "warc").glob("*.open"))
+    warcio_check(data / "warc")
 
 
 def test_a_warc_dir_that_cannot_be_written_fails_at_start(tmp_path, crawls):

@@ -4,6 +4,7 @@ drives it: real processes, real files, checked by warcio."""
 import errno
 import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -11,10 +12,11 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+import webcrawl.warc.writer as writer_module
 from tests.test_warc_crawl import warcio_check
 from webcrawl.warc.files import OPEN
 from webcrawl.warc.records import Exchange, Original
-from webcrawl.warc.writer import WriterGone, WriterProcess
+from webcrawl.warc.writer import DEATHS_IN_A_ROW, WriterFailed, WriterGone, WriterProcess
 
 REQUEST = b"GET /a HTTP/1.1\r\nHost: example.com\r\n\r\n"
 
@@ -66,7 +68,7 @@ def test_a_batch_is_written_where_the_writer_says_and_a_same_payload_is_a_revisi
             assert record.rec_headers.get_header("WARC-Date") == date
     finally:
         w.close()
-    assert w.files == 1 and not list(tmp_path.glob("*" + OPEN))
+    assert len(list(tmp_path.glob("*.warc.gz"))) == 1 and not list(tmp_path.glob("*" + OPEN))
     warcio_check(tmp_path)
 
 
@@ -105,23 +107,64 @@ def test_a_killed_writer_fails_its_batch_and_the_next_writer_repairs_its_file(tm
     with pytest.raises(WriterGone, match="exit status -9"):
         w.write([job("b", b"beta")])
     # the next batch starts a writer, which first repairs the dead one's file
-    (result,), _ = w.write([job("c", b"gamma")])
-    assert result[0] == "ok" and w.repaired == 1
+    (result,), counts = w.write([job("c", b"gamma")])
+    assert result[0] == "ok" and counts["repaired"] == w.repaired == 1
     w.close()
     assert len(list(tmp_path.glob("*.warc.gz"))) == 2 and not list(tmp_path.glob("*" + OPEN))
     warcio_check(tmp_path)
 
 
-def test_the_writer_ignores_ctrl_c_and_ends_with_its_worker(tmp_path):
+def test_writers_that_keep_dying_are_a_failure_not_an_endless_retry(tmp_path):
+    w = writer(tmp_path)
+    w.start()
+    for _ in range(DEATHS_IN_A_ROW - 1):
+        os.kill(w._proc.pid, signal.SIGKILL)
+        w._proc.wait()
+        (result,), _ = w.write([job("a", b"alpha")])  # said, and a new writer started
+        assert result[0] == "ok"
+        assert w.deaths == 0  # (a batch written: the count starts again)
+    os.kill(w._proc.pid, signal.SIGKILL)
+    w._proc.wait()
+    w.deaths = DEATHS_IN_A_ROW - 1  # as if those before it had died with their batches
+    with pytest.raises(WriterFailed, match="died in a row"):
+        w.write([job("b", b"beta")])
+    w.close()
+
+
+def test_a_writer_that_cannot_start_says_why(tmp_path, monkeypatch):
+    w = WriterProcess({"directory": str(tmp_path)})  # (a fault of ours: its traceback)
+    with pytest.raises(WriterFailed, match=r"did not start(.|\n)*it said:(.|\n)*KeyError"):
+        w.start()
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))
+    with pytest.raises(WriterFailed, match="cannot start the WARC writer"):
+        writer(tmp_path).start()
+
+
+def test_a_large_batch_goes_in_runs_each_written_before_the_next(tmp_path, monkeypatch):
+    monkeypatch.setattr(writer_module, "BATCH_BYTES", 3000)
+    w = writer(tmp_path)
+    w.start()
+    try:
+        jobs = [job(f"p{i}", bytes([65 + i]) * 1000) for i in range(7)]
+        results, counts = w.write(jobs)
+    finally:
+        w.close()
+    assert [r[0] for r in results] == ["ok"] * 7 and counts["records"] == 21
+    offsets = [r[1].offset for r in results]
+    assert offsets == sorted(offsets)  # in order, one file
+    warcio_check(tmp_path)
+
+
+def test_the_writer_is_out_of_reach_of_ctrl_c_and_ends_with_its_worker(tmp_path):
     w = writer(tmp_path)
     w.start()
     w.write([job("a", b"alpha")])
     proc = w._proc
-    os.kill(proc.pid, signal.SIGINT)  # a Ctrl-C reaches the process group
-    (result,), _ = w.write([job("b", b"beta")])
-    assert result[0] == "ok"
+    # a session of its own: a Ctrl-C (or a signal) to the worker's process group misses it
+    assert os.getsid(proc.pid) == proc.pid != os.getsid(0)
     proc.stdin.close()  # as when the worker dies: the writer closes its file and ends
     assert proc.wait(10) == 0
     proc.stdout.close()
+    w._stderr.close()
     assert not list(tmp_path.glob("*" + OPEN))
     warcio_check(tmp_path)

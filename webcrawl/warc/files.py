@@ -388,6 +388,8 @@ def repair_dir(directory: Path) -> list[tuple[Path, int, int]]:
             done.append(repair(path))
         except (WriterAlive, FileNotFoundError):
             continue
+        except OSError as exc:  # (one that cannot be opened: said, and left for a hand)
+            logger.warning("Cannot repair %s: %s", path, exc)
     # what a writer killed between creating and locking a file, or a repair killed while
     # writing an index, leaves: unlocked, and old
     for pattern in (f"*{WARC_SUFFIX}{CREATING}", f"*{INDEX_SUFFIX}.*.tmp"):

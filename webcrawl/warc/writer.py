@@ -5,9 +5,9 @@ A crawler is bound by its reactor's one core.  Making a page's records (digests,
 and deflating them cost about 0.6 ms of it a page, and the writing thread's share of the
 GIL more; a thread cannot take the deflate away, since each of its zlib calls lets go of
 the GIL and taking it back from a busy reactor waits out the switch interval.  So the
-worker hands each batch of exchanges, as they went over the wire, to this process
-(``python -m webcrawl.warc.writer``) and only waits for the answer: where each page's
-records are, once they are written, flushed and fsynced (:class:`WarcFiles`).
+worker hands each batch of exchanges, as they went over the wire, to this process and
+only waits for the answer: where each page's records are, once they are written, flushed
+and fsynced (:class:`WarcFiles`).
 
 :class:`WriterProcess` is the worker's side, called from one thread (the pipeline's
 writing thread).  The two talk over the child's stdin and stdout, each message a pickled
@@ -21,12 +21,17 @@ tuple after its 8-byte length:
   ``Location``, type, date and the page's last capture after it, or ``("unarchived",
   why)``), ``("failed", errno, message)`` (an OSError: a full disk; the batch is not
   written), ``("closed", files)``; each with the log records it made meanwhile, which
-  the worker logs as its own.
+  the worker logs as its own.  What the writer says on stderr (a crash's traceback) goes
+  to a file, quoted when it ends unexpectedly.
 
-The writer ignores SIGINT and SIGTERM (a Ctrl-C reaches the whole process group, and the
-worker still has batches to write as it stops) and ends when its stdin does: when the
-worker closes it, or dies.  A writer that dies (killed) fails its batch, which goes back
-to the frontier; the next batch starts a new writer, which repairs the dead one's file.
+The writer runs the worker's own imports (its ``sys.path``, not the working directory's
+modules first), in a session of its own (a Ctrl-C or a signal to the worker's process
+group does not reach it: a stopping worker still has batches to write), and ends when
+its stdin does: when the worker closes it, or dies.  A writer that dies (killed) fails
+its batch, which goes back to the frontier; the next batch starts a new writer, which
+repairs the dead one's file.  A writer that cannot start, or dies
+``DEATHS_IN_A_ROW`` times without a batch written, is a :class:`WriterFailed`: the
+crawl cannot archive, and stops.
 """
 
 from __future__ import annotations
@@ -35,10 +40,10 @@ import contextlib
 import logging
 import os
 import pickle
-import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -52,8 +57,17 @@ logger = logging.getLogger(__name__)
 _LENGTH = struct.Struct("<Q")
 
 
+DEATHS_IN_A_ROW = 3  # writers that die with no batch written between them: a failure
+BATCH_BYTES = 64 << 20  # a batch's exchanges are sent in writes of about this size at most
+_ERRORS_SHOWN = 4000  # characters of a dead writer's stderr quoted in the error
+
+
 class WriterGone(RuntimeError):
     """The writer process ended (killed, or a fault of its own): the batch is not written."""
+
+
+class WriterFailed(RuntimeError):
+    """No writer can be started, or they keep dying: the crawl cannot archive."""
 
 
 def _send(stream: IO[bytes], message: Any) -> None:
@@ -74,59 +88,110 @@ def _receive(stream: IO[bytes]) -> Any:
     return pickle.loads(data)
 
 
+# run by the writer's interpreter: the working directory's modules do not come first
+# (``python -m`` would put them before the worker's), then the writer
+_BOOT = "import sys; del sys.path[0]; from webcrawl.warc.writer import main; main()"
+
+
+def _chunks(jobs: list[tuple[Exchange, Original | None]]) -> list[list[Any]]:
+    """``jobs`` in runs of at most about ``BATCH_BYTES`` of exchanges (one job at least)."""
+    runs: list[list[Any]] = [[]]
+    size = 0
+    for job in jobs:
+        weight = len(job[0].received) + len(job[0].sent)
+        if runs[-1] and size + weight > BATCH_BYTES:
+            runs.append([])
+            size = 0
+        runs[-1].append(job)
+        size += weight
+    return runs
+
+
 class WriterProcess:
     """The worker's side of its writer process (one thread calls it)."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.config = config
-        self.files = 0  # files the writers closed so far
         self.repaired = 0  # files left open by gone writers that the writers repaired
+        self.deaths = 0  # writers that died since the last batch written
         self._proc: subprocess.Popen[bytes] | None = None
+        self._stderr: IO[bytes] | None = None
 
-    def start(self) -> None:
+    def start(self) -> int:
         """Start a writer; it repairs what gone writers left open in its directory, as
-        :func:`~webcrawl.warc.files.repair_dir` (said here, and counted)."""
+        :func:`~webcrawl.warc.files.repair_dir` (said here).  Returns the files it
+        repaired; raises :class:`WriterFailed` if it does not start."""
         env = dict(os.environ)
         # the worker's imports, for a checkout on sys.path (or an egg under scrapyd)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "webcrawl.warc.writer"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-            close_fds=True,
-        )
-        (repaired,) = self._call(self.config)
+        env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in _reap)
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-c", _BOOT],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr,
+                env=env,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            self._reap()
+            raise WriterFailed(f"cannot start the WARC writer ({sys.executable}): {exc}") from None
+        try:
+            (repaired,) = self._call(self.config)
+        except (WriterGone, OSError, RuntimeError) as exc:
+            self._reap()
+            raise WriterFailed(f"the WARC writer did not start: {exc}") from None
         for path, kept, cut in repaired:
             logger.warning(
-                "Repaired %s, left open by a WARC writer that is gone: %d records kept, %d bytes "
-                "of an incomplete record cut off",
+                "Repaired %s, left open by a WARC writer that is gone: %d records kept, "
+                "%d bytes of an incomplete record cut off",
                 path,
                 kept,
                 cut,
             )
         self.repaired += len(repaired)
+        return len(repaired)
 
     def write(self, jobs: list[tuple[Exchange, Original | None]]) -> tuple[list[Any], dict]:
-        """Write the jobs' records (in a new writer, if the last one is gone); returns a
-        result per job and the batch's counts.  Raises OSError when the directory refused
-        the batch, :class:`WriterGone` when the writer died with it."""
+        """Write the jobs' records (in a new writer, if the last one is gone), a run of
+        about ``BATCH_BYTES`` at a time; returns a result per job and the batch's counts
+        (``repaired``: files a writer started here repaired).  Raises OSError when the
+        directory refused the batch, :class:`WriterGone` when the writer died with it,
+        :class:`WriterFailed` when none can work."""
+        repaired = 0
         if self._proc is None or self._proc.poll() is not None:
             if self._proc is not None:  # (died between batches: nothing was lost)
+                self.deaths += 1
                 logger.warning(
-                    "the WARC writer process ended (exit status %s); starting another",
+                    "the WARC writer process ended (exit status %s)%s",
                     self._proc.returncode,
+                    self._said(),
                 )
-            self._reap()
-            self.start()
-        return self._call(("write", jobs))
+                self._reap()
+            if self.deaths >= DEATHS_IN_A_ROW:
+                raise WriterFailed(f"{self.deaths} WARC writers died in a row")
+            repaired = self.start()
+        results: list[Any] = []
+        counts: dict[str, int] = {"repaired": repaired}
+        for run in _chunks(jobs):
+            try:
+                done, ran = self._call(("write", run))
+            except WriterGone:
+                self.deaths += 1
+                raise
+            results += done
+            for name, value in ran.items():
+                counts[name] = counts.get(name, 0) + value
+        self.deaths = 0
+        return results, counts
 
     def close(self) -> None:
         """Close the writer's file (sorting its index) and end the writer."""
         if self._proc is None:
             return
         try:
-            (self.files,) = self._call(("close",))
+            self._call(("close",))
         except WriterGone:
             logger.warning("The WARC writer was gone before its file could be closed")
         finally:
@@ -140,12 +205,11 @@ class WriterProcess:
             _send(proc.stdin, message)
             answer = _receive(proc.stdout)
         except (OSError, EOFError, pickle.UnpicklingError) as exc:  # (a broken pipe)
-            if proc.poll() is None:  # alive, but out of step: ended, as if it had died
+            if isinstance(exc, pickle.UnpicklingError):  # alive, but out of step
                 proc.kill()
+            said = self._said(wait=True)
             code = self._reap()
-            raise WriterGone(
-                f"the WARC writer process ended (exit status {code}; {exc!r})"
-            ) from None
+            raise WriterGone(f"the WARC writer process ended (exit status {code}){said}") from None
         kind, logs, *rest = answer
         for level, name, text in logs:
             logging.getLogger(name).log(level, "%s", text)
@@ -156,19 +220,37 @@ class WriterProcess:
             raise RuntimeError(f"the WARC writer failed:\n{rest[0]}")
         return rest
 
+    def _said(self, wait: bool = False) -> str:
+        """The end of what the writer said on stderr, if anything (``wait``: once it has
+        ended, for a few seconds at most: a crash is still being reported)."""
+        if wait and self._proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(5)
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0, os.SEEK_END)
+        size = self._stderr.tell()
+        self._stderr.seek(max(0, size - _ERRORS_SHOWN))
+        text = self._stderr.read().decode("utf-8", "replace").strip()
+        return f"; it said:\n{text}" if text else ""
+
     def _reap(self) -> int | None:
         proc, self._proc = self._proc, None
-        if proc is None:
-            return None
-        for stream in (proc.stdin, proc.stdout):
-            if stream is not None:
-                with contextlib.suppress(OSError):  # (a broken pipe's unflushed bytes)
-                    stream.close()
-        try:
-            return proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            return proc.wait()
+        code = None
+        if proc is not None:
+            for stream in (proc.stdin, proc.stdout):
+                if stream is not None:
+                    with contextlib.suppress(OSError):  # (a broken pipe's unflushed bytes)
+                        stream.close()
+            try:
+                code = proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                code = proc.wait()
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+        return code
 
 
 # -- the writer process
@@ -268,8 +350,6 @@ def serve(requests: IO[bytes], answers: IO[bytes]) -> None:
 
 
 def main() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     # the protocol has stdin and stdout to itself: a stray print goes to stderr
     requests = os.fdopen(os.dup(0), "rb")
     answers = os.fdopen(os.dup(1), "wb")
@@ -280,5 +360,5 @@ def main() -> None:
     serve(requests, answers)
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # (the worker runs it as _BOOT does)
     main()
