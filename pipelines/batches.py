@@ -21,9 +21,9 @@ from twisted.internet import task
 from twisted.internet.defer import Deferred, DeferredList
 from twisted.internet.threads import deferToThreadPool
 from twisted.python.failure import Failure
-from twisted.python.threadpool import ThreadPool
 
 from webcrawl.frontier.requeue import Requeue
+from webcrawl.threadpools import one_thread_pool
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class ThreadedBatches:
         self._buffer: list[Any] = []
         self._waiters: list[Deferred[None]] = []  # one per buffered item, fired when written
         self._pending: set[Deferred[Any]] = set()
-        self._pool = ThreadPool(minthreads=1, maxthreads=1, name=name)
+        self._pool = one_thread_pool(name)
         self._loop = task.LoopingCall(self._flush)
         self._soon: Any = None  # group commit: the flush called for this reactor turn
 

@@ -32,7 +32,6 @@ from scrapy.exceptions import DropItem
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 from twisted.internet.threads import deferToThreadPool
-from twisted.python.threadpool import ThreadPool
 
 from webcrawl.frontier.requeue import Requeue
 from webcrawl.incremental.change import NoStoredContent, compare
@@ -40,6 +39,7 @@ from webcrawl.page import Page
 from webcrawl.pipelines.outage import StoreOutage
 from webcrawl.settings_check import non_negative_float, non_negative_int, positive_int
 from webcrawl.store import Row, Store, open_store, store_url_from_settings
+from webcrawl.threadpools import one_thread_pool
 from webcrawl.urls.urlkey import url_to_key
 
 logger = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ class ChangePipeline:
         self.keep = positive_int(settings, "REVISIT_HISTORY")
         self.interval = non_negative_float(settings, "SIMHASH_READ_INTERVAL")
         self.store: Store = open_store(store_url_from_settings(settings))
-        self._pool = ThreadPool(minthreads=1, maxthreads=1, name="webcrawl-change")
+        self._pool = one_thread_pool("webcrawl-change")
         # pages waiting for their stored versions: (key, Deferred fired with the row)
         self._waiting: list[tuple[str, Deferred[Row | None]]] = []
         self._timer: Any = None

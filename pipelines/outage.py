@@ -28,6 +28,7 @@ from twisted.python.threadpool import ThreadPool
 
 from webcrawl.settings_check import positive_float
 from webcrawl.store import Store, open_store, store_url_from_settings
+from webcrawl.threadpools import one_thread_pool
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ class StoreOutage:
         if engine is not None:
             engine.pause()
         if self._pool is None:
-            self._pool = ThreadPool(minthreads=1, maxthreads=1, name=f"webcrawl-{self.stat}-check")
+            self._pool = one_thread_pool(f"webcrawl-{self.stat}-check")
             self._pool.start()
         self._loop = task.LoopingCall(self._check)
         self._loop.start(self.wait, now=False)

@@ -161,7 +161,7 @@ class WarcPipeline(ThreadedBatches):
         except WriterFailed as exc:
             logger.error("Cannot start: %s", exc)
             raise
-        self.stats.inc_value("warc/repaired_files", repaired)
+        self.stats.set_value("warc/repaired_files", repaired)
         logger.info("Writing WARC files in %s", self.directory)
 
     @staticmethod
@@ -225,7 +225,7 @@ class WarcPipeline(ThreadedBatches):
                     "entity": after.entity,
                 }
             )
-        self.stats.inc_value("warc/repaired_files", counts["repaired"])
+        self.stats.set_value("warc/repaired_files", self.writer.repaired)
         self.stats.inc_value("warc/records", counts.get("records", 0))
         self.stats.inc_value("warc/responses", kinds["response"])
         self.stats.inc_value("warc/revisits", kinds["revisit"])
@@ -235,6 +235,7 @@ class WarcPipeline(ThreadedBatches):
 
     def _failed(self, failure: Any, batch: list[tuple[Page, Any]]) -> Requeue:
         self.stats.inc_value("warc/requeued", len(batch))
+        self.stats.set_value("warc/repaired_files", self.writer.repaired)
         if failure.check(WriterFailed):  # no writer works: the crawl cannot archive
             if not self._stopping:
                 self._stopping = True

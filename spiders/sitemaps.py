@@ -53,7 +53,6 @@ from twisted.internet.defer import DeferredLock
 from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThreadPool
 from twisted.python.failure import Failure
-from twisted.python.threadpool import ThreadPool
 
 from webcrawl.middlewares.robotstxt import robots_fetched
 from webcrawl.middlewares.sitemaps import TOKEN, listed_url
@@ -82,6 +81,7 @@ from webcrawl.sitemaps.trust import (
     claims_change,
 )
 from webcrawl.sitemaps.trustbook import TrustBook
+from webcrawl.threadpools import one_thread_pool
 from webcrawl.urls.urlkey import BadURLError, canonical_url, url_to_key
 
 logger = logging.getLogger(__name__)
@@ -707,7 +707,7 @@ class SitemapReading:
 
         pool = self.__dict__.get("_sitemap_pool")
         if pool is None:
-            pool = self._sitemap_pool = ThreadPool(minthreads=1, maxthreads=1, name="sitemaps")
+            pool = self._sitemap_pool = one_thread_pool("sitemaps")
             pool.start()
         return await maybe_deferred_to_future(deferToThreadPool(reactor, pool, f, *args, **kwargs))
 

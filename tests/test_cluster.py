@@ -8,6 +8,7 @@ import pytest
 from conftest import frontier_totals, read_items
 
 from webcrawl.frontier.keys import CrawlKeys
+from webcrawl.store import open_store
 
 # About 40 pages/s over all workers on the 4 seed hosts: a crawl of the slow demo web
 # lasts ~7 s, long enough for a second worker to start and take its share.
@@ -74,6 +75,29 @@ def test_stopping_a_worker_keeps_the_crawl(slow_demo, redis_server, redis_client
     urls = [i["url"] for p in ("a", "b") for i in read_items(tmp_path / f"{p}.jsonl")]
     assert Counter(urls) == Counter(set(demo.web.reachable()))
     assert max(demo.page_fetches().values()) == 1
+
+
+@pytest.mark.e2e
+def test_a_second_ctrl_c_stops_a_worker_at_once_and_loses_nothing(
+    slow_demo, redis_server, tmp_path, crawls
+):
+    """The forced stop: no close_spider runs, so nobody stops the pipelines' thread pools;
+    their threads must not hold the worker at exit (webcrawl/threadpools.py)."""
+    demo = slow_demo
+    settings = (f"REDIS_URL={redis_server.url}", "WARC_ENABLED=True")
+    a = crawls.start(demo.seeds, tmp_path / "data", *settings)
+    demo.wait_for_fetches(40)
+    a.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    a.send_signal(signal.SIGINT)
+    a.wait(20)  # (hung for ever before)
+    assert "forcing unclean shutdown" in a.log_text()
+    result = crawls.run(None, tmp_path / "data", *settings)
+    assert result.returncode == 0, result.stderr[-2000:]
+    with open_store(f"sqlite:///{tmp_path / 'data' / 'webtable.sqlite3'}") as store:
+        rows = list(store.scan_pages())
+    assert sorted(r["url"] for r in rows) == sorted(demo.web.reachable())  # once each
+    assert all(r["warc"] for r in rows)
 
 
 @pytest.mark.e2e

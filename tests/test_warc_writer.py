@@ -16,7 +16,7 @@ import webcrawl.warc.writer as writer_module
 from tests.test_warc_crawl import warcio_check
 from webcrawl.warc.files import OPEN
 from webcrawl.warc.records import Exchange, Original
-from webcrawl.warc.writer import DEATHS_IN_A_ROW, WriterFailed, WriterGone, WriterProcess
+from webcrawl.warc.writer import FAILURES_IN_A_ROW, WriterFailed, WriterGone, WriterProcess
 
 REQUEST = b"GET /a HTTP/1.1\r\nHost: example.com\r\n\r\n"
 
@@ -114,21 +114,26 @@ def test_a_killed_writer_fails_its_batch_and_the_next_writer_repairs_its_file(tm
     warcio_check(tmp_path)
 
 
-def test_writers_that_keep_dying_are_a_failure_not_an_endless_retry(tmp_path):
+def test_writers_that_keep_failing_are_a_failure_not_an_endless_retry(tmp_path):
     w = writer(tmp_path)
     w.start()
-    for _ in range(DEATHS_IN_A_ROW - 1):
+    for _ in range(FAILURES_IN_A_ROW + 1):  # killed between batches: nothing failed
         os.kill(w._proc.pid, signal.SIGKILL)
         w._proc.wait()
         (result,), _ = w.write([job("a", b"alpha")])  # said, and a new writer started
-        assert result[0] == "ok"
-        assert w.deaths == 0  # (a batch written: the count starts again)
-    os.kill(w._proc.pid, signal.SIGKILL)
-    w._proc.wait()
-    w.deaths = DEATHS_IN_A_ROW - 1  # as if those before it had died with their batches
-    with pytest.raises(WriterFailed, match="died in a row"):
-        w.write([job("b", b"beta")])
+        assert result[0] == "ok" and w.failures == 0
+    broken = [(*job("x", b"x"), "more")]  # (the writer raises on it: a fault of its own)
+    for _ in range(FAILURES_IN_A_ROW - 1):
+        with pytest.raises(RuntimeError, match="the WARC writer failed"):
+            w.write(broken)
+    w.write([job("b", b"beta")])  # a batch written: the count starts again
+    for _ in range(FAILURES_IN_A_ROW):
+        with pytest.raises(RuntimeError, match="the WARC writer failed"):
+            w.write(broken)
+    with pytest.raises(WriterFailed, match="failed 3 times in a row"):
+        w.write([job("c", b"gamma")])
     w.close()
+    warcio_check(tmp_path)
 
 
 def test_a_writer_that_cannot_start_says_why(tmp_path, monkeypatch):

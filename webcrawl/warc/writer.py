@@ -29,9 +29,9 @@ modules first), in a session of its own (a Ctrl-C or a signal to the worker's pr
 group does not reach it: a stopping worker still has batches to write), and ends when
 its stdin does: when the worker closes it, or dies.  A writer that dies (killed) fails
 its batch, which goes back to the frontier; the next batch starts a new writer, which
-repairs the dead one's file.  A writer that cannot start, or dies
-``DEATHS_IN_A_ROW`` times without a batch written, is a :class:`WriterFailed`: the
-crawl cannot archive, and stops.
+repairs the dead one's file.  A writer that cannot start, or writers that fail
+``FAILURES_IN_A_ROW`` batches in a row (they die, or raise), are a
+:class:`WriterFailed`: the crawl cannot archive, and stops.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ logger = logging.getLogger(__name__)
 _LENGTH = struct.Struct("<Q")
 
 
-DEATHS_IN_A_ROW = 3  # writers that die with no batch written between them: a failure
+FAILURES_IN_A_ROW = 3  # batches the writers fail, none written between: no writer works
 BATCH_BYTES = 64 << 20  # a batch's exchanges are sent in writes of about this size at most
 _ERRORS_SHOWN = 4000  # characters of a dead writer's stderr quoted in the error
 
@@ -90,7 +90,13 @@ def _receive(stream: IO[bytes]) -> Any:
 
 # run by the writer's interpreter: the working directory's modules do not come first
 # (``python -m`` would put them before the worker's), then the writer
-_BOOT = "import sys; del sys.path[0]; from webcrawl.warc.writer import main; main()"
+_BOOT = (
+    "import sys\n"
+    "if sys.path and sys.path[0] == '':\n"  # (not there with PYTHONSAFEPATH)
+    "    del sys.path[0]\n"
+    "from webcrawl.warc.writer import main\n"
+    "main()\n"
+)
 
 
 def _chunks(jobs: list[tuple[Exchange, Original | None]]) -> list[list[Any]]:
@@ -113,7 +119,7 @@ class WriterProcess:
     def __init__(self, config: dict[str, Any]) -> None:
         self.config = config
         self.repaired = 0  # files left open by gone writers that the writers repaired
-        self.deaths = 0  # writers that died since the last batch written
+        self.failures = 0  # batches the writers failed (died with, or raised) in a row
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
 
@@ -155,35 +161,41 @@ class WriterProcess:
 
     def write(self, jobs: list[tuple[Exchange, Original | None]]) -> tuple[list[Any], dict]:
         """Write the jobs' records (in a new writer, if the last one is gone), a run of
-        about ``BATCH_BYTES`` at a time; returns a result per job and the batch's counts
-        (``repaired``: files a writer started here repaired).  Raises OSError when the
-        directory refused the batch, :class:`WriterGone` when the writer died with it,
-        :class:`WriterFailed` when none can work."""
-        repaired = 0
-        if self._proc is None or self._proc.poll() is not None:
-            if self._proc is not None:  # (died between batches: nothing was lost)
-                self.deaths += 1
-                logger.warning(
-                    "the WARC writer process ended (exit status %s)%s",
-                    self._proc.returncode,
-                    self._said(),
-                )
-                self._reap()
-            if self.deaths >= DEATHS_IN_A_ROW:
-                raise WriterFailed(f"{self.deaths} WARC writers died in a row")
-            repaired = self.start()
-        results: list[Any] = []
-        counts: dict[str, int] = {"repaired": repaired}
-        for run in _chunks(jobs):
-            try:
+        about ``BATCH_BYTES`` at a time, each written and synced before the next (a batch
+        that fails after its first run is handed back whole: those pages' records are
+        written again); returns a result per job and the batch's counts (``repaired``:
+        files a writer started here repaired).  Raises OSError when the directory refused
+        the batch, :class:`WriterGone` when the writer died with it or failed it (a fault
+        of its own), :class:`WriterFailed` once that happened ``FAILURES_IN_A_ROW`` times
+        with no batch written between."""
+        if self.failures >= FAILURES_IN_A_ROW:
+            raise WriterFailed(f"the WARC writer failed {self.failures} times in a row")
+        before = self.repaired
+        try:
+            if self._proc is None or self._proc.poll() is not None:
+                if self._proc is not None:  # (died between batches: nothing was lost)
+                    logger.warning(
+                        "the WARC writer process ended (exit status %s)%s",
+                        self._proc.returncode,
+                        self._said(),
+                    )
+                    self._reap()
+                try:
+                    self.start()
+                except WriterFailed as exc:  # (at start, fatal; here, a failure of a batch)
+                    raise WriterGone(str(exc)) from None
+            results: list[Any] = []
+            counts: dict[str, int] = {}
+            for run in _chunks(jobs):
                 done, ran = self._call(("write", run))
-            except WriterGone:
-                self.deaths += 1
-                raise
-            results += done
-            for name, value in ran.items():
-                counts[name] = counts.get(name, 0) + value
-        self.deaths = 0
+                results += done
+                for name, value in ran.items():
+                    counts[name] = counts.get(name, 0) + value
+        except RuntimeError:  # (WriterGone, or the writer's own fault: not the disk's)
+            self.failures += 1
+            raise
+        self.failures = 0
+        counts["repaired"] = self.repaired - before
         return results, counts
 
     def close(self) -> None:
