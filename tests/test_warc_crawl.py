@@ -139,6 +139,18 @@ def cdxj_agrees(directory: Path) -> int:
     return len(ours)
 
 
+def all_archived(data: Path, web: DemoWeb) -> None:
+    """Every page of ``web`` stored once, each with its records, in whole WARC files
+    that warcio checks and whose index agrees with cdxj-indexer's."""
+    with open_store(f"sqlite:///{data / 'webtable.sqlite3'}") as store:
+        rows = {row["url"]: row for row in store.scan_pages()}
+    assert set(rows) == set(web.reachable())  # nothing lost
+    assert all(row["warc"] for row in rows.values())  # and everything archived
+    assert not list((data / "warc").glob("*.open"))
+    warcio_check(data / "warc")
+    cdxj_agrees(data / "warc")
+
+
 def test_records_hold_the_bytes_as_sent_for_every_encoding_cut_and_redirect(tmp_path, crawls):
     answers = raw_responses()
     server = serve(answers)
@@ -438,11 +450,7 @@ def test_a_full_disk_pauses_the_worker_and_loses_no_page(tmp_path, crawls):
         log = crawls.finish(worker)
     assert "WARC_DIR" in log and "answers again" in log
     assert int(re.search(r"'warc/requeued': (\d+)", log).group(1)) > 0
-    with open_store(f"sqlite:///{data / 'webtable.sqlite3'}") as store:
-        rows = {row["url"]: row for row in store.scan_pages()}
-    assert set(rows) == set(web.reachable())  # nothing lost
-    assert all(row["warc"] for row in rows.values())  # and everything archived
-    warcio_check(data / "warc")
+    all_archived(data, web)
 
 
 def writers_of(worker_pid: int) -> list[int]:
@@ -477,13 +485,7 @@ def test_a_writer_killed_alone_loses_no_page_and_the_next_one_repairs_its_file(t
     # (between batches, or with one, which went back to the frontier)
     assert "the WARC writer process ended (exit status -9" in log
     assert "Repaired " in log  # the dead writer's file, by the next writer as it started
-    with open_store(f"sqlite:///{data / 'webtable.sqlite3'}") as store:
-        rows = {row["url"]: row for row in store.scan_pages()}
-    assert set(rows) == set(web.reachable())  # nothing lost
-    assert all(row["warc"] for row in rows.values())  # and everything archived
-    assert not list((data / "warc").glob("*.open"))
-    warcio_check(data / "warc")
-    cdxj_agrees(data / "warc")
+    all_archived(data, web)
 
 
 # a worker whose WARC writers die: as they start while $NO_START exists (a fault of
@@ -533,12 +535,7 @@ def test_writers_that_keep_dying_stop_the_crawl_and_lose_no_page(tmp_path, crawl
         assert "the WARC writer failed 3 times in a row" in first.stderr
         kill.unlink()  # the writers are well again: the next worker finishes the crawl
         crawls.run(info["seeds"], data, "WARC_ENABLED=True", env=env)
-    with open_store(f"sqlite:///{data / 'webtable.sqlite3'}") as store:
-        rows = {row["url"]: row for row in store.scan_pages()}
-    assert set(rows) == set(web.reachable())  # nothing lost
-    assert all(row["warc"] for row in rows.values())  # and everything archived
-    assert not list((data / "warc").glob("*.open"))
-    warcio_check(data / "warc")
+    all_archived(data, web)
 
 
 def test_a_warc_dir_that_cannot_be_written_fails_at_start(tmp_path, crawls):
