@@ -157,11 +157,11 @@ class WarcPipeline(ThreadedBatches):
         cannot start stops the crawl here."""
         self._run_batches()
         try:
-            repaired = await maybe_deferred_to_future(self._in_thread(self.writer.start))
+            await maybe_deferred_to_future(self._in_thread(self.writer.start))
         except WriterFailed as exc:
             logger.error("Cannot start: %s", exc)
             raise
-        self.stats.set_value("warc/repaired_files", repaired)
+        self.stats.set_value("warc/repaired_files", self.writer.repaired)
         logger.info("Writing WARC files in %s", self.directory)
 
     @staticmethod

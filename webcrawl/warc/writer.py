@@ -123,10 +123,10 @@ class WriterProcess:
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
 
-    def start(self) -> int:
+    def start(self) -> None:
         """Start a writer; it repairs what gone writers left open in its directory, as
-        :func:`~webcrawl.warc.files.repair_dir` (said here).  Returns the files it
-        repaired; raises :class:`WriterFailed` if it does not start."""
+        :func:`~webcrawl.warc.files.repair_dir` (said here, and counted in
+        ``repaired``).  Raises :class:`WriterFailed` if it does not start."""
         env = dict(os.environ)
         # the worker's imports, for a checkout on sys.path (or an egg under scrapyd)
         env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
@@ -157,20 +157,17 @@ class WriterProcess:
                 cut,
             )
         self.repaired += len(repaired)
-        return len(repaired)
 
     def write(self, jobs: list[tuple[Exchange, Original | None]]) -> tuple[list[Any], dict]:
         """Write the jobs' records (in a new writer, if the last one is gone), a run of
         about ``BATCH_BYTES`` at a time, each written and synced before the next (a batch
         that fails after its first run is handed back whole: those pages' records are
-        written again); returns a result per job and the batch's counts (``repaired``:
-        files a writer started here repaired).  Raises OSError when the directory refused
-        the batch, :class:`WriterGone` when the writer died with it or failed it (a fault
-        of its own), :class:`WriterFailed` once that happened ``FAILURES_IN_A_ROW`` times
-        with no batch written between."""
+        written again); returns a result per job and the batch's counts.  Raises OSError
+        when the directory refused the batch, :class:`WriterGone` when the writer died
+        with it or failed it (a fault of its own), :class:`WriterFailed` once that
+        happened ``FAILURES_IN_A_ROW`` times with no batch written between."""
         if self.failures >= FAILURES_IN_A_ROW:
             raise WriterFailed(f"the WARC writer failed {self.failures} times in a row")
-        before = self.repaired
         try:
             if self._proc is None or self._proc.poll() is not None:
                 if self._proc is not None:  # (died between batches: nothing was lost)
@@ -195,7 +192,6 @@ class WriterProcess:
             self.failures += 1
             raise
         self.failures = 0
-        counts["repaired"] = self.repaired - before
         return results, counts
 
     def close(self) -> None:
@@ -291,7 +287,7 @@ def _results(
     made: list[Any] = []  # per job: (group index, kind, date, original after) or why not
     for exchange, original in jobs:
         try:
-            records, after = fetch_records(exchange, original if dedup else None, dedup)
+            records, after = fetch_records(exchange, original, dedup)
             encoded = [encode(record, members) for record in records]
         except Exception:  # a fault of ours for this one page: not an outage
             made.append(("unarchived", traceback.format_exc()))
