@@ -199,8 +199,9 @@ FRONTIER_SHARDS = 16
 FRONTIER_REDIS_WAIT_REPLICAS = 0
 # Seconds WAIT may block for FRONTIER_REDIS_WAIT_REPLICAS replicas.
 FRONTIER_REDIS_WAIT_TIMEOUT = 1.0
-# Seconds between two requests to one host, counted over all workers of the crawl
-# from when each request leaves its worker.
+# Seconds between two requests to one host, counted over all workers of the crawl:
+# one request to a host is in flight at a time, and the next leaves this long after
+# its answer came in (or after it left, if that is later).
 FRONTIER_HOST_DELAY = 1.0
 # Seconds added to a non-zero host delay, for the jitter between a request
 # leaving a worker and reaching the server (connection set-up, busy loops).

@@ -184,13 +184,48 @@ def test_a_host_is_handed_out_once_per_delay_across_workers(redis_client):
     assert queue.acquire("a", now=110.0, default_delay=2.0) == pytest.approx(4.5)
     queue.step(now=110, pushes=[entry(queue, "http://a/3")], pop=False)
     assert queue.step(now=110).next_ready == 4.5
-    # a request that really left later than its turn pushes the next turn back
-    queue.mark_sent("a", now=113.0, default_delay=2.0)  # host a's own delay is 10 s
+    # an answer that came in later than the turn pushes the next turn back
+    queue.release("a", now=113.0, default_delay=2.0)  # host a's own delay is 10 s
     assert queue.acquire("a", now=114.5, default_delay=2.0) == pytest.approx(8.5)
-    queue.mark_sent("a", now=100.0, default_delay=2.0)  # an earlier send changes nothing
+    queue.release("a", now=100.0, default_delay=2.0)  # an earlier answer changes nothing
     assert queue.acquire("a", now=123.0, default_delay=2.0) == 0.0
     assert queue.acquire("b", now=110.0, default_delay=0.0) == 0.0  # no delay, no wait
     assert queue.acquire("b", now=110.0, default_delay=0.0) == 0.0
+
+
+def test_a_turn_is_held_until_its_answer_whatever_the_delay(redis_client):
+    """A host sees no second request while one is in flight, whichever worker sends it:
+    the next turn counts the delay from the answer (or from the hold's expiry)."""
+    queue, keys = make(redis_client)
+    queue.step(now=100, pop=False, pushes=[entry(queue, f"http://a/{i}") for i in range(4)])
+    assert queue.step(now=100, default_delay=1.0).request.url == "http://a/0"
+    assert queue.acquire("a", now=100.2, default_delay=1.0, holder="w1/1", hold=30.0) == 0.0
+    # a slow answer: past the delay, no other worker's request leaves, nor is popped
+    wait = queue.acquire("a", now=102.0, default_delay=1.0, holder="w2/1", hold=30.0)
+    assert wait == pytest.approx(1.0)  # asks again in about a delay
+    assert queue.step(now=102.0, default_delay=1.0).request is None
+    # a release by another holder (one whose hold expired) does not end this one
+    queue.release("a", now=103.0, default_delay=1.0, holder="w2/0")
+    assert queue.acquire("a", now=104.5, default_delay=1.0, holder="w2/1", hold=30.0) > 0
+    # the holder renews the hold while its request is in flight
+    queue.renew([], 30.0, holds=[("a", "w1/1")], now=125.0)
+    assert queue.acquire("a", now=140.0, default_delay=1.0, holder="w2/1", hold=30.0) > 0
+    # the answer: the delay counts from it, for the frontier's pops too
+    queue.release("a", now=141.0, default_delay=1.0, holder="w1/1")
+    assert queue.acquire("a", now=141.5, default_delay=1.0, holder="w2/1", hold=30.0) > 0
+    assert queue.step(now=141.5, default_delay=1.0).request is None
+    assert queue.step(now=142.0, default_delay=1.0).request.url == "http://a/1"
+    assert queue.acquire("a", now=142.0, default_delay=1.0, holder="w2/1", hold=30.0) == 0.0
+    # a holder killed in flight: the host comes back when its hold expires
+    assert queue.acquire("a", now=171.9, default_delay=1.0, holder="w3/1", hold=30.0) > 0
+    assert queue.step(now=171.9, default_delay=1.0).request is None
+    assert queue.step(now=172.0, default_delay=1.0).request is not None  # (a/0: requeued)
+    assert queue.acquire("a", now=172.0, default_delay=1.0, holder="w3/1", hold=30.0) == 0.0
+    # a late release of the expired holder leaves the new hold alone
+    queue.release("a", now=173.0, default_delay=1.0, holder="w2/1")
+    assert queue.acquire("a", now=180.0, default_delay=1.0, holder="w4/1", hold=30.0) > 0
+    holds = redis_client.hgetall(keys.shard_for("a").turn_holds)
+    assert holds == {b"a": b"202 w3/1"}
 
 
 def test_hosts_take_turns(redis_client):

@@ -194,6 +194,12 @@ class ShardKeys:
         return self.prefix + "next"
 
     @property
+    def turn_holds(self) -> str:
+        """Hash host -> ``<deadline> <holder>``: a request to the host is in flight, and
+        no other leaves before its answer (or the deadline, pushed back while it lasts)."""
+        return self.prefix + "turn_holds"
+
+    @property
     def delay(self) -> str:
         """Hash host -> politeness delay in seconds, where it differs from the default."""
         return self.prefix + "delay"

@@ -537,16 +537,29 @@ class HostQueue:
 
         return self.tiers.move_revisits_up(horizon, schedule, now=now, batch=batch)
 
-    def renew(self, leases: Sequence[str], timeout: float, *, now: float | None = None) -> None:
+    def renew(
+        self,
+        leases: Sequence[str],
+        timeout: float,
+        *,
+        holds: Sequence[tuple[str, str]] = (),
+        now: float | None = None,
+    ) -> None:
         """Leases still in progress (only those that exist) run ``timeout`` seconds more
-        (0: they expire now, and their requests go back at the next step)."""
-        by_shard: dict[int, list[str]] = {}
+        (0: they expire now, and their requests go back at the next step); so do the
+        turns held, ``(host, holder)``, whose requests are still in flight."""
+        by_shard: dict[int, tuple[list[str], list[str]]] = {}
         for lease in leases:
             shard, ident = lease_shard(lease)
-            by_shard.setdefault(shard, []).append(ident)
+            by_shard.setdefault(shard, ([], []))[0].append(ident)
+        for host, holder in holds:
+            shard = self.keys.shard_for(host).shard
+            by_shard.setdefault(shard, ([], []))[1].extend((host, holder))
         calls = [
-            scripts.RENEW.call(self.keys.shard(shard), [now_arg(now), timeout, *ids])
-            for shard, ids in by_shard.items()
+            scripts.RENEW.call(
+                self.keys.shard(shard), [now_arg(now), timeout, len(ids), *ids, *pairs]
+            )
+            for shard, (ids, pairs) in by_shard.items()
         ]
         for call in self.router.run(calls):
             if call.error is not None:
@@ -590,17 +603,32 @@ class HostQueue:
     # -- politeness turns (turns.py) ------------------------------------------
 
     def acquire(
-        self, host: str, *, default_delay: float, slack: float = 0.0, now: float | None = None
+        self,
+        host: str,
+        *,
+        default_delay: float,
+        slack: float = 0.0,
+        holder: str = "",
+        hold: float = 0.0,
+        now: float | None = None,
     ) -> float:
         """Take ``host``'s turn to send a request now: 0.0, or the seconds to wait first
         (:meth:`Turns.acquire`)."""
-        return self.turns.acquire(host, default_delay=default_delay, slack=slack, now=now)
+        return self.turns.acquire(
+            host, default_delay=default_delay, slack=slack, holder=holder, hold=hold, now=now
+        )
 
-    def mark_sent(
-        self, host: str, *, default_delay: float, slack: float = 0.0, now: float | None = None
+    def release(
+        self,
+        host: str,
+        *,
+        default_delay: float,
+        slack: float = 0.0,
+        holder: str = "",
+        now: float | None = None,
     ) -> None:
-        """A request to ``host`` really leaves now (:meth:`Turns.mark_sent`)."""
-        self.turns.mark_sent(host, default_delay=default_delay, slack=slack, now=now)
+        """``holder``'s request to ``host`` is answered now (:meth:`Turns.release`)."""
+        self.turns.release(host, default_delay=default_delay, slack=slack, holder=holder, now=now)
 
     def set_delay(
         self,

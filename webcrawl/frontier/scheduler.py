@@ -195,6 +195,25 @@ def one_off(spider: Spider) -> bool:
 LOCAL_META = "frontier_local"
 
 
+def lease_settings(settings: Any) -> tuple[float, float, float]:
+    """FRONTIER_LEASE_TIMEOUT, STATUS_HEARTBEAT_INTERVAL and STATUS_HEARTBEAT_TTL, checked:
+    leases (and turn holds) are renewed with each heartbeat."""
+    lease_timeout = positive_float(settings, "FRONTIER_LEASE_TIMEOUT")
+    interval = positive_float(settings, "STATUS_HEARTBEAT_INTERVAL")
+    ttl = positive_float(settings, "STATUS_HEARTBEAT_TTL")
+    if ttl <= interval:
+        raise ValueError(
+            f"STATUS_HEARTBEAT_TTL ({ttl}) must be longer than "
+            f"STATUS_HEARTBEAT_INTERVAL ({interval})"
+        )
+    if lease_timeout <= interval:
+        raise ValueError(
+            f"FRONTIER_LEASE_TIMEOUT ({lease_timeout}) must be longer than "
+            f"STATUS_HEARTBEAT_INTERVAL ({interval}): leases are renewed with each heartbeat"
+        )
+    return lease_timeout, interval, ttl
+
+
 class Scheduler(RedisScheduler):
     # the mover thread (spills, refills, revisit moves: store I/O off the reactor), made
     # on first use, and the revisit move it runs
@@ -242,10 +261,7 @@ class Scheduler(RedisScheduler):
         self.store = open_store(store_url_from_settings(settings))
         self.store_connect_wait = non_negative_float(settings, "STORE_CONNECT_WAIT")
         self.entry_rules = entry_rules(settings)
-        self.lease_timeout = positive_float(settings, "FRONTIER_LEASE_TIMEOUT")
-        self.heartbeat_interval = positive_float(settings, "STATUS_HEARTBEAT_INTERVAL")
-        self.heartbeat_ttl = positive_float(settings, "STATUS_HEARTBEAT_TTL")
-        self._check_heartbeat()
+        self.lease_timeout, self.heartbeat_interval, self.heartbeat_ttl = lease_settings(settings)
         self.shards, self.wait_replicas, self.wait_timeout = shard_settings(settings)
         self.worker_id = new_worker_id()
         self.keys: CrawlKeys | None = None
@@ -256,6 +272,8 @@ class Scheduler(RedisScheduler):
         self.outbox: Outbox | None = None  # pushes, revisits, leases done with (opened)
         self._leases: dict[Request, str] = {}  # handed to the engine, not yet finished
         self._prefetched: deque[tuple[Request, str]] = deque()  # popped, not yet handed out
+        # host -> holder: the turns this worker's requests in flight hold (handlers/politeness)
+        self.turn_holds: dict[str, str] = {}
         self._refusals: deque[Request] = deque()  # refused entries' pages, to record as failed
         self._local: deque[Request] = deque()  # requests that cannot be shared (see the module)
         self._local_seen: set[bytes] = set()
@@ -269,19 +287,6 @@ class Scheduler(RedisScheduler):
         self._started = time.time()
         self._last_beat = (self._started, 0)
         self._loops: list[task.LoopingCall] = []
-
-    def _check_heartbeat(self) -> None:
-        if self.heartbeat_ttl <= self.heartbeat_interval:
-            raise ValueError(
-                f"STATUS_HEARTBEAT_TTL ({self.heartbeat_ttl}) must be longer than "
-                f"STATUS_HEARTBEAT_INTERVAL ({self.heartbeat_interval})"
-            )
-        if self.lease_timeout <= self.heartbeat_interval:
-            raise ValueError(
-                f"FRONTIER_LEASE_TIMEOUT ({self.lease_timeout}) must be longer than "
-                f"STATUS_HEARTBEAT_INTERVAL ({self.heartbeat_interval}): leases are renewed "
-                "with each heartbeat"
-            )
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Scheduler:
@@ -859,7 +864,8 @@ class Scheduler(RedisScheduler):
             *(lease for _, lease in self._prefetched),
             *self.outbox.in_progress(),
         ]
-        self.queue.renew(leases, self.lease_timeout)  # first: nothing below may skip it
+        # first: nothing below may skip it
+        self.queue.renew(leases, self.lease_timeout, holds=list(self.turn_holds.items()))
         self._move_revisits_up()
         self._own()
 

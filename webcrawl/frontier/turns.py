@@ -1,5 +1,5 @@
 """Politeness turns: a host's turn is taken as its request leaves a worker, whichever
-worker it is, and its delay is shared by every worker."""
+worker it is, held until its answer is in, and its delay is shared by every worker."""
 
 from __future__ import annotations
 
@@ -17,30 +17,47 @@ class Turns:
         self.keys = keys
 
     def acquire(
-        self, host: str, *, default_delay: float, slack: float = 0.0, now: float | None = None
+        self,
+        host: str,
+        *,
+        default_delay: float,
+        slack: float = 0.0,
+        holder: str = "",
+        hold: float = 0.0,
+        now: float | None = None,
     ) -> float:
-        """Take ``host``'s turn to send a request now: 0.0, or the seconds to wait first.
+        """Take ``host``'s turn to send a request now: 0.0, or the seconds to wait before
+        asking again.
 
-        The hard politeness check, made as the request leaves the worker: a
-        request can wait after its pop (for robots.txt, for a busy reactor),
-        and the delay counts between sends, whichever workers send them.
+        The hard politeness check, made as the request leaves the worker: a request
+        can wait after its pop (for robots.txt, for a busy reactor), and the delay
+        counts between sends, whichever workers send them.  With ``hold`` > 0 the turn
+        stays ``holder``'s until :meth:`release` (or ``hold`` seconds, which
+        :meth:`HostQueue.renew` pushes back): no other request to the host leaves while
+        this one is in flight.
         """
         wait = scripts.ACQUIRE.run(
             self.router,
             self.keys.shard_for(host),
-            [host, now_arg(now), default_delay, slack, "take"],
+            [host, now_arg(now), default_delay, slack, "take", holder, hold],
         )
         return float(wait)
 
-    def mark_sent(
-        self, host: str, *, default_delay: float, slack: float = 0.0, now: float | None = None
+    def release(
+        self,
+        host: str,
+        *,
+        default_delay: float,
+        slack: float = 0.0,
+        holder: str = "",
+        now: float | None = None,
     ) -> None:
-        """A request to ``host`` really leaves (or its answer came in) now: its next turn
-        is no sooner than now + delay (a busy worker can send well after it took its turn)."""
+        """The answer of ``holder``'s request to ``host`` came in (or it failed) now: its
+        hold ends, and the host's next turn is no sooner than now + delay."""
         scripts.ACQUIRE.run(
             self.router,
             self.keys.shard_for(host),
-            [host, now_arg(now), default_delay, slack, "mark"],
+            [host, now_arg(now), default_delay, slack, "release", holder, 0],
         )
 
     def set_delay(

@@ -218,8 +218,9 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
         if reason is not None:
             raise RefusedQueueEntry(f"queue entry refused: {reason}")
         frontier = self.turns.paced(request)
+        holder = None
         if frontier is not None:  # last, after any wait in Scrapy's download slot
-            await self.turns.take(frontier, request)
+            holder = await self.turns.take(frontier, request)
         capture = Capture() if self.warc else None
         if capture is not None:
             capture.proxy = bool(request.meta.get("proxy"))
@@ -251,8 +252,8 @@ class GuardedHTTPDownloadHandler(HTTP11DownloadHandler):
                 capture.close()
                 if capture.received:
                     register(request, capture)
-            if frontier is not None:
-                self.turns.mark(frontier, request)
+            if holder is not None:
+                self.turns.release(frontier, request, holder)
 
 
 def check_handlers(settings: Any) -> None:

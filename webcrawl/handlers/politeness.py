@@ -6,13 +6,14 @@ robots.txt, a busy reactor, or in Scrapy's own download slot (a project's
 ``DOWNLOAD_DELAY`` or ``CONCURRENT_REQUESTS_PER_DOMAIN``, which are per worker),
 and another worker's next request to the host may then leave too soon.  So the
 download handler takes the host's turn in Redis (one round trip) as the very last
-step before it connects: if the host's previous request left less than its delay
-ago, it waits for the rest.  When the answer is in (or the download failed), the
-host's next turn is pushed back to count from then, as Nutch's fetcher does.  The
-server-side gap between two requests to a host is then at least the delay
-whenever the first was answered before the delay ran out, whatever the jitter
-between a worker sending a request and the server seeing it (two round trips per
-request; politeness-limited crawls can afford them).
+step before it connects, and holds it until the answer is in (or the download
+failed): then it releases it, and the host's next turn counts its delay from then,
+as Nutch's and Heritrix's fetchers do.  No other request to the host leaves while
+one is in flight, whichever worker sends it, so the server sees at least the delay
+between two requests, however slow its answer or late a send (a busy worker can
+send well after it took the turn).  A worker renews its holds with its leases; a
+killed worker's hosts come back when they expire (FRONTIER_LEASE_TIMEOUT).  Two
+round trips per request: politeness-limited crawls can afford them.
 
 Paced: requests leased from the frontier, failed-path re-probes, the HEAD
 pre-checks of revisits (so a revisit's HEAD and GET are two turns) and
@@ -48,15 +49,24 @@ class HostTurns:
         self.slack = non_negative_float(settings, "FRONTIER_DELAY_SLACK")
         self.crawler = crawler
         self.stats = crawler.stats
+        self._taken = 0  # turns taken: each hold's holder is <worker>/<n>
 
-    def mark(self, frontier: Any, request: Request) -> None:
-        """The request's answer came in (or it failed): count the host's delay from here."""
+    def release(self, frontier: Any, request: Request, holder: str) -> None:
+        """The request's answer came in (or it failed): give the host's turn back, its
+        delay counted from now."""
+        host = scope_key(request.url, "host")
+        logger.debug("Gave %s's turn back after %s (%s)", host, request, holder)
+        if frontier.turn_holds.get(host) == holder:
+            del frontier.turn_holds[host]
         try:
-            frontier.queue.mark_sent(
-                scope_key(request.url, "host"), default_delay=self.delay, slack=self.slack
-            )
+            frontier.queue.release(host, default_delay=self.delay, slack=self.slack, holder=holder)
         except RedisError as exc:
-            logger.warning("Could not record a request to %s in Redis: %s", request.url, exc)
+            logger.warning(
+                "Could not give %s's turn back in Redis (it comes back when its hold "
+                "expires, in FRONTIER_LEASE_TIMEOUT at most): %s",
+                host,
+                exc,
+            )
 
     def paced(self, request: Request) -> Any:
         """The frontier, if ``request`` is one it paces: a leased request, one the
@@ -84,22 +94,34 @@ class HostTurns:
             return frontier
         return None
 
-    async def take(self, frontier: Any, request: Request) -> None:
-        """Wait until the host's turn comes, and take it."""
+    async def take(self, frontier: Any, request: Request) -> str | None:
+        """Wait until the host's turn comes, and take it: the holder to release it with
+        (None: Redis could not be asked, and the request leaves anyway)."""
         from twisted.internet import reactor  # late: importing it installs a reactor
 
         host = scope_key(request.url, "host")
+        self._taken += 1
+        holder = f"{frontier.worker_id}/{self._taken}"
         waited = 0.0
         while True:
             try:
-                wait = frontier.queue.acquire(host, default_delay=self.delay, slack=self.slack)
+                wait = frontier.queue.acquire(
+                    host,
+                    default_delay=self.delay,
+                    slack=self.slack,
+                    holder=holder,
+                    hold=frontier.lease_timeout,
+                )
             except RedisError as exc:
                 logger.warning("Could not take %s's turn in Redis (sending anyway): %s", host, exc)
-                return
+                return None
             if wait <= 0:
                 break
             waited += wait
             await maybe_deferred_to_future(deferLater(reactor, wait, lambda: None))
+        frontier.turn_holds[host] = holder
+        logger.debug("Took %s's turn for %s (%s)", host, request, holder)
         if waited:
             self.stats.inc_value("politeness/waited")
             self.stats.inc_value("politeness/waited_seconds", round(waited, 3))
+        return holder
