@@ -32,6 +32,7 @@ from hypothesis.stateful import (
     rule,
 )
 from support.frontier_sim import (
+    DELAY,
     LEASE,
     SimWorker,
     read_places,
@@ -43,6 +44,7 @@ from webcrawl.frontier.keys import CrawlKeys
 from webcrawl.frontier.lock import RedisLock
 from webcrawl.frontier.ownership import owned
 from webcrawl.frontier.shards import ShardRouter
+from webcrawl.store.base import StoreError
 from webcrawl.store.sqlite import SQLiteStore
 
 # end to end in all but name: several workers' whole protocol, thousands of steps (16 s)
@@ -54,7 +56,9 @@ STEPS = int(os.environ.get("WEBCRAWL_SIM_STEPS", "100"))
 CLUSTER = os.environ.get("WEBCRAWL_SIM_CLUSTER") == "1"
 WORKERS = 3
 HOSTS = ["a", "b", "c", "d"]
-TICKS = [0.5, 3.0, LEASE + 1, 31.0, 200.0]  # 31: past the revisit mover's lock (30 s)
+# 6: past a turn hold's first deadline but not a renewed one's; 31: past the revisit
+# mover's lock (30 s)
+TICKS = [0.5, 3.0, 6.0, LEASE + 1, 31.0, 200.0]
 
 
 class FrontierMachine(RuleBasedStateMachine):
@@ -80,6 +84,10 @@ class FrontierMachine(RuleBasedStateMachine):
         self.obligations: list[tuple[str, str, SimWorker]] = []  # (url, lease, worker)
         self.revisit_fetched: Counter[str] = Counter()
         self.history: list[str] = []
+        # host -> {holder: its hold's deadline}: requests in flight (turns taken, not given
+        # back), and the last answer that gave a host's turn back
+        self.in_flight: dict[str, dict[str, float]] = {}
+        self.last_answer: dict[str, float] = {}
 
     runs = 0
 
@@ -132,6 +140,36 @@ class FrontierMachine(RuleBasedStateMachine):
         if revisit_in is not None and self._lease_live(held.lease):
             self.obligations.append((held.url, held.lease, worker))
 
+    def turn_asked(self, host: str, wait: float) -> None:
+        """(How often a turn was taken, or refused while a request to the host was in
+        flight: the stats say whether the examples exercise politeness.)"""
+        held = any(d > self.now for d in self.in_flight.get(host, {}).values())
+        STATS["turn " + ("taken" if wait == 0 else "held" if held else "early")] += 1
+
+    def took_turn(self, worker: SimWorker, host: str, holder: str, now: float) -> None:
+        """Politeness: a host has one request in flight at a time, whichever worker's, and
+        sees at least its delay between an answer and the next request."""
+        live = {h: d for h, d in self.in_flight.get(host, {}).items() if d > now}
+        assert not live, f"{holder} sends to {host} at {now} while {live} are in flight"
+        answered = self.last_answer.get(host)
+        assert answered is None or now >= answered + DELAY, (
+            f"{holder} sends to {host} at {now}, {now - answered} s after an answer"
+        )
+        self.in_flight.setdefault(host, {})[holder] = now + LEASE
+
+    def answering(self, host: str, holder: str) -> None:
+        """From the release's first call on, the hold may be gone (the model only relies
+        on holds it knows to be there)."""
+        self.in_flight.get(host, {}).pop(holder, None)
+
+    def answered(self, host: str, now: float) -> None:
+        self.last_answer[host] = max(now, self.last_answer.get(host, now))
+
+    def renewed(self, holds: list[tuple[str, str]], now: float) -> None:
+        for host, holder in holds:
+            if holder in self.in_flight.get(host, {}):
+                self.in_flight[host][holder] = now + LEASE
+
     def fresh_urls(self, host: str, n: int) -> list[str]:
         urls = [f"http://{host}/{self.n_urls + i}" for i in range(n)]
         self.n_urls += n
@@ -177,10 +215,12 @@ class FrontierMachine(RuleBasedStateMachine):
         self._start(worker, f"push {urls}", lambda: worker.push(urls))
 
     @precondition(any_idle)
-    @rule(data=st.data(), n=st.integers(1, 3))
-    def fetch(self, data, n):
+    @rule(data=st.data(), n=st.integers(1, 3), send=st.booleans())
+    def fetch(self, data, n, send):
+        """A worker pops up to ``n`` requests; ``send``: they go to the download handler at
+        once, each taking its host's turn (else later, in a finish)."""
         worker = self._idle_worker(data)
-        self._start(worker, f"fetch {n}", lambda: worker.fetch(n))
+        self._start(worker, f"fetch {n}{' and send' * send}", lambda: worker.fetch(n, send))
 
     @precondition(any_holder)
     @rule(
@@ -188,16 +228,46 @@ class FrontierMachine(RuleBasedStateMachine):
         pick=st.integers(0, 10),
         links=st.integers(0, 3),
         revisit=st.sampled_from([None, None, 5.0, 20.0, 120.0, 300.0]),
+        unpaced=st.sampled_from([False, False, True]),
     )
-    def finish(self, data, pick, links, revisit):
+    def finish(self, data, pick, links, revisit, unpaced):
+        """A page a worker holds: its request takes its host's turn and leaves; or its
+        answer comes in, the turn goes back and the page is done (or, ``unpaced``, it is
+        done without a turn: a page whose turn is slow to come is finished anyway)."""
         worker = self._holder(data)
         lease = sorted(worker.held)[pick % len(worker.held)]
+        if lease not in worker.sending and not unpaced:
+            self._start(worker, f"send {lease}", lambda: worker.send(lease))
+            return
         urls = self.fresh_urls(HOSTS[pick % len(HOSTS)], links)
         self._start(
             worker,
             f"finish {lease} +{urls} revisit {revisit}",
             lambda: worker.finish(lease, urls, revisit),
         )
+
+    @precondition(any_idle)
+    @rule(data=st.data(), host=st.sampled_from(HOSTS))
+    def probe(self, data, host):
+        """A paced request that no pop handed out (robots.txt, a failed path's re-probe, a
+        revisit's HEAD) takes its host's turn and leaves."""
+        worker = self._idle_worker(data)
+        probe = f"probe{worker.turns}"
+        self._start(worker, f"{probe} {host}", lambda: worker.send(probe, host))
+
+    def any_sending(self) -> bool:
+        return any(not w.gate.busy and w.sending for w in self.workers)
+
+    @precondition(any_sending)
+    @rule(data=st.data(), pick=st.integers(0, 10))
+    def answer(self, data, pick):
+        """An answer comes in: its host's turn goes back (a page whose answer this is
+        takes a turn again to be finished: a retry)."""
+        worker = data.draw(
+            st.sampled_from([w for w in self.workers if not w.gate.busy and w.sending])
+        )
+        key = sorted(worker.sending)[pick % len(worker.sending)]
+        self._start(worker, f"answer {key}", lambda: worker.answer(key))
 
     @precondition(any_holder)
     @rule(data=st.data(), pick=st.integers(0, 10), wait=st.sampled_from([0.0, 5.0]))
@@ -309,6 +379,8 @@ class FrontierMachine(RuleBasedStateMachine):
             self.replica.fail_over()
             self.history.append("failover")
             self.holders.clear()
+            self.in_flight.clear()  # holds and turns are lost too: politeness with them
+            self.last_answer.clear()
             TAKEN.clear()
         elif roll in (2, 5, 6):
             self.replica.lagging = roll != 6
@@ -392,6 +464,18 @@ class FrontierMachine(RuleBasedStateMachine):
         self.obligations = keep
 
     @invariant()
+    def no_operation_failed_but_by_redis_or_the_store(self):
+        """An operation (on a worker's thread) ends, or fails with an outage's error: any
+        other error, a model's assertion on that thread too, fails the test here."""
+        for worker in self.workers + self.dead:
+            for gate in worker.process.gates:
+                outcome = gate.outcome
+                if isinstance(outcome, BaseException) and not isinstance(
+                    outcome, (redis.RedisError, StoreError)
+                ):
+                    raise AssertionError(f"{gate.name}: {outcome!r}") from outcome
+
+    @invariant()
     def a_live_lock_is_its_holders(self):
         if "a_live_lock_is_its_holders" in SKIP:
             return
@@ -453,8 +537,9 @@ class FrontierMachine(RuleBasedStateMachine):
             for worker in self.workers:
                 worker.gate.start(lambda w=worker: w.fetch(3))
                 self.settle(worker)
-                for lease in list(worker.held):
+                for lease in list(worker.held):  # (an answer gives its turn back first)
                     worker.gate.start(lambda w=worker, lease=lease: w.finish(lease, [], None))
+                    self.settle(worker)
                 worker.gate.start(worker.heartbeat)
                 self.settle(worker)
             states = []
@@ -484,6 +569,16 @@ class FrontierMachine(RuleBasedStateMachine):
         }
         assert not any(left.values()), f"the crawl says it is done, but {left}"
         assert not any(p.cold.values()), f"left in the store: {dict(p.cold)}"
+        # no turn is held for ever: every host's comes back (its holds expired or released)
+        self.now += LEASE + DELAY
+        worker = self.workers[0]
+        for host in HOSTS:
+            worker.gate.start(
+                lambda h=host: worker.queue.acquire(h, default_delay=DELAY, now=self.now)
+            )
+            self.settle(worker)
+            wait = worker.gate.outcome
+            assert wait == 0, f"{host}'s turn does not come back: {wait} s to wait"
 
 
 # (worker thread, lock) of every lock a simulated worker took

@@ -29,7 +29,8 @@ from webcrawl.frontier.outbox import Outbox
 from webcrawl.frontier.queue import HostQueue
 from webcrawl.store.base import StoreError
 
-LEASE = 10.0  # lease timeout (and spill claims, refill leases), seconds
+LEASE = 10.0  # lease timeout (and spill claims, refill leases, turn holds), seconds
+DELAY = 2.0  # the hosts' politeness delay, at send time
 HORIZON = 50.0  # revisits due later than this wait in the store
 
 
@@ -95,6 +96,8 @@ class SimWorker:
             wait_timeout=0.001,
         )
         self.held: dict[str, Held] = {}  # lease -> what this worker is fetching
+        self.sending: dict[str, tuple[str, str]] = {}  # lease -> (host, holder) in flight
+        self.turns = 0
         self.queue.id_prefix = f"{name}."  # (a random one in a worker) the same each run
         self.far = FarRevisits(self.queue.put_far_revisits, self.submit)
         self.outbox = Outbox(self.queue, self.far)  # the scheduler's
@@ -160,12 +163,17 @@ class SimWorker:
         self.outbox.pushes += [self.entry(u) for u in urls]
         self.step()
 
-    def fetch(self, n: int) -> None:
-        self.step(pop=n)
+    def fetch(self, n: int, send: bool = False) -> None:
+        result = self.step(pop=n)
+        if send and result is not None:
+            for _, lease in result.popped:
+                self.send(lease)
 
     def finish(self, lease: str, links: list[str], revisit_in: float | None) -> None:
         """The page of ``lease`` is done: its links join the buffer, its revisit the
         schedule (memory only: they leave with the next step)."""
+        if lease in self.sending:
+            self.answer(lease)
         held = self.held.pop(lease)
         self.finished.append(lease)
         self.outbox.pushes += [self.entry(u) for u in links]
@@ -181,7 +189,35 @@ class SimWorker:
         else:
             self.outbox.revisits.append((key, host, 0, revisit_in, data))
 
+    def send(self, lease: str, host: str | None = None) -> None:
+        """The download handler takes the host's turn, and holds it (the request leaves;
+        if Redis fails, this one stays unsent).  A ``host`` of its own: a request from no
+        pop (a robots.txt fetch, a failed path's re-probe, a revisit's HEAD)."""
+        host = host or host_of(self.held[lease].url)
+        self.turns += 1
+        holder, now = f"{self.name}/{self.turns}", self.model.now
+        try:
+            wait = self.queue.acquire(host, default_delay=DELAY, holder=holder, hold=LEASE, now=now)
+        except redis.RedisError:
+            return
+        self.model.turn_asked(host, wait)
+        if wait == 0:
+            self.model.took_turn(self, host, holder, now)
+            self.sending[lease] = (host, holder)
+
+    def answer(self, lease: str) -> None:
+        """The answer came in: the turn goes back (a failure is logged, as the download
+        handler does: the hold expires)."""
+        host, holder = self.sending.pop(lease)
+        self.model.answering(host, holder)
+        now = self.model.now
+        with contextlib.suppress(redis.RedisError):
+            self.queue.release(host, default_delay=DELAY, holder=holder, now=now)
+            self.model.answered(host, now)
+
     def nack(self, lease: str, wait: float) -> None:
+        if lease in self.sending:
+            self.answer(lease)
         self.held.pop(lease)
         self.outbox.nack(lease, wait)
 
@@ -189,7 +225,9 @@ class SimWorker:
         """Scheduler._beat: leases renewed, then far revisits handed to the store and the
         revisits coming near moved up, both on the mover thread."""
         leases = [*self.held, *self.finished, *self.outbox.in_progress()]
-        self.queue.renew(leases, LEASE, now=self.model.now)
+        holds, now = list(self.sending.values()), self.model.now
+        self.queue.renew(leases, LEASE, holds=holds, now=now)
+        self.model.renewed(holds, now)
         self.far.store()
         if self.revisit_move is None or self.revisit_move.done():
             self.revisit_move = self.submit(
