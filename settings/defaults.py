@@ -120,9 +120,11 @@ ADAPTIVE_DELAY_MAX = 60.0
 # that long (a longer ask is cut to this, and logged).  Within it no worker's
 # healthy answers lower the host's back-off delay.
 ADAPTIVE_DELAY_RETRY_AFTER_MAX = 3600.0
-# Requests per host in flight the delay aims at: delay -> latency / this.
+# The delay after an answer is latency / this (AutoThrottle's rule): with one request
+# to a host in flight at a time, the host is asked once per latency x (1 + 1 / this).
 ADAPTIVE_DELAY_TARGET_CONCURRENCY = 1.0
-# Requests in flight per worker process, and per host (download slot).
+# Requests in flight per worker process, and per host (download slot; with
+# FRONTIER_HOST_DELAY > 0 one is in flight to a host, the others wait for its turn).
 CONCURRENT_REQUESTS = 16
 CONCURRENT_REQUESTS_PER_DOMAIN = 2
 # Seconds between two requests to one host from this process (Scrapy's, per worker;
@@ -201,7 +203,7 @@ FRONTIER_REDIS_WAIT_REPLICAS = 0
 FRONTIER_REDIS_WAIT_TIMEOUT = 1.0
 # Seconds between two requests to one host, counted over all workers of the crawl:
 # one request to a host is in flight at a time, and the next leaves this long after
-# its answer came in (or after it left, if that is later).
+# its answer came in.
 FRONTIER_HOST_DELAY = 1.0
 # Seconds added to a non-zero host delay, for the jitter between a request
 # leaving a worker and reaching the server (connection set-up, busy loops).

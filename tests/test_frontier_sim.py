@@ -88,6 +88,8 @@ class FrontierMachine(RuleBasedStateMachine):
         # back), and the last answer that gave a host's turn back
         self.in_flight: dict[str, dict[str, float]] = {}
         self.last_answer: dict[str, float] = {}
+        self.taker: dict[str, str] = {}  # host -> the holder of its turn in Redis, as RENEW
+        # sees it (an expired hold is renewed if no one took the turn since)
 
     runs = 0
 
@@ -156,18 +158,21 @@ class FrontierMachine(RuleBasedStateMachine):
             f"{holder} sends to {host} at {now}, {now - answered} s after an answer"
         )
         self.in_flight.setdefault(host, {})[holder] = now + LEASE
+        self.taker[host] = holder
 
     def answering(self, host: str, holder: str) -> None:
         """From the release's first call on, the hold may be gone (the model only relies
         on holds it knows to be there)."""
         self.in_flight.get(host, {}).pop(holder, None)
+        if self.taker.get(host) == holder:
+            del self.taker[host]
 
     def answered(self, host: str, now: float) -> None:
         self.last_answer[host] = max(now, self.last_answer.get(host, now))
 
     def renewed(self, holds: list[tuple[str, str]], now: float) -> None:
         for host, holder in holds:
-            if holder in self.in_flight.get(host, {}):
+            if self.taker.get(host) == holder and holder in self.in_flight.get(host, {}):
                 self.in_flight[host][holder] = now + LEASE
 
     def fresh_urls(self, host: str, n: int) -> list[str]:
@@ -381,6 +386,7 @@ class FrontierMachine(RuleBasedStateMachine):
             self.holders.clear()
             self.in_flight.clear()  # holds and turns are lost too: politeness with them
             self.last_answer.clear()
+            self.taker.clear()
             TAKEN.clear()
         elif roll in (2, 5, 6):
             self.replica.lagging = roll != 6

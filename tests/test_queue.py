@@ -210,6 +210,7 @@ def test_a_turn_is_held_until_its_answer_whatever_the_delay(redis_client):
     # the holder renews the hold while its request is in flight
     queue.renew([], 30.0, holds=[("a", "w1/1")], now=125.0)
     assert queue.acquire("a", now=140.0, default_delay=1.0, holder="w2/1", hold=30.0) > 0
+    assert queue.step(now=140.0, default_delay=1.0).request is None  # (lease of a/0 too)
     # the answer: the delay counts from it, for the frontier's pops too
     queue.release("a", now=141.0, default_delay=1.0, holder="w1/1")
     assert queue.acquire("a", now=141.5, default_delay=1.0, holder="w2/1", hold=30.0) > 0
@@ -226,6 +227,8 @@ def test_a_turn_is_held_until_its_answer_whatever_the_delay(redis_client):
     assert queue.acquire("a", now=180.0, default_delay=1.0, holder="w4/1", hold=30.0) > 0
     holds = redis_client.hgetall(keys.shard_for("a").turn_holds)
     assert holds == {b"a": b"202 w3/1"}
+    queue.clear()  # SCHEDULER_FLUSH_ON_START: no hold of the last crawl is left
+    assert not redis_client.exists(keys.shard_for("a").turn_holds)
 
 
 def test_hosts_take_turns(redis_client):

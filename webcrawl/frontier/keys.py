@@ -190,7 +190,8 @@ class ShardKeys:
 
     @property
     def next(self) -> str:
-        """Hash host -> earliest time its next request may be sent (last send + its delay)."""
+        """Hash host -> earliest time its next request may be sent (its last turn taken or
+        answer in, + its delay)."""
         return self.prefix + "next"
 
     @property

@@ -657,6 +657,7 @@ class HostQueue:
             names += [
                 k.ready,
                 k.next,
+                k.turn_holds,
                 k.leases,
                 k.leased,
                 k.seq,

@@ -25,6 +25,7 @@ own server) it does nothing and costs nothing.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from typing import Any
 
@@ -39,6 +40,10 @@ from webcrawl.urls.scope import scope_key
 
 logger = logging.getLogger(__name__)
 
+# holders of turn holds, <worker id>/<n>: unique in the process (http and https have a
+# handler each, and their hosts' turns are the same)
+_HOLDERS = itertools.count(1)
+
 
 class HostTurns:
     """Each host's turn, taken in Redis by the download handler (see the module)."""
@@ -49,7 +54,6 @@ class HostTurns:
         self.slack = non_negative_float(settings, "FRONTIER_DELAY_SLACK")
         self.crawler = crawler
         self.stats = crawler.stats
-        self._taken = 0  # turns taken: each hold's holder is <worker>/<n>
 
     def release(self, frontier: Any, request: Request, holder: str) -> None:
         """The request's answer came in (or it failed): give the host's turn back, its
@@ -94,14 +98,13 @@ class HostTurns:
             return frontier
         return None
 
-    async def take(self, frontier: Any, request: Request) -> str | None:
+    async def take(self, frontier: Any, request: Request) -> str:
         """Wait until the host's turn comes, and take it: the holder to release it with
-        (None: Redis could not be asked, and the request leaves anyway)."""
+        (if Redis could not be asked, the request leaves anyway)."""
         from twisted.internet import reactor  # late: importing it installs a reactor
 
         host = scope_key(request.url, "host")
-        self._taken += 1
-        holder = f"{frontier.worker_id}/{self._taken}"
+        holder = f"{frontier.worker_id}/{next(_HOLDERS)}"
         waited = 0.0
         while True:
             try:
@@ -112,9 +115,9 @@ class HostTurns:
                     holder=holder,
                     hold=frontier.lease_timeout,
                 )
-            except RedisError as exc:
+            except RedisError as exc:  # (it may have been taken: it is released after)
                 logger.warning("Could not take %s's turn in Redis (sending anyway): %s", host, exc)
-                return None
+                break
             if wait <= 0:
                 break
             waited += wait
