@@ -580,7 +580,7 @@ class FrontierMachine(RuleBasedStateMachine):
         worker = self.workers[0]
         for host in HOSTS:
             worker.gate.start(
-                lambda h=host: worker.queue.acquire(h, default_delay=DELAY, now=self.now)
+                lambda h=host: worker.queue.turns.acquire(h, default_delay=DELAY, now=self.now)
             )
             self.settle(worker)
             wait = worker.gate.outcome

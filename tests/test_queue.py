@@ -180,17 +180,17 @@ def test_a_host_is_handed_out_once_per_delay_across_workers(redis_client):
     assert queue.step(now=104, default_delay=2.0).request.url == "http://a/2"
     # the hard check at send time: the host's last send is remembered, even while
     # its queue is empty, and a send too early is told how long to wait
-    assert queue.acquire("a", now=104.5, default_delay=2.0) == 0.0
-    assert queue.acquire("a", now=110.0, default_delay=2.0) == pytest.approx(4.5)
+    assert queue.turns.acquire("a", now=104.5, default_delay=2.0) == 0.0
+    assert queue.turns.acquire("a", now=110.0, default_delay=2.0) == pytest.approx(4.5)
     queue.step(now=110, pushes=[entry(queue, "http://a/3")], pop=False)
     assert queue.step(now=110).next_ready == 4.5
     # an answer that came in later than the turn pushes the next turn back
-    queue.release("a", now=113.0, default_delay=2.0)  # host a's own delay is 10 s
-    assert queue.acquire("a", now=114.5, default_delay=2.0) == pytest.approx(8.5)
-    queue.release("a", now=100.0, default_delay=2.0)  # an earlier answer changes nothing
-    assert queue.acquire("a", now=123.0, default_delay=2.0) == 0.0
-    assert queue.acquire("b", now=110.0, default_delay=0.0) == 0.0  # no delay, no wait
-    assert queue.acquire("b", now=110.0, default_delay=0.0) == 0.0
+    queue.turns.release("a", now=113.0, default_delay=2.0)  # host a's own delay is 10 s
+    assert queue.turns.acquire("a", now=114.5, default_delay=2.0) == pytest.approx(8.5)
+    queue.turns.release("a", now=100.0, default_delay=2.0)  # an earlier answer changes nothing
+    assert queue.turns.acquire("a", now=123.0, default_delay=2.0) == 0.0
+    assert queue.turns.acquire("b", now=110.0, default_delay=0.0) == 0.0  # no delay, no wait
+    assert queue.turns.acquire("b", now=110.0, default_delay=0.0) == 0.0
 
 
 def test_a_turn_is_held_until_its_answer_whatever_the_delay(redis_client):
@@ -199,32 +199,32 @@ def test_a_turn_is_held_until_its_answer_whatever_the_delay(redis_client):
     queue, keys = make(redis_client)
     queue.step(now=100, pop=False, pushes=[entry(queue, f"http://a/{i}") for i in range(4)])
     assert queue.step(now=100, default_delay=1.0).request.url == "http://a/0"
-    assert queue.acquire("a", now=100.2, default_delay=1.0, holder="w1/1", hold=30.0) == 0.0
+    assert queue.turns.acquire("a", now=100.2, default_delay=1.0, holder="w1/1", hold=30.0) == 0.0
     # a slow answer: past the delay, no other worker's request leaves, nor is popped
-    wait = queue.acquire("a", now=102.0, default_delay=1.0, holder="w2/1", hold=30.0)
+    wait = queue.turns.acquire("a", now=102.0, default_delay=1.0, holder="w2/1", hold=30.0)
     assert wait == pytest.approx(1.0)  # asks again in about a delay
     assert queue.step(now=102.0, default_delay=1.0).request is None
     # a release by another holder (one whose hold expired) does not end this one
-    queue.release("a", now=103.0, default_delay=1.0, holder="w2/0")
-    assert queue.acquire("a", now=104.5, default_delay=1.0, holder="w2/1", hold=30.0) > 0
+    queue.turns.release("a", now=103.0, default_delay=1.0, holder="w2/0")
+    assert queue.turns.acquire("a", now=104.5, default_delay=1.0, holder="w2/1", hold=30.0) > 0
     # the holder renews the hold while its request is in flight
     queue.renew([], 30.0, holds=[("a", "w1/1")], now=125.0)
-    assert queue.acquire("a", now=140.0, default_delay=1.0, holder="w2/1", hold=30.0) > 0
+    assert queue.turns.acquire("a", now=140.0, default_delay=1.0, holder="w2/1", hold=30.0) > 0
     assert queue.step(now=140.0, default_delay=1.0).request is None  # (lease of a/0 too)
     # the answer: the delay counts from it, for the frontier's pops too
-    queue.release("a", now=141.0, default_delay=1.0, holder="w1/1")
-    assert queue.acquire("a", now=141.5, default_delay=1.0, holder="w2/1", hold=30.0) > 0
+    queue.turns.release("a", now=141.0, default_delay=1.0, holder="w1/1")
+    assert queue.turns.acquire("a", now=141.5, default_delay=1.0, holder="w2/1", hold=30.0) > 0
     assert queue.step(now=141.5, default_delay=1.0).request is None
     assert queue.step(now=142.0, default_delay=1.0).request.url == "http://a/1"
-    assert queue.acquire("a", now=142.0, default_delay=1.0, holder="w2/1", hold=30.0) == 0.0
+    assert queue.turns.acquire("a", now=142.0, default_delay=1.0, holder="w2/1", hold=30.0) == 0.0
     # a holder killed in flight: the host comes back when its hold expires
-    assert queue.acquire("a", now=171.9, default_delay=1.0, holder="w3/1", hold=30.0) > 0
+    assert queue.turns.acquire("a", now=171.9, default_delay=1.0, holder="w3/1", hold=30.0) > 0
     assert queue.step(now=171.9, default_delay=1.0).request is None
     assert queue.step(now=172.0, default_delay=1.0).request is not None  # (a/0: requeued)
-    assert queue.acquire("a", now=172.0, default_delay=1.0, holder="w3/1", hold=30.0) == 0.0
+    assert queue.turns.acquire("a", now=172.0, default_delay=1.0, holder="w3/1", hold=30.0) == 0.0
     # a late release of the expired holder leaves the new hold alone
-    queue.release("a", now=173.0, default_delay=1.0, holder="w2/1")
-    assert queue.acquire("a", now=180.0, default_delay=1.0, holder="w4/1", hold=30.0) > 0
+    queue.turns.release("a", now=173.0, default_delay=1.0, holder="w2/1")
+    assert queue.turns.acquire("a", now=180.0, default_delay=1.0, holder="w4/1", hold=30.0) > 0
     holds = redis_client.hgetall(keys.shard_for("a").turn_holds)
     assert holds == {b"a": b"202 w3/1"}
     queue.clear()  # SCHEDULER_FLUSH_ON_START: no hold of the last crawl is left
@@ -535,7 +535,7 @@ def test_a_backoff_holds_whoever_writes_next(redis_client):
     # worker B saw a slow 200 a moment later: it cannot lower the delay in force...
     assert queue.set_delay("a", 3.0, now=101) == 50.0
     assert float(redis_client.hget(keys.shard_for("a").delay, "a")) == 50.0
-    assert queue.acquire("a", default_delay=1.0, now=101) == pytest.approx(49.0)
+    assert queue.turns.acquire("a", default_delay=1.0, now=101) == pytest.approx(49.0)
     # ...nor can a shorter back-off; a longer one extends the hold
     assert queue.set_delay("a", 8.0, hold=8.0, not_before=8.0, now=102) == 50.0
     # once the back-off has expired, the delay follows the answers again

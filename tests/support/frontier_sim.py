@@ -197,7 +197,9 @@ class SimWorker:
         self.turns += 1
         holder, now = f"{self.name}/{self.turns}", self.model.now
         try:
-            wait = self.queue.acquire(host, default_delay=DELAY, holder=holder, hold=LEASE, now=now)
+            wait = self.queue.turns.acquire(
+                host, default_delay=DELAY, holder=holder, hold=LEASE, now=now
+            )
         except redis.RedisError:
             return
         self.model.turn_asked(host, wait)
@@ -212,7 +214,7 @@ class SimWorker:
         self.model.answering(host, holder)
         now = self.model.now
         with contextlib.suppress(redis.RedisError):
-            self.queue.release(host, default_delay=DELAY, holder=holder, now=now)
+            self.queue.turns.release(host, default_delay=DELAY, holder=holder, now=now)
             self.model.answered(host, now)
 
     def nack(self, lease: str, wait: float) -> None:

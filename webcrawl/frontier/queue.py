@@ -602,34 +602,6 @@ class HostQueue:
 
     # -- politeness turns (turns.py) ------------------------------------------
 
-    def acquire(
-        self,
-        host: str,
-        *,
-        default_delay: float,
-        slack: float = 0.0,
-        holder: str = "",
-        hold: float = 0.0,
-        now: float | None = None,
-    ) -> float:
-        """Take ``host``'s turn to send a request now: 0.0, or the seconds to wait first
-        (:meth:`Turns.acquire`)."""
-        return self.turns.acquire(
-            host, default_delay=default_delay, slack=slack, holder=holder, hold=hold, now=now
-        )
-
-    def release(
-        self,
-        host: str,
-        *,
-        default_delay: float,
-        slack: float = 0.0,
-        holder: str = "",
-        now: float | None = None,
-    ) -> None:
-        """``holder``'s request to ``host`` is answered now (:meth:`Turns.release`)."""
-        self.turns.release(host, default_delay=default_delay, slack=slack, holder=holder, now=now)
-
     def set_delay(
         self,
         host: str,

@@ -63,7 +63,9 @@ class HostTurns:
         if frontier.turn_holds.get(host) == holder:
             del frontier.turn_holds[host]
         try:
-            frontier.queue.release(host, default_delay=self.delay, slack=self.slack, holder=holder)
+            frontier.queue.turns.release(
+                host, default_delay=self.delay, slack=self.slack, holder=holder
+            )
         except RedisError as exc:
             logger.warning(
                 "Could not give %s's turn back in Redis (it comes back when its hold "
@@ -108,7 +110,7 @@ class HostTurns:
         waited = 0.0
         while True:
             try:
-                wait = frontier.queue.acquire(
+                wait = frontier.queue.turns.acquire(
                     host,
                     default_delay=self.delay,
                     slack=self.slack,
