@@ -82,7 +82,8 @@ def test_a_big_host_does_not_hold_up_small_ones(
 
 
 def test_killed_workers_lose_nothing(slow_demo, redis_server, redis_client, tmp_path, crawls):
-    """kill -9 a worker again and again mid-crawl: every page is still stored."""
+    """Workers join and are killed (kill -9) again and again mid-crawl: every page is still
+    stored, and the server still sees the delay between two requests to a host."""
     demo = slow_demo
     data = tmp_path / "data"
     # ~30 pages/s over the 4 hosts: the crawl lasts ~10 s, long enough for three victims
@@ -117,6 +118,9 @@ def test_killed_workers_lose_nothing(slow_demo, redis_server, redis_client, tmp_
     twice = {u: agents for u, agents in fetched.items() if len(agents) > 1}
     # only what a killed worker held was fetched again
     assert all(any(a in killed_agents for a in agents) for agents in twice.values()), twice
+    # politeness at the server, whoever sent (a killed worker's turns held until they expire)
+    gaps = {h: min(b - a for a, b in pairwise(t)) for h, t in page_times(demo).items()}
+    assert min(gaps.values()) >= 0.12, gaps
 
 
 def test_failures_are_requeued_with_backoff_then_recorded(tmp_path, crawls):
