@@ -23,24 +23,22 @@ if ARGV[5] == 'take' then
   if held > now then return tostring(math.min(held - now, math.max(nxt - now, delay, 0.05))) end
   if now < nxt then return tostring(nxt - now) end
   if hold > 0 then
-    held = now + hold
-    redis.call('HSET', K.turn_holds, host, string.format('%.17g', held) .. ' ' .. holder)
+    redis.call('HSET', K.turn_holds, host, string.format('%.17g', now + hold) .. ' ' .. holder)
   elseif by then
     redis.call('HDEL', K.turn_holds, host)  -- expired
   end
 elseif by == holder then
   redis.call('HDEL', K.turn_holds, host)
-  held = 0
 end
 if now + delay > nxt then
   nxt = now + delay
   redis.call('HSET', K.next, host, string.format('%.17g', nxt))
 end
--- the frontier hands the host out again at its turn: not while it is held
-local at = nxt
-if held > now then at = math.max(at, held) end
+-- the frontier hands the host out again at its next turn (not at the hold's deadline:
+-- every worker then wakes for it, and a request popped while the host is held waits for
+-- its turn here)
 local score = redis.call('ZSCORE', K.ready, host)
-if score and tonumber(score) ~= at and (ARGV[5] == 'release' or tonumber(score) < at) then
-  redis.call('ZADD', K.ready, 'XX', string.format('%.17g', at), host)
+if score and tonumber(score) < nxt then
+  redis.call('ZADD', K.ready, 'XX', string.format('%.17g', nxt), host)
 end
 return '0'

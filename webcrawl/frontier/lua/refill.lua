@@ -1,6 +1,6 @@
 --! keys: ready next queued reserved cold cold_total spilling refill_wait hq refill moved
---! keys: spill_live spill_done turn_holds
---! uses: clock turn tiers
+--! keys: spill_live spill_done
+--! uses: clock tiers
 -- A refill: rows of a host's cold tier read from the store move into its queue, if the
 -- caller's lease (its token) is still the host's.  Only rows of completed spill claims
 -- (spill_done, which counts each claim's rows not moved yet) move, and each once: its
@@ -75,6 +75,7 @@ if ARGV[5] == '1' then
   if extra > 0 then add_cold(host, -extra) end
 end
 if redis.call('EXISTS', K.hq .. host) == 1 then
-  redis.call('ZADD', K.ready, 'NX', string.format('%.17g', math.max(now, turn_at(host))), host)
+  local nxt = tonumber(redis.call('HGET', K.next, host) or '0')
+  redis.call('ZADD', K.ready, 'NX', string.format('%.17g', math.max(now, nxt)), host)
 end
 return {n, unpack(keep)}

@@ -1,7 +1,7 @@
---! keys: leases turn_holds ready
+--! keys: leases turn_holds
 --! uses: clock
 -- Push back the deadline of leases that still exist, and of turns still held by the
--- holders named (their requests are still in flight), their hosts' ready time with them.
+-- holders named (their requests are still in flight).
 -- ARGV: 1 now, 2 timeout (seconds), 3 the number n of lease ids, then the lease ids,
 -- then (host, holder) pairs.  Returns n.
 local deadline = string.format('%.17g', clock(ARGV[1]) + tonumber(ARGV[2]))
@@ -12,11 +12,6 @@ for k = 4 + n, #ARGV, 2 do
   local value = redis.call('HGET', K.turn_holds, host)
   if value and string.match(value, '^%S+ (.*)$') == holder then
     redis.call('HSET', K.turn_holds, host, deadline .. ' ' .. holder)
-    -- nor is the host popped before the hold's new deadline
-    local score = redis.call('ZSCORE', K.ready, host)
-    if score and tonumber(score) < tonumber(deadline) then
-      redis.call('ZADD', K.ready, 'XX', deadline, host)
-    end
   end
 end
 return n

@@ -1,7 +1,7 @@
 --! keys: ready next delay leases leased seen seq queued hq delayed lease_seq
 --! keys: revisits revisit_requests cold cold_total spill spilling refill_wait refilling
---! keys: refill reserved moved host_pages over_budget spill_claim spill_live turn_holds
---! uses: clock turn next_work tiers
+--! keys: refill reserved moved host_pages over_budget spill_claim spill_live
+--! uses: clock next_work tiers
 -- One step on one shard: acknowledgements, leases handed back, new requests (the
 -- dupefilter checked), revisits scheduled; and, in a call that pops, expired leases,
 -- due delayed requests and due revisits into their host queues, then up to want_pop
@@ -49,7 +49,8 @@ local function host_delay(host)
 end
 
 local function schedule(host)
-  redis.call('ZADD', K.ready, 'NX', string.format('%.17g', math.max(now, turn_at(host))), host)
+  local nxt = tonumber(redis.call('HGET', K.next, host) or '0')
+  redis.call('ZADD', K.ready, 'NX', string.format('%.17g', math.max(now, nxt)), host)
 end
 
 -- ZADD entries[from..to] (score, member pairs; from odd) in calls of at most 500
@@ -304,8 +305,9 @@ while #out < 7 + 2 * want_pop and tries < 10 + 2 * want_pop do
     want_refill(host, hot_per_host, now)
   else
     redis.call('DECR', K.queued)
-    -- the host's turn is claimed until now + delay (or its next turn, if later)
-    local nxt = math.max(now + host_delay(host), turn_at(host))
+    -- the host's turn is claimed until now + delay (or its next send, if later)
+    local sent = tonumber(redis.call('HGET', K.next, host) or '0')
+    local nxt = math.max(now + host_delay(host), sent)
     if redis.call('EXISTS', K.hq .. host) == 1 then
       redis.call('ZADD', K.ready, string.format('%.17g', nxt), host)
     else
