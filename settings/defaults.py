@@ -260,7 +260,8 @@ FRONTIER_TRUSTED_META = []
 FRONTIER_BATCH_SIZE = 256
 # URLs each worker remembers as already in the crawl (once Redis stored them), so
 # that a link to one costs no Request, no fingerprint and no Redis round trip
-# (~70 bytes each, a GET by its URL's 64-bit hash; the cache is cleared when full).
+# (~70 bytes each, a GET by its URL's 64-bit hash; when full, the older half of what
+# it knows is forgotten).
 FRONTIER_SEEN_CACHE_SIZE = 1_000_000
 # Seconds: how often an idle worker checks Redis for new work.
 FRONTIER_IDLE_POLL_INTERVAL = 0.5

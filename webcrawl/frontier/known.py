@@ -1,4 +1,5 @@
-"""Requests a worker may know by their URL alone, without a fingerprint.
+"""What a worker knows of the crawl's seen set: requests it may know by their URL alone,
+without a fingerprint, and its bounded cache of known keys.
 
 With Scrapy's own ``RequestFingerprinter``, the fingerprint of a filtered GET
 without a body is decided by its (canonical) URL, so a hash of the URL stands
@@ -7,6 +8,8 @@ meta): then every request goes through the dupefilter, as in Scrapy.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from scrapy import Request
 from scrapy.utils.request import RequestFingerprinter
@@ -27,3 +30,31 @@ def url_key(request: Request) -> int | None:
 def url_key_of(url: str) -> int:
     """The key a plain GET of ``url`` is known by (see :func:`url_key`)."""
     return hash(url)
+
+
+class SeenCache:
+    """What a worker knows to be in the crawl's seen set, at most ``size`` keys: positive
+    knowledge only (a key once in the seen set stays there while the crawl runs).
+
+    Two generations: keys go into the newer; when it holds ``size // 2``, it becomes the
+    older and the older is forgotten.  So the cache always knows the last ``size // 2``
+    keys it was told, and about ``size`` at most (a cache emptied when full would start from
+    nothing again: a worker's hosts' navigation links, which every page of a host
+    repeats, would all go to Redis again)."""
+
+    def __init__(self, size: int) -> None:
+        self.half = max(1, size // 2)
+        self._newer: set[bytes | int] = set()
+        self._older: set[bytes | int] = set()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._newer or key in self._older
+
+    def __len__(self) -> int:
+        return len(self._newer) + len(self._older)
+
+    def update(self, keys: Iterable[bytes | int]) -> None:
+        """Know ``keys`` (a batch: the newer generation may pass ``size // 2`` by it)."""
+        self._newer.update(keys)
+        if len(self._newer) >= self.half:
+            self._older, self._newer = self._newer, set()

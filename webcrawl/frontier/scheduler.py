@@ -51,7 +51,7 @@ from webcrawl.frontier.entry import (
 )
 from webcrawl.frontier.far_revisits import FAR_REVISIT_LIMIT, FarRevisits
 from webcrawl.frontier.keys import MAX_SHARDS, CrawlKeys
-from webcrawl.frontier.known import by_url, url_key, url_key_of
+from webcrawl.frontier.known import SeenCache, by_url, url_key, url_key_of
 from webcrawl.frontier.layout import join_crawl
 from webcrawl.frontier.outbox import Outbox
 from webcrawl.frontier.ownership import owned
@@ -248,7 +248,7 @@ class Scheduler(RedisScheduler):
         # what this worker knows to be in the crawl's seen set: a plain GET by its URL's
         # hash (with Scrapy's fingerprinter, the URL decides the fingerprint; a false
         # match is one in 2**64 / the cache's size), any other request by its fingerprint
-        self._seen: set[bytes | int] = set()
+        self._seen = SeenCache(self.seen_cache_size)
         self._by_url = by_url(type(crawler.request_fingerprinter))
         self.idle_poll = positive_float(settings, "FRONTIER_IDLE_POLL_INTERVAL")
         self.start_grace = non_negative_float(settings, "FRONTIER_START_GRACE")
@@ -683,8 +683,6 @@ class Scheduler(RedisScheduler):
             self.stats.inc_value("frontier/requeued", len(nacks))
         # Every fingerprint of the batch is in the crawl's seen set now (ours or
         # another worker's), and fingerprints are never removed while it runs.
-        if len(self._seen) > self.seen_cache_size:
-            self._seen.clear()
         self._seen.update(entry[5] for entry in batch if entry[5] is not None)
         if result.added:
             self.stats.inc_value("scheduler/enqueued/redis", result.added)
