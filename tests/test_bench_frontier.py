@@ -30,7 +30,15 @@ def bench(*command: str) -> str:
 def test_bench_frontier_prints_its_tables_and_loses_nothing():
     out = bench("tools.bench", "frontier", "--links", "20")
     assert "300 hosts in 16 shards" in out, out
-    rows = [line for line in out.splitlines() if line.startswith(SETUPS)]
+    lines = out.splitlines()
+    head = next(i for i, line in enumerate(lines) if "us/page" in line)
+    end = next(i for i, line in enumerate(lines) if "costliest commands" in line)
+    costs = [line.split() for line in lines[head + 1 : end]]
+    # per setup, its costliest commands: the step scripts first, what they call after
+    for setup in SETUPS:
+        costly = [row[-3] for row in costs if " ".join(row).startswith(setup)]
+        assert costly and costly[0] == "evalsha" and len(costly) >= 4, out
+    rows = [line for line in lines[:head] + lines[end:] if line.startswith(SETUPS)]
     # per setup: rate, Redis work, links, the per-master table (one row per master), lost
     assert sum(line.startswith("one Redis") for line in rows) == 5, out
     assert sum(line.startswith("cluster, 3 masters") for line in rows) == 4 + 3, out

@@ -12,7 +12,8 @@ clients are what bounds the rate.
 
 The web is ``--hosts`` hosts.  Each host's home page is queued as its seed;
 its navigation pages count as crawled before the clock starts (their
-fingerprints are in the seen set, as in a crawl that has been running), so
+fingerprints are in the seen set, and in the seen cache of the host's owner,
+as in a crawl that has been running), so
 that, as on a real site, most links of a page are duplicates: of 60 links, 45
 are the host's navigation (the same on every page of the host), 10 lead to the
 host's articles and 5 to other hosts (half of them to a home page).
@@ -167,6 +168,7 @@ class Worker:
         from scrapy import Spider
 
         from webcrawl.frontier.keys import CrawlKeys
+        from webcrawl.frontier.known import SeenCache
         from webcrawl.frontier.ownership import owned
         from webcrawl.frontier.queue import HostQueue
         from webcrawl.frontier.redisconn import CrawlRedis
@@ -179,13 +181,14 @@ class Worker:
         self.queue = HostQueue(self.redis.client, Spider(name="web"), self.keys)
         if cfg.ownership:  # the registry a worker would read: every bench worker
             ids = [f"bench-{i}" for i in range(cfg.workers)]
-            self.queue.prefer(owned(ids[cfg.index], ids, cfg.shards))
+            self.owned = owned(ids[cfg.index], ids, cfg.shards)
+            self.queue.prefer(self.owned)
         self.rng = random.Random(cfg.index)
         self.graph = None
         if cfg.graph:
             self.graph = _recorded(cfg.graph).with_copies(cfg.copies)
         self.counts = dict.fromkeys(FIELDS, 0.0)
-        self.seen: set[bytes] = set()  # the scheduler's local seen cache
+        self.seen = SeenCache(SEEN_CACHE)  # the scheduler's local seen cache
         self.buffer: list[tuple[bytes, str, int, float, bytes]] = []
         self.finished: list[str] = []  # pages done, their links in the buffer
         self.unconfirmed: list[str] = []  # their links not yet stored
@@ -218,8 +221,11 @@ class Worker:
     # -- before the clock
 
     def prefill(self) -> None:
-        """The hosts' navigation pages were crawled: their fingerprints are in the seen set
-        (a recorded graph's crawl starts from nothing)."""
+        """The hosts' navigation pages were crawled: their fingerprints are in the seen set,
+        and in the seen cache of the worker that crawled them, as in a crawl that has been
+        running (a recorded graph's crawl starts from nothing).  That worker is the host's
+        owner (with ``--no-ownership``, any worker: its share of the hosts here), and its
+        cache knows as many of them as it holds for sure (half its size)."""
         if self.graph is not None:
             return
         by_shard: dict[int, list[bytes]] = {}
@@ -232,6 +238,19 @@ class Worker:
             for start in range(0, len(fps), PREFILL_BATCH):
                 pipe.sadd(self.keys.shard(shard).seen, *fps[start : start + PREFILL_BATCH])
             pipe.execute()
+        mine = self.my_hosts()
+        if self.cfg.ownership:
+            mine = (
+                i for i in range(self.cfg.hosts) if self.keys.shard_of(host_name(i)) in self.owned
+            )
+        room = SEEN_CACHE // 2 - 1
+        for i in mine:
+            host = host_name(i)
+            known = nav_urls(host, self.cfg.nav) + article_urls(host, self.cfg.known_articles)
+            if len(known) > room:
+                break
+            self.seen.update(map(fingerprint, known))
+            room -= len(known)
 
     def seeds(self) -> list[str]:
         """This worker's share of the seeds: each host's home page, or the graph's seeds."""
@@ -339,8 +358,6 @@ class Worker:
         if not self.buffer:
             self.ackable += self.unconfirmed
             self.unconfirmed = []
-        if len(self.seen) > SEEN_CACHE:
-            self.seen.clear()
         applied = [e for e in batch if self.keys.shard_of(e[1]) not in failed]
         self.seen.update(fp for fp, *_ in applied)
         c = self.counts
@@ -440,18 +457,24 @@ class Snapshot:
     cpu: dict[str, float]  # per node: server CPU seconds
     counters: list[float]
     machine: float  # CPU seconds every process of the machine used (nan: unknown)
+    # every master's commands by name (INFO commandstats): (calls, microseconds)
+    commands: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 def snapshot(srv: Servers, stats: Any) -> Snapshot:
     calls, scripts, cpu = {}, {}, {}
+    commands: dict[str, tuple[float, float]] = {}
     for name, client in srv.masters.items():
         cmd = client.info("commandstats")
         calls[name] = sum(v["calls"] for k, v in cmd.items() if k != "cmdstat_info")
         scripts[name] = sum(cmd.get(k, {}).get("calls", 0) for k in SCRIPT_STATS)
+        for k, v in cmd.items():
+            was = commands.get(k.removeprefix("cmdstat_"), (0.0, 0.0))
+            commands[k.removeprefix("cmdstat_")] = (was[0] + v["calls"], was[1] + v["usec"])
     for name, client in (srv.masters | srv.replicas).items():
         info = client.info("cpu")
         cpu[name] = info["used_cpu_sys"] + info["used_cpu_user"]
-    return Snapshot(time.perf_counter(), calls, scripts, cpu, list(stats), machine_cpu())
+    return Snapshot(time.perf_counter(), calls, scripts, cpu, list(stats), machine_cpu(), commands)
 
 
 def machine_cpu() -> float:
@@ -914,8 +937,33 @@ def report(results: list[Result], cfg: Config, warmup: float, duration: float) -
         "(local dups: links the workers' seen caches dropped; Redis dups: pushed links "
         "the seen set refused)"
     )
+    _report_commands(results)
     _report_nodes(results)
     _report_lost(results)
+
+
+def command_costs(r: Result) -> list[tuple[str, float, float]]:
+    """The masters' commands in the measured window, the costliest first: (name, calls
+    per page, microseconds per page), as Redis timed them (INFO commandstats)."""
+    pages = max(r.delta("acked"), 1)
+    rows = []
+    for name, (calls, usec) in r.last.commands.items():
+        calls0, usec0 = r.first.commands.get(name, (0.0, 0.0))
+        if name != "info" and calls > calls0:
+            rows.append((name, (calls - calls0) / pages, (usec - usec0) / pages))
+    return sorted(rows, key=lambda row: -row[2])
+
+
+def _report_commands(results: list[Result], shown: int = 8) -> None:
+    print(f"\n{'setup':<20} {'command':>16} {'calls/page':>10} {'us/page':>8}")
+    for r in results:
+        for name, calls, usec in command_costs(r)[:shown]:
+            print(f"{r.name:<20} {name:>16} {calls:>10.2f} {usec:>8.1f}")
+    print(
+        "(the masters' costliest commands as Redis times them (INFO commandstats): a "
+        "script's time (evalsha) includes the commands it calls, which count again on "
+        "their own lines; what a script's time has beyond them is Lua's)"
+    )
 
 
 def _report_nodes(results: list[Result]) -> None:
