@@ -162,12 +162,11 @@ class HostQueue:
         # runs the spills and refills a step hands this worker (store I/O): a thread of
         # the caller's (the scheduler's, off the reactor), or here and now
         self.mover = mover
-        # this worker's lease ids, spill claims and refill leases are its own, even after
-        # a failover that loses some increments of the counter they are numbered by (a
-        # stale id must never name another worker's lease)
-        self.id_prefix = secrets.token_hex(4) + "."
-        # ... and so is each step's part of them: a failover (or a restart) that loses
-        # increments makes the counter repeat numbers this worker already used
+        # this worker's lease ids, spill claims and refill leases: its random prefix, its
+        # step number and a count in the step's call (no counter in Redis, which a failover
+        # could set back: a stale id must never name another worker's lease); 64 random
+        # bits, so that no two workers of a crawl's life draw the same
+        self.id_prefix = secrets.token_hex(8) + "."
         self._steps = itertools.count(1)
         self.turns = Turns(self.router, keys)
 
@@ -635,7 +634,6 @@ class HostQueue:
                 k.seq,
                 k.queued,
                 k.delayed,
-                k.lease_seq,
                 k.revisits,
                 k.revisit_requests,
                 k.cold,

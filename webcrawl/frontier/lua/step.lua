@@ -1,4 +1,4 @@
---! keys: ready next delay leases leased seen seq queued hq delayed lease_seq
+--! keys: ready next delay leases leased seen seq queued hq delayed
 --! keys: revisits revisit_requests cold cold_total spill spilling refill_wait refilling
 --! keys: refill reserved moved host_pages over_budget spill_claim spill_live
 --! uses: clock next_work tiers
@@ -10,10 +10,11 @@
 -- ARGV: 1 now, 2 default delay, 3 lease timeout, 4 want_pop (0: this call does not
 -- pop), 5 requeue limit, 6 slack, 7 seen mode ('set' or 'bloom'), 8 hot_per_host,
 -- 9 budget, 10 spill batch, 11 max refill grants, 12 max pages per host, 13 this
--- worker's id prefix (random: the lease ids, spill claim tokens and refill lease tokens
--- it makes are its own even if a failover loses the counter's increments); then the
--- acks, the nacks, the pushes and the revisits, each a count and its items (see the
--- numbered parts below).
+-- call's id prefix (the worker's random prefix and its step number: the lease ids,
+-- spill claim tokens and refill lease tokens the call makes are the prefix and a count
+-- in the call, unique with no counter in Redis that a failover could set back); then
+-- the acks, the nacks, the pushes and the revisits, each a count and its items (see
+-- the numbered parts below).
 -- Returns {added, requeued, revisited, next work ('' when it did not pop), refill
 -- grants, spill entries claimed, over budget, then (member, lease id) per pop}.
 local now = clock(ARGV[1])
@@ -29,6 +30,12 @@ local spill_batch = tonumber(ARGV[10])
 local max_grants = tonumber(ARGV[11])
 local max_pages = tonumber(ARGV[12])
 local id_prefix = ARGV[13]
+
+local ids = 0
+local function new_id()
+  ids = ids + 1
+  return id_prefix .. ids
+end
 
 -- is a request new?  '' (dont_filter) always; else add it to the seen set, or
 -- set its bits in the Bloom filter: new if any bit was 0
@@ -107,7 +114,7 @@ local function claim_spills()
   -- late store write) are left out of every refill (SPILLED and REFILL check it)
   local claimed = redis.call('ZRANGEBYSCORE', K.spill, '-inf', now, 'LIMIT', 0, spill_batch)
   if #claimed == 0 then return {} end
-  local token = id_prefix .. redis.call('INCR', K.lease_seq)
+  local token = new_id()
   local until_ = string.format('%.17g', now + lease_timeout)
   for _, entry in ipairs(claimed) do
     local old = redis.call('HGET', K.spill_claim, entry)
@@ -150,7 +157,7 @@ local function grant_refills()
       and num(redis.call('HGET', K.cold, h)) > num(redis.call('HGET', K.spilling, h))
     local leased = redis.call('HEXISTS', K.refill, h) == 1
     if not leased and (wanted or redis.call('EXISTS', K.moved .. h) == 1) then
-      local token = id_prefix .. redis.call('INCR', K.lease_seq)
+      local token = new_id()
       -- the host's rows in the store now: its count, less what is on its way there
       local stored = num(redis.call('HGET', K.cold, h)) - num(redis.call('HGET', K.spilling, h))
       redis.call('HSET', K.refill, h, token .. '|' .. room .. '|' .. math.max(0, stored))
@@ -292,7 +299,7 @@ end
 -- host handed out is not ready again before its delay, so with a delay one
 -- call never hands out one host twice)
 local out = {added, requeued, revisited, false, false, false, over_budget}
-local tries = 0
+local tries, taken = 0, 0
 while #out < 7 + 2 * want_pop and tries < 10 + 2 * want_pop do
   tries = tries + 1
   local top = redis.call('ZRANGE', K.ready, 0, 0, 'WITHSCORES')
@@ -304,7 +311,7 @@ while #out < 7 + 2 * want_pop and tries < 10 + 2 * want_pop do
     redis.call('ZREM', K.ready, host)
     want_refill(host, hot_per_host, now)
   else
-    redis.call('DECR', K.queued)
+    taken = taken + 1
     -- the host's turn is claimed until now + delay (or its next send, if later)
     local sent = tonumber(redis.call('HGET', K.next, host) or '0')
     local nxt = math.max(now + host_delay(host), sent)
@@ -314,13 +321,14 @@ while #out < 7 + 2 * want_pop and tries < 10 + 2 * want_pop do
       redis.call('ZREM', K.ready, host)
     end
     want_refill(host, hot_per_host, now)
-    local id = id_prefix .. redis.call('INCR', K.lease_seq)
+    local id = new_id()
     redis.call('ZADD', K.leases, string.format('%.17g', now + lease_timeout), id)
     redis.call('HSET', K.leased, id, host .. '\n' .. item[2] .. '\n' .. item[1])
     out[#out + 1] = item[1]
     out[#out + 1] = id
   end
 end
+if taken > 0 then redis.call('DECRBY', K.queued, taken) end  -- (before the budget is read)
 out[5] = grant_refills()
 out[6] = {}
 if hot_per_host > 0 then out[6] = claim_spills() end

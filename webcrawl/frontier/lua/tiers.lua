@@ -12,8 +12,9 @@ end
 -- a host with requests in the store (not only on their way there) and its queue under
 -- half full asks for a refill
 local function want_refill(host, per_host, now)
-  if per_host > 0
-      and num(redis.call('HGET', K.cold, host)) > num(redis.call('HGET', K.spilling, host))
+  if per_host <= 0 then return end
+  local cold = num(redis.call('HGET', K.cold, host))  -- (0 for most hosts: no more asked)
+  if cold > 0 and cold > num(redis.call('HGET', K.spilling, host))
       and redis.call('ZCARD', K.hq .. host) * 2 < per_host then
     redis.call('ZADD', K.refill_wait, 'NX', string.format('%.17g', now), host)
   end
