@@ -22,6 +22,26 @@ from typing import Any
 _SCALARS = (str, int, float, bool, type(None))
 
 
+def _plain(obj: Any) -> Any:
+    """:func:`_encode` without the path: raises ``_Unserialisable`` at a value it cannot
+    hold, for :func:`_encode` to say where (most requests are fine: no path is built)."""
+    if isinstance(obj, _SCALARS):
+        return obj
+    if isinstance(obj, bytes):
+        return {"$b": obj.decode("latin-1")}
+    if isinstance(obj, dict):
+        if all(isinstance(k, str) for k in obj) and not ({"$b", "$d"} & obj.keys()):
+            return {k: _plain(v) for k, v in obj.items()}
+        return {"$d": [[_plain(k), _plain(v)] for k, v in obj.items()]}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    raise _Unserialisable
+
+
+class _Unserialisable(Exception):
+    pass
+
+
 def _encode(obj: Any, path: str) -> Any:
     if isinstance(obj, _SCALARS):
         return obj
@@ -56,9 +76,17 @@ def _hashable(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
+# one encoder: json.dumps with options makes a new one per call
+_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def dumps(obj: Any) -> bytes:
     """Serialise a request dict (or any JSON-like value) to compact JSON bytes."""
-    return json.dumps(_encode(obj, "request"), separators=(",", ":"), ensure_ascii=False).encode()
+    try:
+        plain = _plain(obj)
+    except _Unserialisable:
+        plain = _encode(obj, "request")  # raises, saying where
+    return _JSON.encode(plain).encode()
 
 
 def loads(data: bytes | str) -> Any:
