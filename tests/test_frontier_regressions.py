@@ -14,6 +14,9 @@ import time
 from collections import Counter, defaultdict
 
 import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from scrapy import Request, Spider
 
 from webcrawl.frontier import queue as queue_module
@@ -354,13 +357,12 @@ def test_a_refill_during_a_spill_of_its_host_leaves_that_spills_rows(redis_clien
     assert_drained(redis_client, store, dead_rows_left=True)  # B's row sorts after A's
 
 
-def test_a_claim_taken_again_is_another_workers_and_the_first_ones_late_write_is_dead(
+def test_claim_tokens_of_two_workers_differ_even_if_the_counter_is_lost(
     redis_client, store, fetched
 ):
-    """Finding 5: a claim's token is the worker's prefix, its step number and a count in
-    the call (no counter in Redis a failover could set back, once the cause of two
-    workers' equal tokens). A second worker's claim of the same entries has another
-    token; the first claim's death does not kill the second: its SPILLED takes its
+    """Finding 5: a claim's token is the worker's prefix and a counter. After a failover
+    loses the counter, a second worker's claim gets the same counter value but not the
+    same token. The first claim's death does not kill the second: its SPILLED takes its
     entries out."""
     a = Worker(redis_client, store, "a", fetched)
     b = Worker(redis_client, store, "b", fetched)
@@ -368,9 +370,12 @@ def test_a_claim_taken_again_is_another_workers_and_the_first_ones_late_write_is
     popped = b.step(0, pop=2)  # h/0, h/1; b claims h/2, h/3 until 10
     ((b_claim, _),) = b.spills
     b.step(1, pop=0, acks=[lease for _, lease in popped])
+    counter = int(b_claim.split(".")[-2])
+    redis_client.set(K.lease_seq, counter - 1)  # a failover lost the claim's increment
     assert a.step(11) == []  # b's claim expired: a claims h/2, h/3 again
     ((a_claim, _),) = a.spills
-    assert a_claim.startswith("a.") and b_claim.startswith("b.")
+    assert a_claim.split(".")[-2] == str(counter)  # the same counter value...
+    assert a_claim != b_claim  # ...but another token
     live = {c.decode() for c in redis_client.smembers(K.spill_live)}
     assert live == {a_claim}  # b's is dead
     a.run_moves(11)
@@ -617,11 +622,11 @@ def test_a_page_in_progress_when_a_step_was_not_confirmed_is_fetched_again(redis
 
 
 def test_a_stale_lease_after_a_failover_names_no_other_workers_lease(redis_pair, store, fetched):
-    """Found by the simulation's failovers: a pop the replica had not got is lost (with,
-    then, the lease counter's increment, so the next pop on the promoted replica counted
-    the same number).  Lease ids carry their worker's prefix: the first worker's ack of
-    its stale lease leaves the second's lease alone (before: it acknowledged it, and the
-    request was lost if that worker died)."""
+    """Found by the simulation's failovers: a pop the replica had not got is lost with
+    the lease counter's increment; the next pop on the promoted replica counts the same
+    number.  Lease ids carry their worker's prefix: the first worker's ack of its stale
+    lease leaves the second's lease alone (before: it acknowledged it, and the request
+    was lost if that worker died)."""
     master = redis_pair.master.client()
     a = Worker(master, store, "a", fetched)
     a.push(urls("h", 2), now=0)
@@ -631,7 +636,7 @@ def test_a_stale_lease_after_a_failover_names_no_other_workers_lease(redis_pair,
     promoted = redis_pair.fail_over()
     b = Worker(promoted, store, "b", fetched)
     ((_, lease),) = b.step(1)
-    assert stale != lease and stale.rpartition(".")[2] == lease.rpartition(".")[2]
+    assert stale != lease and stale.split(".")[-2] == lease.split(".")[-2]
     Worker(promoted, store, "a", fetched).step(2, pop=0, acks=[stale])  # a, reconnected
     assert promoted.zscore(K.leases, lease.partition(":")[2]) is not None
 
@@ -639,11 +644,10 @@ def test_a_stale_lease_after_a_failover_names_no_other_workers_lease(redis_pair,
 def test_a_workers_own_stale_lease_after_a_failover_names_none_of_its_new_leases(
     redis_pair, store, fetched
 ):
-    """Found by the second review: a failover loses a worker's pop (with, then, the lease
-    counter's increment, so the same worker's next pop counted the same number).  Each
-    step adds its own part to the ids it makes, so the worker's ack of its stale lease
-    leaves its new one alone (before: its prefix alone kept ids apart between workers
-    only)."""
+    """Found by the second review: a failover loses a worker's pop, and with it the lease
+    counter's increment; the same worker's next pop counts the same number.  Each step
+    adds its own part to the ids it makes, so the worker's ack of its stale lease leaves
+    its new one alone (before: its prefix alone kept ids apart between workers only)."""
     master = redis_pair.master.client()
     w = Worker(master, store, "w", fetched)
     w.push(["http://h/0"], now=0)
@@ -692,3 +696,39 @@ def test_a_refill_that_kept_rows_of_a_claim_completed_meanwhile_asks_again(
     drain(w1, 50, acks=[lease0])
     assert set(fetched) == set(urls("h", 5))
     assert w1.queue.counts(now=50) == (0, 0, 0)
+
+
+class _ReplyLostOnce(redis.Connection):
+    """A connection whose next reply, once armed, is read and then lost: redis-py's
+    retry (CrawlRedis gives clients one) sends the call again, and it runs twice."""
+
+    lose = False
+
+    def read_response(self, *args, **kwargs):
+        reply = super().read_response(*args, **kwargs)
+        if _ReplyLostOnce.lose:
+            _ReplyLostOnce.lose = False
+            raise redis.TimeoutError("reply lost")
+        return reply
+
+
+def test_a_step_sent_again_after_a_lost_reply_makes_new_lease_ids(redis_server, store, fetched):
+    """Found by the review of ids counted in the call: a STEP run twice (its reply lost,
+    redis-py sent it again with the same arguments) must not make the lease ids of its
+    first run again: its HSET would overwrite the first run's lease, whose request was
+    already out of its host queue, and that request would be lost.  One lease_seq
+    increment per call keeps them apart; the first run's lease expires and is fetched."""
+    client = redis.Redis.from_url(redis_server.url, retry=Retry(NoBackoff(), 1))
+    client.connection_pool.connection_class = _ReplyLostOnce
+    client.flushall()
+    w = Worker(client, store, "w", fetched)
+    w.push(urls("h", 2), now=0)
+    w.queue.look(now=1)  # (so that the step's pipeline is its STEP call alone)
+    _ReplyLostOnce.lose = True
+    ((_, lease),) = w.step(1)  # runs twice: h/0 leased, then h/1
+    assert client.hlen(K.leased) == 2  # both leases, neither overwritten
+    w.step(2, pop=0, acks=[lease])
+    drain(w, 100)  # the first run's lease expires: its request comes back
+    assert set(fetched) == set(urls("h", 2))
+    assert_drained(client, store)
+    client.close()

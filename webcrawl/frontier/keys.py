@@ -231,6 +231,10 @@ class ShardKeys:
         return self.prefix + "leased"
 
     @property
+    def lease_seq(self) -> str:
+        return self.prefix + "lease_seq"
+
+    @property
     def seq(self) -> str:
         """Counter that orders requests of equal priority first-in first-out."""
         return self.prefix + "seq"

@@ -33,14 +33,14 @@ def url_key_of(url: str) -> int:
 
 
 class SeenCache:
-    """What a worker knows to be in the crawl's seen set, at most ``size`` keys: positive
-    knowledge only (a key once in the seen set stays there while the crawl runs).
+    """What a worker knows to be in the crawl's seen set, about ``size`` keys at most:
+    positive knowledge only (a key once in the seen set stays there while the crawl runs).
 
     Two generations: keys go into the newer; when it holds ``size // 2``, it becomes the
-    older and the older is forgotten.  So the cache always knows the last ``size // 2``
-    keys it was told, and about ``size`` at most (a cache emptied when full would start from
-    nothing again: a worker's hosts' navigation links, which every page of a host
-    repeats, would all go to Redis again)."""
+    older and the older is forgotten; a key found in the older is put in the newer
+    again.  So what a worker keeps meeting (its hosts' navigation links, on every page of
+    a host) stays known, and what it told the cache last is known (a cache emptied when
+    full would start from nothing: every navigation link would go to Redis again)."""
 
     def __init__(self, size: int) -> None:
         self.half = max(1, size // 2)
@@ -48,9 +48,17 @@ class SeenCache:
         self._older: set[bytes | int] = set()
 
     def __contains__(self, key: object) -> bool:
-        return key in self._newer or key in self._older
+        """Whether the cache knows ``key``; one the older generation knows moves to the
+        newer: what a worker keeps meeting (its hosts' navigation) stays known."""
+        if key in self._newer:
+            return True
+        if key in self._older:
+            self._newer.add(key)  # type: ignore[arg-type]
+            return True
+        return False
 
     def __len__(self) -> int:
+        """Keys held: a key met again is held twice until its older copy is forgotten."""
         return len(self._newer) + len(self._older)
 
     def update(self, keys: Iterable[bytes | int]) -> None:

@@ -162,11 +162,12 @@ class HostQueue:
         # runs the spills and refills a step hands this worker (store I/O): a thread of
         # the caller's (the scheduler's, off the reactor), or here and now
         self.mover = mover
-        # this worker's lease ids, spill claims and refill leases: its random prefix, its
-        # step number and a count in the step's call (no counter in Redis, which a failover
-        # could set back: a stale id must never name another worker's lease); 64 random
-        # bits, so that no two workers of a crawl's life draw the same
+        # this worker's lease ids, spill claims and refill leases are its own, even after
+        # a failover that loses some increments of the counter they are numbered by (a
+        # stale id must never name another worker's lease): 64 random bits
         self.id_prefix = secrets.token_hex(8) + "."
+        # ... and so is each step's part of them: a failover (or a restart) that loses
+        # increments makes the counter repeat numbers this worker already used
         self._steps = itertools.count(1)
         self.turns = Turns(self.router, keys)
 
@@ -445,7 +446,7 @@ class HostQueue:
                 by_host.setdefault(host, []).extend(
                     (
                         fingerprint,
-                        max(-MAX_PRIORITY, min(MAX_PRIORITY, priority)),
+                        max(-MAX_PRIORITY, min(MAX_PRIORITY, int(priority))),
                         max(0.0, float(wait)),
                         data,
                     )
@@ -458,7 +459,7 @@ class HostQueue:
                 args += [
                     key,
                     host,
-                    max(-MAX_PRIORITY, min(MAX_PRIORITY, priority)),
+                    max(-MAX_PRIORITY, min(MAX_PRIORITY, int(priority))),
                     repr(float(due)),
                     data,
                 ]
@@ -634,6 +635,7 @@ class HostQueue:
                 k.seq,
                 k.queued,
                 k.delayed,
+                k.lease_seq,
                 k.revisits,
                 k.revisit_requests,
                 k.cold,

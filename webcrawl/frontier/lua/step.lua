@@ -1,4 +1,4 @@
---! keys: ready next delay leases leased seen seq queued hq delayed
+--! keys: ready next delay leases leased seen seq queued hq delayed lease_seq
 --! keys: revisits revisit_requests cold cold_total spill spilling refill_wait refilling
 --! keys: refill reserved moved host_pages over_budget spill_claim spill_live
 --! uses: clock next_work tiers
@@ -10,11 +10,9 @@
 -- ARGV: 1 now, 2 default delay, 3 lease timeout, 4 want_pop (0: this call does not
 -- pop), 5 requeue limit, 6 slack, 7 seen mode ('set' or 'bloom'), 8 hot_per_host,
 -- 9 budget, 10 spill batch, 11 max refill grants, 12 max pages per host, 13 this
--- call's id prefix (the worker's random prefix and its step number: the lease ids,
--- spill claim tokens and refill lease tokens the call makes are the prefix and a count
--- in the call, unique with no counter in Redis that a failover could set back); then
--- the acks, the nacks, the pushes and the revisits, each a count and its items (see
--- the numbered parts below).
+-- call's id prefix (the worker's random prefix and its step number); then the acks,
+-- the nacks, the pushes and the revisits, each a count and its items (see the
+-- numbered parts below).
 -- Returns {added, requeued, revisited, next work ('' when it did not pop), refill
 -- grants, spill entries claimed, over budget, then (member, lease id) per pop}.
 local now = clock(ARGV[1])
@@ -31,10 +29,16 @@ local max_grants = tonumber(ARGV[11])
 local max_pages = tonumber(ARGV[12])
 local id_prefix = ARGV[13]
 
-local ids = 0
+-- Lease ids, spill claim tokens and refill lease tokens: the call's prefix, a number
+-- from lease_seq (one per call that makes any: a call that redis-py sends again after
+-- a lost reply must not make its first run's ids again, which its HSETs would
+-- overwrite) and a count in the call.  The prefix keeps ids apart when a failover
+-- loses increments: another worker, or this worker's next step, counts the same then.
+local ids, id_base = 0, nil
 local function new_id()
+  if id_base == nil then id_base = id_prefix .. redis.call('INCR', K.lease_seq) .. '.' end
   ids = ids + 1
-  return id_prefix .. ids
+  return id_base .. ids
 end
 
 -- is a request new?  '' (dont_filter) always; else add it to the seen set, or
