@@ -1,5 +1,6 @@
 """The shared queue's Lua scripts against a real Redis."""
 
+import enum
 import hashlib
 import subprocess
 import time
@@ -164,6 +165,22 @@ def test_priority_then_fifo_within_a_host(redis_client):
         "http://a/low1",
         "http://a/low2",
     ]
+
+
+def test_priorities_of_int_subclasses_go_to_redis_as_ints(redis_client):
+    """Scrapy takes any int as a priority; redis-py's C packer (hiredis) refuses int
+    subclasses, which would fail every step of the worker holding such a push."""
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    queue, _ = make(redis_client)
+    pushes = [entry(queue, "http://a/low", 0), entry(queue, "http://a/high", Level.HIGH)]
+    pushes[1] = (pushes[1][0], "a", Level.HIGH, 0.0, pushes[1][4])
+    revisit = ("k", "a", Level.HIGH, 5.0, queue.encode(Request("http://a/again")))
+    result = queue.step(now=1, pushes=pushes, revisits=[revisit], pop=False)
+    assert not result.failed and result.added == 2
+    assert drain(queue) == ["http://a/high", "http://a/again", "http://a/low"]
 
 
 def test_a_host_is_handed_out_once_per_delay_across_workers(redis_client):
