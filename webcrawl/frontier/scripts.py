@@ -24,7 +24,7 @@ from webcrawl.frontier.shards import Call, Lua, ShardRouter
 # A key name is the attribute of ShardKeys (CrawlKeys for the crawl-wide scripts) of that
 # name, but for these; and "seen" is the dupefilter of the step's mode (:func:`seen_key`).
 _ATTRIBUTES = {"hq": "host_queue_prefix", "moved": "moved_prefix"}
-_SNIPPETS = ("clock", "turn", "next_work", "tiers")
+_SNIPPETS = ("clock", "turn", "next_work", "tiers", "ready")
 _HEADER = re.compile(r"--! (\w+):(.*)")
 
 

@@ -1,5 +1,5 @@
 --! keys: next delay ready turn_holds
---! uses: clock turn
+--! uses: clock turn ready
 -- Take a host's turn ('take': only if it is due) or give it back ('release': the
 -- answer came in, or the request failed).
 -- take, with hold > 0: the turn is the holder's until it releases it, or for hold
@@ -37,8 +37,5 @@ end
 -- the frontier hands the host out again at its next turn (not at the hold's deadline:
 -- every worker then wakes for it, and a request popped while the host is held waits for
 -- its turn here)
-local score = redis.call('ZSCORE', K.ready, host)
-if score and tonumber(score) < nxt then
-  redis.call('ZADD', K.ready, 'XX', string.format('%.17g', nxt), host)
-end
+defer(host, nxt)
 return '0'

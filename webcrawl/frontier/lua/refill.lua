@@ -1,6 +1,6 @@
 --! keys: ready next queued reserved cold cold_total spilling refill_wait hq refill moved
 --! keys: spill_live spill_done
---! uses: clock tiers
+--! uses: clock tiers ready
 -- A refill: rows of a host's cold tier read from the store move into its queue, if the
 -- caller's lease (its token) is still the host's.  Only rows of completed spill claims
 -- (spill_done, which counts each claim's rows not moved yet) move, and each once: its
@@ -74,8 +74,5 @@ if ARGV[5] == '1' then
     num(redis.call('HGET', K.cold, host)) - num(redis.call('HGET', K.spilling, host)))
   if extra > 0 then add_cold(host, -extra) end
 end
-if redis.call('EXISTS', K.hq .. host) == 1 then
-  local nxt = tonumber(redis.call('HGET', K.next, host) or '0')
-  redis.call('ZADD', K.ready, 'NX', string.format('%.17g', math.max(now, nxt)), host)
-end
+if redis.call('EXISTS', K.hq .. host) == 1 then schedule(host, now) end
 return {n, unpack(keep)}

@@ -1,5 +1,5 @@
 --! keys: delay next ready delay_hold
---! uses: clock
+--! uses: clock ready
 -- A host's delay, written by any worker.  A back-off (hold > 0 seconds) holds: until it
 -- expires, no worker's write lowers the delay below it (each worker adapts from what it
 -- alone saw; the last writer must not undo another's 503).  not_before > 0: the host's
@@ -21,10 +21,7 @@ if not_before > 0 then
   local nxt = now + not_before
   if nxt > tonumber(redis.call('HGET', K.next, host) or '0') then
     redis.call('HSET', K.next, host, string.format('%.17g', nxt))
-    local score = redis.call('ZSCORE', K.ready, host)
-    if score and tonumber(score) < nxt then
-      redis.call('ZADD', K.ready, 'XX', string.format('%.17g', nxt), host)
-    end
+    defer(host, nxt)
   end
 end
 return string.format('%.17g', delay)

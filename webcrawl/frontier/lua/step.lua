@@ -1,7 +1,7 @@
 --! keys: ready next delay leases leased seen seq queued hq delayed lease_seq
 --! keys: revisits revisit_requests cold cold_total spill spilling refill_wait refilling
 --! keys: refill reserved moved host_pages over_budget spill_claim spill_live
---! uses: clock next_work tiers
+--! uses: clock next_work tiers ready
 -- One step on one shard: acknowledgements, leases handed back, new requests (the
 -- dupefilter checked), revisits scheduled; and, in a call that pops, expired leases,
 -- due delayed requests and due revisits into their host queues, then up to want_pop
@@ -59,11 +59,6 @@ local function host_delay(host)
   return 0
 end
 
-local function schedule(host)
-  local nxt = tonumber(redis.call('HGET', K.next, host) or '0')
-  redis.call('ZADD', K.ready, 'NX', string.format('%.17g', math.max(now, nxt)), host)
-end
-
 -- ZADD entries[from..to] (score, member pairs; from odd) in calls of at most 500
 -- pairs: unpack's limit
 local function zadd_all(key, entries, from, to)
@@ -91,7 +86,7 @@ local function enqueue_all(host, entries, force)
   if room > 0 then
     zadd_all(K.hq .. host, entries, 1, 2 * room)
     redis.call('INCRBY', K.queued, room)
-    schedule(host)
+    schedule(host, now)
   end
   if room < n then
     local spilled = {}
