@@ -177,7 +177,7 @@ class SimWorker:
         held = self.held.pop(lease)
         self.finished.append(lease)
         self.outbox.pushes += [self.entry(u) for u in links]
-        self.model.finished(self, held, revisit_in)
+        self.model.finished(self, held, links, revisit_in)
         if revisit_in is None:
             return
         _, host, _, _, data, _ = self.entry(held.url, revisit=True)
