@@ -256,8 +256,18 @@ FRONTIER_SCHEMES = ["http", "https"]
 # can write Redis or the store would otherwise send workers through any proxy.  List
 # here the keys a crawl's own code sets on requests and every worker trusts.
 FRONTIER_TRUSTED_META = []
-# Requests buffered before one batched push (dupefilter check included) to Redis.
+# New requests a worker takes in before it checks whether a shard's batch is due (and
+# near revisits it buffers before a step).
 FRONTIER_BATCH_SIZE = 256
+# New requests for a shard wait in the worker until it holds this many of them, or
+# until the oldest has waited FRONTIER_SHARD_WAIT seconds, or until a step calls the
+# shard anyway (an acknowledgement, a revisit) or the worker has nothing to fetch: a
+# shard call costs Redis about as much as storing ten new URLs, so links leave in
+# batches, not a few per shard at every step.  A page's lease is acknowledged once its
+# links are stored, so this also delays acknowledgements by up to FRONTIER_SHARD_WAIT.
+# 1: every step sends every link (no holding).
+FRONTIER_SHARD_BATCH = 32
+FRONTIER_SHARD_WAIT = 1.0
 # URLs each worker remembers as already in the crawl (once Redis stored them), so
 # that a link to one costs no Request, no fingerprint and no Redis round trip
 # (~70 bytes each, a GET by its URL's 64-bit hash; when full, the older half of what

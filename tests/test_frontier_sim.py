@@ -59,6 +59,11 @@ HOSTS = ["a", "b", "c", "d"]
 # 6: past a turn hold's first deadline but not a renewed one's; 31: past the revisit
 # mover's lock (30 s)
 TICKS = [0.5, 3.0, 6.0, LEASE + 1, 31.0, 200.0]
+HOLDING = [
+    {"shard_batch": 3, "shard_wait": 4.0},
+    {"shard_batch": 1, "shard_wait": 0.0},
+    {"shard_batch": 1000, "shard_wait": 2 * LEASE},
+]
 
 
 class FrontierMachine(RuleBasedStateMachine):
@@ -111,6 +116,9 @@ class FrontierMachine(RuleBasedStateMachine):
             hot_per_host=2,
             budget=6,
             replica=self.replica,
+            # the outbox's holding (Outbox.shard_batch, shard_wait): none, a few links
+            # or seconds, links held past a lease's timeout
+            **HOLDING[(len(self.workers) + len(self.dead)) % len(HOLDING)],
         )
         if index is None:
             self.workers.append(worker)

@@ -75,6 +75,8 @@ class SimWorker:
         hot_per_host: int,
         budget: int,
         replica: Replica | None = None,
+        shard_batch: int = 1,
+        shard_wait: float = 0.0,
     ) -> None:
         self.name = name
         self.process = Process(name)
@@ -100,7 +102,7 @@ class SimWorker:
         self.turns = 0
         self.queue.id_prefix = f"{name}."  # (a random one in a worker) the same each run
         self.far = FarRevisits(self.queue.put_far_revisits, self.submit)
-        self.outbox = Outbox(self.queue, self.far)  # the scheduler's
+        self.outbox = Outbox(self.queue, self.far, shard_batch, shard_wait)  # the scheduler's
         # a move runs at the time the mover runs it (in a worker: on Redis's clock)
         move = self.queue.tiers.move
 
@@ -139,14 +141,18 @@ class SimWorker:
         data = self.queue.encode(Request(url, meta={"rv": 1} if revisit else {}))
         return (url.encode(), host_of(url), 0, 0.0, data, None)
 
-    def step(self, pop: int = 0) -> Any:
+    def step(self, pop: int = 0, *, flush: bool = False) -> Any:
         """Scheduler._step: the pages done with go to the outbox, which steps."""
         for lease in self.finished:
-            self.outbox.finished(lease)
+            self.outbox.finished(lease, now=self.model.now)
         self.finished = []
         try:
             sent = self.outbox.step(
-                pop=pop, in_progress=list(self.held), lease_timeout=LEASE, now=self.model.now
+                pop=pop,
+                flush=flush,
+                in_progress=list(self.held),
+                lease_timeout=LEASE,
+                now=self.model.now,
             )
             result = sent.result
         except redis.RedisError:
@@ -164,7 +170,10 @@ class SimWorker:
         self.step()
 
     def fetch(self, n: int, send: bool = False) -> None:
+        """Scheduler.next_request: a pop; when it finds nothing, the links held leave."""
         result = self.step(pop=n)
+        if result is not None and not result.popped and self.outbox.held():
+            self.step(flush=True)
         if send and result is not None:
             for _, lease in result.popped:
                 self.send(lease)
@@ -230,6 +239,8 @@ class SimWorker:
         holds, now = list(self.sending.values()), self.model.now
         self.queue.renew(leases, LEASE, holds=holds, now=now)
         self.model.renewed(holds, now)
+        if self.outbox.ripe(now):  # Scheduler._poll: links that waited long enough leave
+            self.step()
         self.far.store()
         if self.revisit_move is None or self.revisit_move.done():
             self.revisit_move = self.submit(
@@ -239,7 +250,7 @@ class SimWorker:
     def idle(self) -> Any:
         """Scheduler._on_idle: flush, then ask whether the crawl is done."""
         for _ in range(3):
-            if self.step() is None:
+            if self.step(flush=True) is None:
                 return None
             if not self.pending():
                 break

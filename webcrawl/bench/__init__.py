@@ -103,6 +103,10 @@ def add_frontier_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--prefetch", type=int, default=4, help="FRONTIER_PREFETCH")
     p.add_argument(
+        "--shard-batch", type=int, default=32, help="FRONTIER_SHARD_BATCH (1: no holding)"
+    )
+    p.add_argument("--shard-wait", type=float, default=1.0, help="FRONTIER_SHARD_WAIT")
+    p.add_argument(
         "--no-ownership",
         dest="ownership",
         action="store_false",

@@ -4,10 +4,11 @@ Synthetic workers (``--workers`` processes) drive the real frontier steps
 (:meth:`webcrawl.frontier.queue.HostQueue.step`) with no HTTP, as the scheduler
 does: each keeps ``--prefetch`` popped requests; per page it "processed" it
 makes ``--links`` links, drops those its local seen cache knows (the
-scheduler's ``_seen``), encodes the rest as Scrapy requests and buffers them;
-every step acknowledges the leases of the pages whose links the previous step
-stored (deferred acks), pushes the buffer (at most FRONTIER_BATCH_SIZE links
-wait in it) and pops the next requests.  Politeness is off, so Redis and the
+scheduler's ``_seen``), encodes the rest as Scrapy requests and hands them to
+the scheduler's :class:`~webcrawl.frontier.outbox.Outbox`: a shard's links leave
+once it has ``--shard-batch`` of them or the oldest waited ``--shard-wait``
+seconds, and a page's lease is acknowledged in the step after the one that
+stored its links.  Each step pops the next requests.  Politeness is off, so Redis and the
 clients are what bounds the rate.
 
 The web is ``--hosts`` hosts.  Each host's home page is queued as its seed;
@@ -134,6 +135,8 @@ class Config:
     # pages' links replace the synthetic ones, and nothing is prefilled
     graph: str | None = None
     copies: int = 1
+    shard_batch: int = 32  # FRONTIER_SHARD_BATCH
+    shard_wait: float = 1.0  # FRONTIER_SHARD_WAIT
 
     @property
     def known_articles(self) -> int:
@@ -167,8 +170,10 @@ class Worker:
     def __init__(self, cfg: Config, ctrl: Any, stats: Any) -> None:
         from scrapy import Spider
 
+        from webcrawl.frontier.far_revisits import FarRevisits
         from webcrawl.frontier.keys import CrawlKeys
         from webcrawl.frontier.known import SeenCache
+        from webcrawl.frontier.outbox import Outbox
         from webcrawl.frontier.ownership import owned
         from webcrawl.frontier.queue import HostQueue
         from webcrawl.frontier.redisconn import CrawlRedis
@@ -189,10 +194,9 @@ class Worker:
             self.graph = _recorded(cfg.graph).with_copies(cfg.copies)
         self.counts = dict.fromkeys(FIELDS, 0.0)
         self.seen = SeenCache(SEEN_CACHE)  # the scheduler's local seen cache
-        self.buffer: list[tuple[bytes, str, int, float, bytes]] = []
-        self.finished: list[str] = []  # pages done, their links in the buffer
-        self.unconfirmed: list[str] = []  # their links not yet stored
-        self.ackable: list[str] = []  # links stored: acknowledged with the next step
+        far = FarRevisits(self.queue.put_far_revisits)  # (the bench schedules no revisits)
+        self.outbox = Outbox(self.queue, far, cfg.shard_batch, cfg.shard_wait)
+        self.finished: list[str] = []  # pages done, their links in the outbox
         self.prefetched: deque[tuple[Any, str]] = deque()
         self.fresh = 0  # new links made (with new_links)
 
@@ -307,7 +311,8 @@ class Worker:
 
     def process(self, request: Any, lease: str) -> None:
         """A page was fetched and parsed: its links go through the scheduler's
-        ``enqueue_request`` (local seen cache, encode, buffer; a full buffer is pushed)."""
+        ``enqueue_request`` (local seen cache, encode, outbox; a step when a shard's batch
+        is due)."""
         from scrapy import Request
 
         from webcrawl.urls.scope import scope_key
@@ -324,47 +329,38 @@ class Worker:
                 self.counts["local_dups"] += 1
                 continue
             data = self.queue.encode(Request(url, priority=-depth, meta={"depth": depth}))
-            self.buffer.append((fp, scope_key(url, "host"), -depth, 0.0, data))
-            if len(self.buffer) >= BATCH_SIZE:
+            pushes = self.outbox.pushes
+            pushes.append((fp, scope_key(url, "host"), -depth, 0.0, data, fp))
+            if len(pushes) >= BATCH_SIZE and self.outbox.ripe():
                 self.step(pop=False)
         self.finished.append(lease)
 
-    def step(self, pop: bool | int) -> Any:
-        """The scheduler's ``_step``: acknowledge the leases whose links an earlier step
-        stored, push the buffer, maybe pop."""
-        from webcrawl.frontier.queue import lease_shard
-
-        self.unconfirmed += self.finished
+    def step(self, pop: bool | int, *, flush: bool = False) -> Any:
+        """The scheduler's ``_step``: the pages done go to the outbox, which pushes the
+        links due, acknowledges the leases whose links an earlier step stored, maybe
+        pops."""
+        outbox = self.outbox
+        for lease in self.finished:
+            outbox.finished(lease)
         self.finished = []
-        if not self.buffer:
-            self.ackable += self.unconfirmed
-            self.unconfirmed = []
-        acks, batch = self.ackable, self.buffer
         began, cpu = time.perf_counter(), time.process_time()
-        result = self.queue.step(
-            acks=acks,
-            pushes=batch,
+        sent = outbox.step(
             pop=pop,
+            flush=flush,
+            in_progress=[lease for _, lease in self.prefetched],
             default_delay=0.0,
             lease_timeout=LEASE_TIMEOUT,
             seen_mode="set",
         )
+        result = sent.result
         self.counts["step_wall"] += time.perf_counter() - began
         self.counts["step_cpu"] += time.process_time() - cpu
-        failed = result.failed
-        self.buffer = [e for e in batch if self.keys.shard_of(e[1]) in failed]
-        self.ackable = [a for a in acks if lease_shard(a)[0] in failed]
-        acked = len(acks) - len(self.ackable)
-        if not self.buffer:
-            self.ackable += self.unconfirmed
-            self.unconfirmed = []
-        applied = [e for e in batch if self.keys.shard_of(e[1]) not in failed]
-        self.seen.update(fp for fp, *_ in applied)
+        self.seen.update(push[5] for push in sent.pushes)
         c = self.counts
         c["steps"] += 1
-        c["failed"] += len(failed)
-        c["acked"] += acked
-        c["pushed"] += len(applied)
+        c["failed"] += len(result.failed)
+        c["acked"] += sent.acked
+        c["pushed"] += len(sent.pushes)
         c["added"] += result.added
         c["popped"] += len(result.popped)
         return result
@@ -378,6 +374,8 @@ class Worker:
             self.prefetched.extend(result.popped)
             self.publish()
             if not result.popped:
+                if self.outbox.held():  # the scheduler's: what the crawl may wait for
+                    self.step(pop=False, flush=True)
                 time.sleep(min(result.next_ready or 0.01, 0.05))
 
     def close(self) -> None:
@@ -387,8 +385,8 @@ class Worker:
             self.queue.renew([lease for _, lease in self.prefetched], 0.0)
             self.prefetched.clear()
         for _ in range(3):
-            self.step(pop=False)
-            if not (self.buffer or self.unconfirmed or self.ackable):
+            self.step(pop=False, flush=True)
+            if not self.outbox.pending():
                 break
         self.publish(DONE)
         self.redis.close()
@@ -735,8 +733,13 @@ def run(args: argparse.Namespace, targets: dict[str, ServersOf] | None = None) -
     workers, shards = getattr(args, "workers", 4), getattr(args, "shards", 16)
     links, prefetch = getattr(args, "links", 60), getattr(args, "prefetch", 4)
     new_links = getattr(args, "new_links", None)
-    if workers < 1 or shards < 1 or links < 1 or prefetch < 1:
-        raise ValueError("bench frontier: --workers, --shards, --links, --prefetch must be >= 1")
+    shard_batch, shard_wait = getattr(args, "shard_batch", 32), getattr(args, "shard_wait", 1.0)
+    if workers < 1 or shards < 1 or links < 1 or prefetch < 1 or shard_batch < 1:
+        raise ValueError(
+            "bench frontier: --workers, --shards, --links, --prefetch, --shard-batch must be >= 1"
+        )
+    if shard_wait < 0:
+        raise ValueError("bench frontier: --shard-wait must be >= 0")
     if new_links is not None and new_links < 0:
         raise ValueError("bench frontier: --new-links must be >= 0")
     graph, copies = getattr(args, "graph", None), 1
@@ -768,6 +771,8 @@ def run(args: argparse.Namespace, targets: dict[str, ServersOf] | None = None) -
                 ownership=getattr(args, "ownership", True),
                 graph=graph,
                 copies=copies,
+                shard_batch=shard_batch,
+                shard_wait=shard_wait,
             )
             (workdir / name).mkdir()
             with servers(workdir / name, shards, crawl) as srv:
@@ -869,7 +874,8 @@ def report(results: list[Result], cfg: Config, warmup: float, duration: float) -
     cores = os.cpu_count() or 1
     print(
         f"\n{describe(cfg)}  {cfg.workers} worker "
-        f"processes (prefetch {cfg.prefetch}, batches of {BATCH_SIZE}, local seen cache "
+        f"processes (prefetch {cfg.prefetch}, a shard's links leave in batches of "
+        f"{cfg.shard_batch} or after {cfg.shard_wait:g} s, local seen cache "
         f"{SEEN_CACHE}, {'own shards first' if cfg.ownership else 'no shard ownership'}, "
         f"politeness off, no HTTP); {warmup:g} s warm-up, then {duration:g} s "
         f"measured per setup.  This machine has {cores} cores for the workers and every "

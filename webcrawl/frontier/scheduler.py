@@ -243,6 +243,8 @@ class Scheduler(RedisScheduler):
         self.stats = crawler.stats
         self.continuous = settings.getbool("WEBCRAWL_CONTINUOUS")
         self.batch_size = positive_int(settings, "FRONTIER_BATCH_SIZE")
+        self.shard_batch = positive_int(settings, "FRONTIER_SHARD_BATCH")
+        self.shard_wait = non_negative_float(settings, "FRONTIER_SHARD_WAIT")
         self.prefetch = min(positive_int(settings, "FRONTIER_PREFETCH"), 20)
         self.seen_cache_size = positive_int(settings, "FRONTIER_SEEN_CACHE_SIZE")
         # what this worker knows to be in the crawl's seen set: a plain GET by its URL's
@@ -333,7 +335,7 @@ class Scheduler(RedisScheduler):
             max_pages_per_host=self.max_pages_per_host,
             mover=self._submit_move,
         )
-        self.outbox = Outbox(self.queue, self._far)
+        self.outbox = Outbox(self.queue, self._far, self.shard_batch, self.shard_wait)
         self.df.attach(self.server, keys)
         self.registry = WorkerRegistry(self.server, keys)
         self.keys = keys
@@ -375,7 +377,7 @@ class Scheduler(RedisScheduler):
             self.registry.remove(self.worker_id)
         except Exception:
             logger.exception(
-                "Could not hand %d buffered requests back to Redis", len(self.outbox.pushes)
+                "Could not hand %d buffered requests back to Redis", self.outbox.held()
             )
         self.stats.set_value("frontier/redis_round_trips", RoundTrips.count)
         self._tier_stats()
@@ -489,7 +491,7 @@ class Scheduler(RedisScheduler):
         wait = float(request.meta.get("frontier_not_before", 0)) - time.time()
         pushes = self.outbox.pushes
         pushes.append((fingerprint, host, request.priority, max(0.0, wait), data, key))
-        if len(pushes) >= self.batch_size:
+        if len(pushes) >= self.batch_size and self.outbox.ripe():  # a shard's batch is due
             self._step(pop=False)
         return True
 
@@ -557,7 +559,7 @@ class Scheduler(RedisScheduler):
         if self._refusals:
             return self._refusals.popleft()
         if self._local and (self.one_off or not self._prefetched):  # leased ones first
-            if self.outbox.pushes:
+            if self.outbox.ripe():
                 self._step(pop=False)  # the shared links and acks do not wait for them
             self._mark_busy()
             self._idle = False
@@ -569,6 +571,8 @@ class Scheduler(RedisScheduler):
             if result is None:
                 return None  # Redis unreachable: the engine asks again on its next loop
             if not result.popped:
+                if self.outbox.held():  # this worker's links may be what the crawl waits for
+                    self._step(pop=False, flush=True)
                 if result.next_ready is not None:
                     self._wake_in(result.next_ready)
                 return None
@@ -586,9 +590,9 @@ class Scheduler(RedisScheduler):
             return True
         if self.one_off:
             return False
-        if self.outbox.pushes:
-            self._step(pop=False)
-            if self.outbox.pushes:
+        if self.outbox.held():
+            self._step(pop=False, flush=True)
+            if self.outbox.held():
                 return True  # Redis is unreachable and we hold requests
         try:
             return len(self.queue) > 0
@@ -597,7 +601,7 @@ class Scheduler(RedisScheduler):
             return True  # do not let an outage look like the end of the crawl
 
     def __len__(self) -> int:
-        held = len(self.outbox.pushes) + len(self._prefetched) + len(self._refusals)
+        held = self.outbox.held() + len(self._prefetched) + len(self._refusals)
         return len(self.queue) + held + len(self._local)
 
     # -- internals -----------------------------------------------------------
@@ -638,14 +642,16 @@ class Scheduler(RedisScheduler):
             return list(self._leases)
         return [r for r in self._leases if r not in inprogress]
 
-    def _step(self, pop: bool) -> StepResult | None:
-        """One round trip per Redis node: push what the outbox holds, acknowledge the
-        leases whose outlinks an earlier step stored, maybe pop (:class:`Outbox`)."""
+    def _step(self, pop: bool, *, flush: bool = False) -> StepResult | None:
+        """One round trip per Redis node: push the links due to leave (``flush``: all the
+        outbox holds), acknowledge the leases whose outlinks an earlier step stored,
+        maybe pop (:class:`Outbox`)."""
         for request in self._finished():
             self.outbox.finished(self._leases.pop(request))
         try:
             sent = self.outbox.step(
                 pop=pop,
+                flush=flush,
                 in_progress=list(self._leases.values()),
                 default_delay=self.host_delay,
                 lease_timeout=self.lease_timeout,
@@ -706,7 +712,7 @@ class Scheduler(RedisScheduler):
         """Hand everything held to the frontier (two steps: the links, then the
         acknowledgements); False if Redis did not take it all."""
         for _ in range(3):
-            if self._step(pop=False) is None:
+            if self._step(pop=False, flush=True) is None:
                 return False
             if not self.outbox.pending():
                 return True
@@ -828,8 +834,12 @@ class Scheduler(RedisScheduler):
             self._outage_logged = True
 
     def _poll(self) -> None:
-        """While idle, wake the engine as soon as there is work, or when the crawl is done
-        (so the spider_idle check closes this worker), not on Scrapy's 5 s heartbeat."""
+        """Links that have waited FRONTIER_SHARD_WAIT leave (a worker whose downloads are
+        slow steps seldom); while idle, wake the engine as soon as there is work, or when
+        the crawl is done (so the spider_idle check closes this worker), not on Scrapy's
+        5 s heartbeat."""
+        if self.outbox.held() and self.outbox.ripe():
+            self._step(pop=False)
         if not self._idle:
             return
         if self.queue.has_work():
