@@ -107,3 +107,22 @@ def test_no_holding_sends_every_link_at_every_step(redis_client):
     outbox = Outbox(queue, FarRevisits(lambda rows: None))
     outbox.pushes += [push(queue, f"http://{A}/0"), push(queue, f"http://{B}/0")]
     assert len(outbox.step(pop=0, now=0).pushes) == 2 and not outbox.held()
+
+
+def test_a_link_held_already_is_not_sent_twice(outbox, redis_client):
+    outbox.pushes.append(push(outbox.queue, f"http://{A}/seed"))
+    outbox.step(pop=0, flush=True, now=0)
+    ((_, lease),) = outbox.step(pop=1, now=0).result.popped
+    outbox.pushes.append(push(outbox.queue, f"http://{B}/same"))
+    outbox.step(pop=0, now=0)  # held
+    outbox.pushes.append(push(outbox.queue, f"http://{B}/same"))  # found again by the page
+    outbox.finished(lease, now=0)
+    assert outbox.held() == 1
+    assert outbox.step(pop=0, now=0).merged == 1  # (dupefilter/filtered)
+    assert leased(redis_client, lease)  # it waits for the one held
+    sent = outbox.step(pop=0, flush=True, now=0)
+    assert (len(sent.pushes), queued(outbox)) == (1, 1)
+    outbox.step(pop=0, now=0)
+    assert not leased(redis_client, lease)
+    outbox.pushes.append(push(outbox.queue, f"http://{B}/same"))  # sent: no longer held
+    assert outbox.held() == 1

@@ -361,6 +361,7 @@ class Worker:
         c["failed"] += len(result.failed)
         c["acked"] += sent.acked
         c["pushed"] += len(sent.pushes)
+        c["local_dups"] += sent.merged  # dropped here too: held already
         c["added"] += result.added
         c["popped"] += len(result.popped)
         return result

@@ -46,6 +46,7 @@ class Sent:
     nacks: list[tuple[str, float]]
     unreplicated: int = 0  # leases left to expire: the replicas did not confirm the step
     acked: int = 0  # leases acknowledged (or dropped, refused), their shards' calls applied
+    merged: int = 0  # links dropped since the last step: the same request was held already
 
 
 @dataclass
@@ -70,14 +71,25 @@ class Outbox:
     doomed: set[str] = field(default_factory=set)
     # per shard, its links in the order they came: (number, the caller's clock then, push)
     _held: dict[int, list[tuple[int, float, Push]]] = field(default_factory=dict)
+    _held_fps: set[bytes] = field(default_factory=set)  # their fingerprints
+    _merged: int = 0  # links dropped since the last step: held already
     _revisit_numbers: list[int] = field(default_factory=list)  # of revisits, in order
     _count: int = 0  # links and revisits numbered so far
     _starved: bool = False  # the last pop found nothing: the next step sends every link
 
     def _number(self, clock: float) -> int:
-        """Number and hold the new links and revisits; the number of the last one."""
+        """Number and hold the new links and revisits; the number of the last one.  A link
+        whose request is held already is dropped (its page's lease waits for the one
+        held, numbered before): held links are not in the seen cache yet."""
         shard_of = self.queue.keys.shard_of
+        held_fps = self._held_fps
         for push in self.pushes:
+            fp = push[0]
+            if fp:  # (b"": dont_filter)
+                if fp in held_fps:
+                    self._merged += 1
+                    continue
+                held_fps.add(fp)
             self._count += 1
             self._held.setdefault(shard_of(push[1]), []).append((self._count, clock, push))
         self.pushes = []
@@ -169,7 +181,7 @@ class Outbox:
         shard_of = self.queue.keys.shard_of
         for shard in sending:  # a failed shard's part was not applied: kept for the next
             if shard not in failed:
-                del self._held[shard]
+                self._held_fps.difference_update(push[0] for _, _, push in self._held.pop(shard))
         if failed:
             numbered = zip(revisits, self._revisit_numbers, strict=True)
             kept = [(r, n) for r, n in numbered if shard_of(r[1]) in failed]
@@ -197,7 +209,8 @@ class Outbox:
             self._release()
         self.refused += [lease for lease, _ in result.refused]
         acked = sum(1 for lease in acks if lease_shard(lease)[0] not in failed)
-        return Sent(result, applied, revisits, nacks, unreplicated, acked)
+        merged, self._merged = self._merged, 0
+        return Sent(result, applied, revisits, nacks, unreplicated, acked, merged)
 
     def pending(self) -> bool:
         """Whether anything held is not in the frontier yet."""

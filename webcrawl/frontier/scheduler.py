@@ -678,11 +678,14 @@ class Scheduler(RedisScheduler):
                 self.wait_replicas,
                 sent.unreplicated,
             )
-        self._count(result, sent.pushes, sent.revisits, sent.nacks)
+        self._count(result, sent.pushes, sent.revisits, sent.nacks, sent.merged)
         return result
 
-    def _count(self, result: StepResult, batch: list, revisits: list, nacks: list) -> None:
-        """Stats and logs of a step; ``batch``: the pushes that were applied."""
+    def _count(
+        self, result: StepResult, batch: list, revisits: list, nacks: list, merged: int
+    ) -> None:
+        """Stats and logs of a step; ``batch``: the pushes that were applied; ``merged``:
+        the links the outbox dropped, their requests held already."""
         for _, refused in result.refused:
             self._refused(refused)
         if nacks and not result.failed:
@@ -694,10 +697,9 @@ class Scheduler(RedisScheduler):
             self.stats.inc_value("scheduler/enqueued/redis", result.added)
         if result.over_budget:
             self.stats.inc_value("traps/host_budget", result.over_budget)
-        if len(batch) > result.added + result.over_budget:
-            self.stats.inc_value(
-                "dupefilter/filtered", len(batch) - result.added - result.over_budget
-            )
+        filtered = len(batch) - result.added - result.over_budget + merged
+        if filtered > 0:
+            self.stats.inc_value("dupefilter/filtered", filtered)
         if revisits:
             self.stats.inc_value("revisit/scheduled", len(revisits) - len(self.outbox.revisits))
         if result.revisited:
