@@ -3,6 +3,8 @@ acknowledged only once the links held when it was done are stored (real Redis)."
 
 from __future__ import annotations
 
+from concurrent.futures import Future
+
 import pytest
 from scrapy import Request, Spider
 
@@ -126,3 +128,39 @@ def test_a_link_held_already_is_not_sent_twice(outbox, redis_client):
     assert not leased(redis_client, lease)
     outbox.pushes.append(push(outbox.queue, f"http://{B}/same"))  # sent: no longer held
     assert outbox.held() == 1
+
+
+def test_a_lease_waiting_for_its_far_revisits_is_not_acknowledged_after_an_unconfirmed_step(
+    redis_pair,
+):
+    """Found by the review: a page with a revisit beyond the horizon waits in FarRevisits
+    (neither done with nor in progress) while its link leaves in a step the replicas do
+    not confirm; once its revisit is stored it was acknowledged, and a failover then
+    lost the link.  It is left to expire now: the page is fetched again."""
+    master = redis_pair.master.client()
+    queue = HostQueue(master, S(), KEYS, wait_replicas=1, wait_timeout=0.2)
+    writes: list = []
+
+    def submit(func):
+        future: Future[None] = Future()
+        writes.append((future, func))
+        return future
+
+    far = FarRevisits(lambda rows: None, submit)
+    outbox = Outbox(queue, far, shard_batch=32, shard_wait=1.0)
+    outbox.pushes.append(push(queue, f"http://{A}/seed"))
+    outbox.step(pop=0, flush=True, now=0)
+    ((_, lease),) = outbox.step(pop=1, now=0).result.popped
+    outbox.pushes.append(push(queue, f"http://{B}/link"))
+    far.add(("k", A, 0, 10.0**9, b"x"))
+    outbox.finished(lease, now=0)  # waits for its far revisit
+    far.store()  # on the mover: not done yet
+    redis_pair.link.hold()
+    sent = outbox.step(pop=0, flush=True, now=0)
+    assert sent.result.unconfirmed and sent.unreplicated == 1
+    future, func = writes.pop()
+    func()
+    future.set_result(None)  # the revisit is stored
+    for t in (1, 2, 3):
+        outbox.step(pop=0, now=t)
+    assert leased(master, lease) and not outbox.pending()

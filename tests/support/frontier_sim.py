@@ -26,7 +26,7 @@ from webcrawl.frontier.cold import crawl_prefix, parse_cold_key, parse_revisit_k
 from webcrawl.frontier.far_revisits import FarRevisits
 from webcrawl.frontier.keys import CrawlKeys
 from webcrawl.frontier.outbox import Outbox
-from webcrawl.frontier.queue import HostQueue
+from webcrawl.frontier.queue import HostQueue, lease_shard
 from webcrawl.store.base import StoreError
 
 LEASE = 10.0  # lease timeout (and spill claims, refill leases, turn holds), seconds
@@ -111,6 +111,25 @@ class SimWorker:
 
         self.queue.tiers.move = at_model_time
         self.finished: list[str] = []  # leases done with, not yet in a step
+        # the outbox's rule, checked at each step (no Redis read): an ack leaves only once
+        # every link of its page was applied, and confirmed, in an earlier step
+        self.owed: dict[str, set[bytes]] = {}  # lease -> its page's links not stored yet
+        step = self.queue.step
+
+        def checked(**options: Any) -> Any:
+            result = step(**options)
+            for lease in options.get("acks", ()):
+                if lease_shard(lease)[0] not in result.failed:
+                    owed = self.owed.pop(lease, set())
+                    assert not owed, f"{lease} acknowledged before its links {owed} were stored"
+            lost = set(result.failed) | result.unconfirmed
+            shard_of = self.queue.keys.shard_of
+            stored = {p[0] for p in options.get("pushes", ()) if shard_of(p[1]) not in lost}
+            for links in self.owed.values():
+                links.difference_update(stored)
+            return result
+
+        self.queue.step = checked  # type: ignore[method-assign]
 
     # -- the scheduler's rules -------------------------------------------------
 
@@ -186,7 +205,8 @@ class SimWorker:
         held = self.held.pop(lease)
         self.finished.append(lease)
         self.outbox.pushes += [self.entry(u) for u in links]
-        self.model.finished(self, held, links, revisit_in)
+        self.owed[lease] = {url.encode() for url in links}
+        self.model.finished(self, held, revisit_in)
         if revisit_in is None:
             return
         _, host, _, _, data, _ = self.entry(held.url, revisit=True)

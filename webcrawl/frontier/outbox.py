@@ -119,6 +119,17 @@ class Outbox:
         if not self.far.hold(lease):  # else: once its far revisits are stored
             self.unconfirmed.append((lease, last))
 
+    def _far_released(self) -> list[str]:
+        """Leases whose far revisits are stored now, but for the doomed (their links
+        went with a step the replicas did not confirm): those are left to expire."""
+        released = []
+        for lease in self.far.released():
+            if lease in self.doomed:
+                self.doomed.discard(lease)
+            else:
+                released.append(lease)
+        return released
+
     def nack(self, lease: str, wait: float) -> None:
         """Hand ``lease`` back: its request is queued again in ``wait`` seconds."""
         self.doomed.discard(lease)
@@ -154,7 +165,7 @@ class Outbox:
         working on).  Raises what Redis raised, having changed nothing."""
         clock = HostQueue._clock(options.get("now"))
         self.far.store()
-        released = self.far.released()
+        released = self._far_released()
         last = self._number(clock)
         self.unconfirmed += [(lease, last) for lease in released]
         self._release()
@@ -202,7 +213,8 @@ class Outbox:
             # stored on a master that fewer replicas than FRONTIER_REDIS_WAIT_REPLICAS
             # confirmed: these leases are left to expire, so that if the master dies
             # before its replicas have the links, their pages are fetched again
-            doomed = set(in_progress) - self.doomed
+            # (and those waiting for their far revisits: done, their links held or sent)
+            doomed = (set(in_progress) | set(self.far.waiting())) - self.doomed
             unreplicated, self.unconfirmed = len(self.unconfirmed) + len(doomed), []
             self.doomed |= doomed
         else:
