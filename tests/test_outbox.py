@@ -119,7 +119,7 @@ def test_a_link_held_already_is_not_sent_twice(outbox, redis_client):
     outbox.step(pop=0, now=0)  # held
     outbox.pushes.append(push(outbox.queue, f"http://{B}/same"))  # found again by the page
     outbox.finished(lease, now=0)
-    assert outbox.held() == 1
+    assert outbox.held() == 1 and outbox.holds(None) is False
     assert outbox.step(pop=0, now=0).merged == 1  # (dupefilter/filtered)
     assert leased(redis_client, lease)  # it waits for the one held
     sent = outbox.step(pop=0, flush=True, now=0)
@@ -164,3 +164,13 @@ def test_a_lease_waiting_for_its_far_revisits_is_not_acknowledged_after_an_uncon
     for t in (1, 2, 3):
         outbox.step(pop=0, now=t)
     assert leased(master, lease) and not outbox.pending()
+
+
+def test_the_seen_cache_key_of_a_held_link_is_known_until_it_is_sent(outbox):
+    """Scheduler.knows_url asks: a link held is not in the seen cache yet, and the same
+    link found again is dropped, not made a Request again."""
+    outbox.pushes.append((*push(outbox.queue, f"http://{B}/x")[:5], 42))
+    outbox.step(pop=0, now=0)
+    assert outbox.holds(42) and not outbox.holds(43)
+    outbox.step(pop=0, flush=True, now=0)
+    assert not outbox.holds(42)

@@ -72,6 +72,7 @@ class Outbox:
     # per shard, its links in the order they came: (number, the caller's clock then, push)
     _held: dict[int, list[tuple[int, float, Push]]] = field(default_factory=dict)
     _held_fps: set[bytes] = field(default_factory=set)  # their fingerprints
+    _held_keys: set[Any] = field(default_factory=set)  # and what the seen cache knows them by
     _merged: int = 0  # links dropped since the last step: held already
     _revisit_numbers: list[int] = field(default_factory=list)  # of revisits, in order
     _count: int = 0  # links and revisits numbered so far
@@ -90,6 +91,8 @@ class Outbox:
                     self._merged += 1
                     continue
                 held_fps.add(fp)
+            if push[5] is not None:
+                self._held_keys.add(push[5])
             self._count += 1
             self._held.setdefault(shard_of(push[1]), []).append((self._count, clock, push))
         self.pushes = []
@@ -134,6 +137,11 @@ class Outbox:
         """Hand ``lease`` back: its request is queued again in ``wait`` seconds."""
         self.doomed.discard(lease)
         self.nacks.append((lease, wait))
+
+    def holds(self, key: Any) -> bool:
+        """Whether a link held (numbered, not sent yet) is known by ``key`` in the
+        worker's seen cache: the same request again is dropped."""
+        return key in self._held_keys
 
     def held(self) -> int:
         """Links not sent yet (new or held)."""
@@ -192,7 +200,9 @@ class Outbox:
         shard_of = self.queue.keys.shard_of
         for shard in sending:  # a failed shard's part was not applied: kept for the next
             if shard not in failed:
-                self._held_fps.difference_update(push[0] for _, _, push in self._held.pop(shard))
+                sent = [push for _, _, push in self._held.pop(shard)]
+                self._held_fps.difference_update(push[0] for push in sent)
+                self._held_keys.difference_update(push[5] for push in sent)
         if failed:
             numbered = zip(revisits, self._revisit_numbers, strict=True)
             kept = [(r, n) for r, n in numbered if shard_of(r[1]) in failed]

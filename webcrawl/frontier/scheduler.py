@@ -462,12 +462,12 @@ class Scheduler(RedisScheduler):
         fingerprint = b""
         if not request.dont_filter:
             key = url_key(request) if self._by_url else None
-            if key is not None and key in self._seen:
+            if key is not None and self._known(key):
                 return self._filtered(request)  # known: no fingerprint, serialisation, Redis
             fingerprint = self.df.member(request)
             if key is None:
                 key = fingerprint
-                if key in self._seen:
+                if self._known(key):
                     return self._filtered(request)
         try:  # a redirect can name no host (http:///x, http://@/x) or a bad port
             host = scope_key(request.url, "host")
@@ -502,9 +502,13 @@ class Scheduler(RedisScheduler):
 
     def knows_url(self, url: str) -> bool:
         """Whether a plain GET of ``url`` is known to be in the crawl's seen set (what
-        this worker stored; False when unsure): the spider asks before it makes a
-        Request."""
-        return self._by_url and url_key_of(url) in self._seen
+        this worker stored, or holds to store; False when unsure): the spider asks before
+        it makes a Request."""
+        return self._by_url and self._known(url_key_of(url))
+
+    def _known(self, key: Any) -> bool:
+        """In the crawl's seen set as far as this worker knows, or held to go there."""
+        return key in self._seen or (self.outbox is not None and self.outbox.holds(key))
 
     def schedule_revisit(self, request: Request, due: float) -> None:
         """Fetch ``request`` again at ``due`` (Unix time), whichever worker is free then.
