@@ -57,9 +57,10 @@ class SimWorker:
     """One worker: its memory (the scheduler's :class:`~webcrawl.frontier.outbox.Outbox`,
     its far revisits, the pages it is fetching) over a HostQueue.
 
-    The rules are the outbox's, as the scheduler uses it: pushes and revisits are held
-    and sent with the next step; a finished page's lease is acknowledged only in the
-    step after the one that stored its outlinks; revisits beyond the horizon go to the
+    The rules are the outbox's, as the scheduler uses it: pushes are held per shard
+    until a batch, a wait, a call to that shard or a flush sends them, revisits leave
+    with the next step; a finished page's lease is acknowledged only in the step after
+    the one that stored its outlinks; revisits beyond the horizon go to the
     store in batches and at heartbeats.  The spills and refills a step hands out run
     in that step's thread (the scheduler's mover thread runs them in order, after it).
     """

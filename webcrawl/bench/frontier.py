@@ -325,7 +325,7 @@ class Worker:
         for url in links:
             self.counts["links"] += 1
             fp = fingerprint(url)
-            if fp in self.seen:
+            if fp in self.seen or self.outbox.holds(fp):  # as the scheduler's _known
                 self.counts["local_dups"] += 1
                 continue
             data = self.queue.encode(Request(url, priority=-depth, meta={"depth": depth}))
