@@ -1,6 +1,8 @@
 """The crawl benchmark's setups run for real: its plain Scrapy baseline crawls the same
 site as the web spider, and a before-and-after runs another checkout's spider."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,8 +35,19 @@ def test_plain_spider_crawls_the_pages_the_web_spider_does(demo, tmp_path):
 def test_project_must_be_a_webcrawl_checkout(tmp_path):
     env, cwd = project_env(str(ROOT))
     installed = Path(env["PYTHONPATH"].split(":")[0])
-    assert cwd == ROOT and (installed / "webcrawl" / "spiders" / "web.py").is_file()
+    assert cwd == installed and (installed / "scrapy.cfg").is_file()
+    assert (installed / "webcrawl" / "spiders" / "web.py").is_file()
     assert not (installed / "spiders").exists()  # one package, webcrawl
+    # the crawl imports that checkout's modules, not those of an editable install
+    where = subprocess.run(
+        [sys.executable, "-c", "import webcrawl.middlewares as m; print(m.__file__)"],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert Path(where.strip()).is_relative_to(installed), where
     with pytest.raises(SystemExit, match="not a webcrawl checkout"):
         project_env(str(tmp_path))
 

@@ -34,7 +34,11 @@ def project_env(project: str | None) -> tuple[dict[str, str], Path | None]:
     """Environment and directory for ``scrapy crawl web`` of this webcrawl, or of the
     checkout in ``project`` (a before-and-after): that checkout is installed once into
     a temporary directory put first on the path, since its spiders/, middlewares/, ...
-    are importable only as installed (inside the webcrawl package)."""
+    are importable only as installed (inside the webcrawl package).  The crawl runs in
+    that directory (its scrapy.cfg copied there): ``python -m scrapy`` puts its working
+    directory first on the path, and run in the checkout, its source ``webcrawl`` (no
+    middlewares/ inside) shadowed the installed one, whose subpackages an editable
+    install of another checkout then served."""
     from webcrawl.demo import scrapy_env
 
     env = scrapy_env()
@@ -49,7 +53,7 @@ def project_env(project: str | None) -> tuple[dict[str, str], Path | None]:
     env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(_INSTALLED[root]), env.get("PYTHONPATH")])
     )
-    return env, root
+    return env, _INSTALLED[root]
 
 
 def _install(root: Path) -> Path:
@@ -63,6 +67,7 @@ def _install(root: Path) -> Path:
     )
     if result.returncode:
         raise SystemExit(f"--project {root}: pip install failed:\n{result.stderr[-2000:]}")
+    shutil.copy(root / "scrapy.cfg", target / "scrapy.cfg")
     return target
 
 
