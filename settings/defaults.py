@@ -190,7 +190,9 @@ FRONTIER_REDIS_TIMEOUT = 0.25
 # fingerprints live in one shard (a hash of the host), and each shard's keys
 # share one Redis Cluster hash tag, so a cluster spreads shards over its masters.
 # Fixed when the crawl is created (a worker with another count is refused): 16
-# spread evenly over 1 to about 8 masters; use ~4 per master beyond that.
+# spread evenly over 1 to about 8 masters; use ~4 per master beyond that, and at
+# least one per worker (each worker owns a share of the shards and its seen cache
+# knows their hosts' links; one that owns none only helps): 128 for 100 workers.
 FRONTIER_SHARDS = 16
 # Replicas that must have a step's new links before the leases of the pages that
 # produced them are acknowledged (Redis WAIT): with a replica per master, 1 makes
