@@ -41,50 +41,10 @@ local function new_id()
   return id_base .. ids
 end
 
--- the fingerprints of the step's pushes that the seen set lacked (true), and those
--- already found new in this step (false): filled by lookup_all
-local fresh = nil
-
--- look up the fingerprints of the pushes from ARGV[at] on (n_hosts hosts, each its
--- name, count and count times 4 items) in the seen set, 1000 per call (unpack's limit),
--- and add those it lacks, before any of their requests is queued (as one SADD each
--- did: a script that fails later leaves no request queued whose fingerprint is unseen)
-local function lookup_all(at, n_hosts)
-  local fps = {}
-  for _ = 1, n_hosts do
-    local count = tonumber(ARGV[at + 1]); at = at + 2
-    for _ = 1, count do
-      if ARGV[at] ~= '' then fps[#fps + 1] = ARGV[at] end
-      at = at + 4
-    end
-  end
-  local found, absent = {}, {}
-  for s = 1, #fps, 1000 do
-    local reply = redis.pcall('SMISMEMBER', K.seen, unpack(fps, s, math.min(s + 999, #fps)))
-    if reply.err then return end  -- a Redis before 6.2: one SADD each (is_new)
-    for k, known in ipairs(reply) do
-      local fp = fps[s + k - 1]
-      if known == 0 and not found[fp] then
-        found[fp] = true
-        absent[#absent + 1] = fp
-      end
-    end
-  end
-  for s = 1, #absent, 1000 do
-    redis.call('SADD', K.seen, unpack(absent, s, math.min(s + 999, #absent)))
-  end
-  fresh = found
-end
-
 -- is a request new?  '' (dont_filter) always; else add it to the seen set, or
 -- set its bits in the Bloom filter: new if any bit was 0
 local function is_new(fp)
   if fp == '' then return true end
-  if fresh ~= nil then
-    if not fresh[fp] then return false end
-    fresh[fp] = false  -- (a second push of it in this step is not new)
-    return true
-  end
   if not bloom then return redis.call('SADD', K.seen, fp) == 1 end
   local new = false
   for offset in string.gmatch(fp, '%d+') do
@@ -242,9 +202,6 @@ local added, over_budget = 0, 0
 local n_push, n_hosts = tonumber(ARGV[i]), tonumber(ARGV[i+1]); i = i + 2
 local seq = 0
 if n_push > 0 then seq = redis.call('INCRBY', K.seq, n_push) - n_push end
--- with the exact set, the step's fingerprints are looked up and the new ones added
--- together (a call each costs more than the lookup)
-if not bloom and n_push > 0 then lookup_all(i, n_hosts) end
 for _ = 1, n_hosts do
   local host, count = ARGV[i], tonumber(ARGV[i+1]); i = i + 2
   local entries = {}
