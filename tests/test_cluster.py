@@ -84,11 +84,16 @@ def test_a_second_ctrl_c_stops_a_worker_at_once_and_loses_nothing(
     """The forced stop: no close_spider runs, so nobody stops the pipelines' thread pools;
     their threads must not hold the worker at exit (webcrawl/threadpools.py)."""
     demo = slow_demo
-    settings = (f"REDIS_URL={redis_server.url}", "WARC_ENABLED=True")
+    # (leases of 3 s: those the forced stop leaves expire soon for the crawl that resumes)
+    settings = (f"REDIS_URL={redis_server.url}", "WARC_ENABLED=True", "FRONTIER_LEASE_TIMEOUT=3")
     a = crawls.start(demo.seeds, tmp_path / "data", *settings)
     demo.wait_for_fetches(40)
     a.send_signal(signal.SIGINT)
-    time.sleep(0.3)
+    # the second once the first is handled, while the graceful stop runs (a fixed 0.3 s
+    # wait let it finish first, now and then: the second then hit the interpreter's exit)
+    deadline = time.monotonic() + 10
+    while "shutting down gracefully" not in a.log_text() and time.monotonic() < deadline:
+        time.sleep(0.005)
     a.send_signal(signal.SIGINT)
     a.wait(20)  # (hung for ever before)
     assert "forcing unclean shutdown" in a.log_text()
