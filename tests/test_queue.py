@@ -10,6 +10,7 @@ import redis
 from conftest import free_port
 from scrapy import FormRequest, Request, Spider
 
+from webcrawl.frontier import scripts
 from webcrawl.frontier.bloom import BloomParams
 from webcrawl.frontier.entry import DEFAULT_REQUEST_CLASSES, EntryRules
 from webcrawl.frontier.keys import CrawlKeys
@@ -297,6 +298,34 @@ def test_a_worker_helps_with_others_shards_it_has_not_tried_for_a_while(redis_cl
     assert {shard_at(t) for t in (0.0, 1.0, 2.0, 3.0, 4.0)} == {1, 2}
     assert {shard_at(HELP_AFTER + 0.5), shard_at(HELP_AFTER + 0.6)} == {0, 3}
     assert shard_at(HELP_AFTER + 0.7) in (1, 2)  # then its own again
+
+
+def test_a_worker_busy_with_its_own_shards_asks_the_others_less_often(redis_client):
+    """A look asks each shard when it has work (a PEEK each): while its own shards have
+    work, a worker asks them each second and the others' each HELP_AFTER seconds (it helps
+    those only after that long); once its own have nothing, every shard each second."""
+    queue, keys = make(redis_client, shards=8)
+    asked = []
+    run = queue.router.run
+
+    def counting(calls):
+        asked.extend(c.shard for c in calls if c.script is scripts.PEEK)
+        return run(calls)
+
+    queue.router.run = counting
+    own = keys.shard_of("a")
+    queue.step(now=0, pushes=[entry(queue, f"http://a/{i}") for i in range(12)], pop=False)
+    queue.prefer(frozenset({own}))
+    looks = []
+    for t in range(12):
+        asked.clear()
+        assert queue.step(now=t).request is not None
+        looks.append(len(asked))
+    assert looks == [8, 1, 1, 1, 1, 8, 1, 1, 1, 1, 8, 1]
+    for t in (12, 13):  # its own have nothing: every shard, each second
+        asked.clear()
+        assert queue.step(now=t).request is None
+        assert len(asked) == 8
 
 
 def test_leases_ack_and_expire(redis_client):

@@ -11,7 +11,7 @@ import logging
 import random
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 import redis
@@ -146,7 +146,8 @@ class HostQueue:
         # per shard: when it may next have work (the clock of :meth:`_clock`); inf:
         # nothing as far as we know (another worker's push is found by the next look)
         self._due = [0.0] * keys.shards
-        self._looked = float("-inf")
+        self._looked = float("-inf")  # when every shard was last asked
+        self._looked_own = float("-inf")  # ... or this worker's own shards
         self._cursor = random.randrange(keys.shards)  # workers start on different shards
         # the shards this worker owns (webcrawl/frontier/ownership.py): popped first
         self._owned: frozenset[int] = frozenset()
@@ -193,14 +194,19 @@ class HostQueue:
     def _clock(now: float | None) -> float:
         return time.monotonic() if now is None else now
 
-    def look(self, *, now: float | None = None) -> list[float]:
-        """Ask every shard when it has work (one round trip per node); returns and
-        remembers seconds from now per shard (inf: none)."""
+    def look(
+        self, *, now: float | None = None, shards: Collection[int] | None = None
+    ) -> list[float]:
+        """Ask every shard (or those of ``shards``) when it has work (one round trip per
+        node); returns and remembers seconds from now per shard asked (inf: none)."""
         args = [now_arg(now), self.shard_budget]
-        calls = [scripts.PEEK.call(k, args) for k in self.keys.all_shards()]
+        asked = range(self.keys.shards) if shards is None else sorted(shards)
+        calls = [scripts.PEEK.call(self.keys.shard(s), args) for s in asked]
         self.router.run(calls)
         clock = self._clock(now)
-        self._looked = clock
+        if shards is None:
+            self._looked = clock
+        self._looked_own = clock
         waits = []
         for call in calls:
             if call.error is not None:
@@ -292,8 +298,7 @@ class HostQueue:
         if self._precheck and filtered * self._dup_share >= PRECHECK_DUPLICATES:
             result.known = self._drop_known(work, seen_mode)
         clock = self._clock(now)
-        if want and (clock - self._looked >= self.refresh or clock < self._looked):
-            self.look(now=now)  # now and then, so that no shard with work is left out
+        if want and self._look_if_due(clock, now):
             clock = self._clock(now)
         tried: set[int] = set()
         while True:
@@ -333,6 +338,24 @@ class HostQueue:
         if want and not result.popped:
             result.next_ready = self._next_ready(now)
         return result
+
+    def _look_if_due(self, clock: float, now: float | None) -> bool:
+        """Look now and then, so that no shard with work is left out: every shard each
+        ``refresh`` seconds, but while one of this worker's own shards has work, its own
+        each ``refresh`` and the others' each ``HELP_AFTER`` (it helps them only after
+        that long anyway): a look costs each shard a PEEK (~8 us of Redis CPU and as
+        much of the worker's), and a hundred workers over 128 shards looking at all of
+        them every second would take a tenth of a Redis core.  Whether it looked."""
+        owned = self._owned
+        since = clock - self._looked
+        busy = bool(owned) and any(self._due[s] <= clock for s in owned)
+        if clock < self._looked or since >= (HELP_AFTER if busy else self.refresh):
+            self.look(now=now)
+        elif owned and not clock - self.refresh < self._looked_own <= clock:
+            self.look(now=now, shards=owned)
+        else:
+            return False
+        return True
 
     def _group(
         self,
