@@ -328,6 +328,35 @@ def test_a_worker_busy_with_its_own_shards_asks_the_others_less_often(redis_clie
         assert len(asked) == 8
 
 
+def test_a_worker_whose_own_shards_do_not_answer_pops_the_others(redis_client):
+    """Found by a review: a look at its own shards alone raised when they all failed (their
+    node down), and so did every step, though the other shards had work."""
+    queue, keys = make(redis_client, shards=8)
+    own, other = keys.shard_of("a"), keys.shard_of("b")
+    assert own != other
+    queue.step(now=0, pushes=[entry(queue, f"http://b/{i}") for i in range(3)], pop=False)
+    redis_client.set(keys.shard(own).ready, "not a sorted set")  # every call of it fails
+    queue.prefer(frozenset({own}))
+    popped = [queue.step(now=t).request for t in (0.0, 1.0, 2.0)]
+    assert [r.url for r in popped] == ["http://b/0", "http://b/1", "http://b/2"]
+
+
+def test_a_worker_with_nothing_ready_of_its_own_wakes_for_the_next_look(redis_client):
+    """Found by a review: with its own shard's work far off, a worker slept until then,
+    though it looks at the others' shards less often and another worker had pushed there
+    since its last look."""
+    queue, keys = make(redis_client, shards=8)
+    other = make(redis_client, shards=8)[0]  # another worker
+    own = keys.shard_of("a")
+    queue.prefer(frozenset({own}))
+    queue.step(now=0, pushes=[entry(queue, "http://a/later", wait=30.0)], pop=False)
+    assert queue.step(now=0).request is None  # it looks at every shard
+    other.step(now=0.5, pushes=[entry(queue, "http://b/x")], pop=False)
+    result = queue.step(now=0.6)
+    assert result.request is None and result.next_ready == pytest.approx(0.4)
+    assert queue.step(now=1.0).request.url == "http://b/x"  # its next look finds it
+
+
 def test_leases_ack_and_expire(redis_client):
     queue, keys = make(redis_client)
     queue.step(now=0, pop=False, pushes=[entry(queue, "http://a/1"), entry(queue, "http://b/2")])

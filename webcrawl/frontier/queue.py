@@ -148,6 +148,7 @@ class HostQueue:
         self._due = [0.0] * keys.shards
         self._looked = float("-inf")  # when every shard was last asked
         self._looked_own = float("-inf")  # ... or this worker's own shards
+        self._unreachable: set[int] = set()  # shards whose last call failed
         self._cursor = random.randrange(keys.shards)  # workers start on different shards
         # the shards this worker owns (webcrawl/frontier/ownership.py): popped first
         self._owned: frozenset[int] = frozenset()
@@ -211,13 +212,15 @@ class HostQueue:
         for call in calls:
             if call.error is not None:
                 wait = 0.0  # unknown: try it
+                self._unreachable.add(call.shard)
             else:
                 wait = float(call.result)
                 wait = float("inf") if wait < 0 else wait
+                self._unreachable.discard(call.shard)
             self._due[call.shard] = clock + wait
             waits.append(wait)
-        if all(c.error is not None for c in calls):
-            raise calls[0].error
+        if shards is None and all(c.error is not None for c in calls):
+            raise calls[0].error  # (its own shards' node down: the step tries the others)
         return waits
 
     def prefer(self, shards: frozenset[int]) -> None:
@@ -339,17 +342,27 @@ class HostQueue:
             result.next_ready = self._next_ready(now)
         return result
 
+    def _own_busy(self, clock: float) -> bool:
+        """Whether one of this worker's own shards has work within ``refresh`` seconds
+        (one that did not answer its last call does not count)."""
+        soon = clock + self.refresh
+        return any(self._due[s] <= soon and s not in self._unreachable for s in self._owned)
+
+    def _next_look(self, clock: float) -> float:
+        """When every shard is asked next: ``refresh`` seconds after the last time, or
+        ``HELP_AFTER`` while its own shards keep this worker busy."""
+        return self._looked + (HELP_AFTER if self._own_busy(clock) else self.refresh)
+
     def _look_if_due(self, clock: float, now: float | None) -> bool:
         """Look now and then, so that no shard with work is left out: every shard each
-        ``refresh`` seconds, but while one of this worker's own shards has work, its own
-        each ``refresh`` and the others' each ``HELP_AFTER`` (it helps them only after
-        that long anyway): a look costs each shard a PEEK (~8 us of Redis CPU and as
-        much of the worker's), and a hundred workers over 128 shards looking at all of
-        them every second would take a tenth of a Redis core.  Whether it looked."""
+        ``refresh`` seconds, but while its own shards keep this worker busy, those each
+        ``refresh`` and the others' each ``HELP_AFTER`` (so it may find new work in
+        another's shard up to that much later: their owners pop them meanwhile).  A look
+        costs each shard a PEEK (~8 us of Redis CPU and as much of the worker's): a
+        hundred workers over 128 shards asking all of them every second would take a
+        tenth of a Redis core.  Whether it looked."""
         owned = self._owned
-        since = clock - self._looked
-        busy = bool(owned) and any(self._due[s] <= clock for s in owned)
-        if clock < self._looked or since >= (HELP_AFTER if busy else self.refresh):
+        if clock < self._looked or clock >= self._next_look(clock):
             self.look(now=now)
         elif owned and not clock - self.refresh < self._looked_own <= clock:
             self.look(now=now, shards=owned)
@@ -422,10 +435,11 @@ class HostQueue:
     def _next_ready(self, now: float | None) -> float:
         """Seconds until a shard has work, as far as this worker knows."""
         clock = self._clock(now)
-        soonest = min(due - clock for due in self._due)
-        if soonest == float("inf"):  # no shard has work we know of: look again soon
-            soonest = self._looked + self.refresh - clock
-        return max(0.0, soonest)
+        soonest = min(self._due)
+        if soonest == float("inf") or self._owned:  # the next look may find work (with
+            # its own shards, a worker asks the others' less often: see _look_if_due)
+            soonest = min(soonest, self._next_look(clock))
+        return max(0.0, soonest - clock)
 
     def _run(
         self,
@@ -502,7 +516,9 @@ class HostQueue:
             if call.error is not None:
                 result.failed[call.shard] = call.error
                 self._due[call.shard] = clock  # try it again soon
+                self._unreachable.add(call.shard)
                 continue
+            self._unreachable.discard(call.shard)
             if not call.confirmed:
                 result.unconfirmed.add(call.shard)
             added, requeued, revisited, next_work, grants, spills, over, *popped = call.result
