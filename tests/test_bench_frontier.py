@@ -61,3 +61,14 @@ def test_bench_frontier_new_links_sets_the_new_links_per_page():
     row = out.splitlines()[out.splitlines().index(header) + 1]
     added = float(row.split()[-1])
     assert 1.5 <= added <= 2.6, out  # 2 new per page; a seed now and then on top
+
+
+def test_bench_frontier_rate_paces_each_worker():
+    """``--rate``: each worker does at most that many pages a second (a politeness-bound
+    crawl, whose workers' steps carry few links each)."""
+    out = bench("webcrawl.cli", "bench", "frontier", "--rate", "20")
+    assert "at most 20 pages/s each" in out, out
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["setup", "pages/s"])
+    rate = float(lines[header + 1].split()[3])  # "one Redis 6.2.14  <pages/s> ..."
+    assert 20 <= rate <= 2 * 20 * 1.1, out

@@ -107,6 +107,14 @@ def add_frontier_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--shard-wait", type=float, default=1.0, help="FRONTIER_SHARD_WAIT")
     p.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        metavar="PAGES",
+        help="pages a second per worker at most, as politeness paces a crawl of few hosts "
+        "per worker (default 0: as fast as it can)",
+    )
+    p.add_argument(
         "--no-ownership",
         dest="ownership",
         action="store_false",

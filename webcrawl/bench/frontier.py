@@ -137,6 +137,7 @@ class Config:
     copies: int = 1
     shard_batch: int = 32  # FRONTIER_SHARD_BATCH
     shard_wait: float = 1.0  # FRONTIER_SHARD_WAIT
+    rate: float = 0.0  # pages a second per worker at most (0: as fast as it can)
 
     @property
     def known_articles(self) -> int:
@@ -199,6 +200,8 @@ class Worker:
         self.finished: list[str] = []  # pages done, their links in the outbox
         self.prefetched: deque[tuple[Any, str]] = deque()
         self.fresh = 0  # new links made (with new_links)
+        self.began: float | None = None  # when the first page was paced (with a rate)
+        self.paced = 0  # pages paced so far
 
     def my_hosts(self) -> range:
         return range(self.cfg.index, self.cfg.hosts, self.cfg.workers)
@@ -366,10 +369,26 @@ class Worker:
         c["popped"] += len(result.popped)
         return result
 
+    def pace(self) -> None:
+        """With a ``rate``, wait for the next page's turn (a politeness-bound worker: its
+        hosts' delays, not its CPU, set its pace), stepping meanwhile when a shard's links
+        are due to leave, as the scheduler's engine asks it for requests."""
+        if not self.cfg.rate:
+            return
+        if self.began is None:
+            self.began = time.monotonic()
+        due = self.began + self.paced / self.cfg.rate
+        self.paced += 1
+        while (left := due - time.monotonic()) > 0 and self.ctrl.value < STOP:
+            if self.outbox.ripe():
+                self.step(pop=False)
+            time.sleep(min(left, 0.05))
+
     def run(self) -> None:
         while self.ctrl.value < STOP:
             self.check_parent()
             while self.prefetched:
+                self.pace()
                 self.process(*self.prefetched.popleft())
             result = self.step(pop=self.cfg.prefetch)
             self.prefetched.extend(result.popped)
@@ -735,12 +754,13 @@ def run(args: argparse.Namespace, targets: dict[str, ServersOf] | None = None) -
     links, prefetch = getattr(args, "links", 60), getattr(args, "prefetch", 4)
     new_links = getattr(args, "new_links", None)
     shard_batch, shard_wait = getattr(args, "shard_batch", 32), getattr(args, "shard_wait", 1.0)
+    rate = getattr(args, "rate", 0.0) or 0.0
     if workers < 1 or shards < 1 or links < 1 or prefetch < 1 or shard_batch < 1:
         raise ValueError(
             "bench frontier: --workers, --shards, --links, --prefetch, --shard-batch must be >= 1"
         )
-    if shard_wait < 0:
-        raise ValueError("bench frontier: --shard-wait must be >= 0")
+    if shard_wait < 0 or rate < 0:
+        raise ValueError("bench frontier: --shard-wait and --rate must be >= 0")
     if new_links is not None and new_links < 0:
         raise ValueError("bench frontier: --new-links must be >= 0")
     graph, copies = getattr(args, "graph", None), 1
@@ -774,6 +794,7 @@ def run(args: argparse.Namespace, targets: dict[str, ServersOf] | None = None) -
                 copies=copies,
                 shard_batch=shard_batch,
                 shard_wait=shard_wait,
+                rate=rate,
             )
             (workdir / name).mkdir()
             with servers(workdir / name, shards, crawl) as srv:
@@ -873,12 +894,13 @@ def describe(cfg: Config) -> str:
 
 def report(results: list[Result], cfg: Config, warmup: float, duration: float) -> None:
     cores = os.cpu_count() or 1
+    pace = f"at most {cfg.rate:g} pages/s each" if cfg.rate else "politeness off"
     print(
         f"\n{describe(cfg)}  {cfg.workers} worker "
         f"processes (prefetch {cfg.prefetch}, a shard's links leave in batches of "
         f"{cfg.shard_batch} or after {cfg.shard_wait:g} s, local seen cache "
         f"{SEEN_CACHE}, {'own shards first' if cfg.ownership else 'no shard ownership'}, "
-        f"politeness off, no HTTP); {warmup:g} s warm-up, then {duration:g} s "
+        f"{pace}, no HTTP); {warmup:g} s warm-up, then {duration:g} s "
         f"measured per setup.  This machine has {cores} cores for the workers and every "
         "redis-server together (the cluster: 3 masters and 3 replicas)."
     )
