@@ -283,21 +283,45 @@ def test_a_worker_pops_its_own_shards_first_and_the_others_when_they_have_nothin
     assert queue.step(now=20.0, default_delay=10.0, pop=4).popped
 
 
-def test_a_worker_helps_with_others_shards_it_has_not_tried_for_a_while(redis_client):
-    """Its own shards always have work; another worker's, untried for HELP_AFTER seconds,
-    still get a pop now and then (their owner may be dead, or draining to stop)."""
+def test_a_worker_helps_with_a_shard_only_once_nobody_pops_it(redis_client):
+    """Every shard always has work.  Another worker's shards get none of this one's pops
+    while their owner keeps popping them (a helper's pages are pages whose links its seen
+    cache does not know); once nobody has popped one for HELP_AFTER seconds (its owner
+    dead, or draining to stop), this worker pops it too, and again only after another
+    HELP_AFTER seconds without pops."""
     queue, keys = make(redis_client, shards=4)
-    hosts = {keys.shard_of(f"h{i}"): f"h{i}" for i in range(40)}
-    pushes = [entry(queue, f"http://{h}/{i}") for h in hosts.values() for i in range(20)]
+    owner = HostQueue(redis_client, S(), keys)
+    hosts = {}
+    for i in range(400):  # ten hosts a shard
+        hosts.setdefault(keys.shard_of(f"h{i}"), set()).add(f"h{i}")
+        if min(map(len, hosts.values())) >= 10 and len(hosts) == 4:
+            break
+    pushes = [
+        entry(queue, f"http://{h}/{i}") for hs in hosts.values() for h in hs for i in range(25)
+    ]
     queue.step(now=0, pushes=pushes, pop=False)
     queue.prefer(frozenset({1, 2}))
+    owner.prefer(frozenset({0, 3}))
 
-    def shard_at(t):
-        return keys.shard_of(queue.step(now=t).request.url.split("/")[2])
+    def shard_at(q, t):
+        return keys.shard_of(q.step(now=t, default_delay=1.0).request.url.split("/")[2])
 
-    assert {shard_at(t) for t in (0.0, 1.0, 2.0, 3.0, 4.0)} == {1, 2}
-    assert {shard_at(HELP_AFTER + 0.5), shard_at(HELP_AFTER + 0.6)} == {0, 3}
-    assert shard_at(HELP_AFTER + 0.7) in (1, 2)  # then its own again
+    mine = []
+    for tenth in range(0, 200):  # 20 s: the owner pops its shards every half second
+        t = tenth / 10
+        mine.append(shard_at(queue, t))
+        if tenth % 5 == 0:
+            assert shard_at(owner, t) in (0, 3)
+    assert set(mine) == {1, 2}
+    mine = [shard_at(queue, 20 + tenth / 10) for tenth in range(0, 200)]  # the owner is gone
+    helped = [i / 10 for i, s in enumerate(mine) if s in (0, 3)]
+    assert mine.count(0) in (2, 3, 4) and mine.count(3) in (2, 3, 4)
+    # first within HELP_AFTER of the owner's last pop and of the look after it; then each
+    # no sooner than HELP_AFTER after the last
+    assert helped[0] <= 2 * HELP_AFTER
+    for shard in (0, 3):
+        times = [i / 10 for i, s in enumerate(mine) if s == shard]
+        assert all(b - a >= HELP_AFTER for a, b in zip(times, times[1:], strict=False))
 
 
 def test_a_worker_busy_with_its_own_shards_asks_the_others_less_often(redis_client):

@@ -235,6 +235,12 @@ class ShardKeys:
         return self.prefix + "lease_seq"
 
     @property
+    def popped(self) -> str:
+        """When a worker last popped the shard (Redis's clock), or else when it first took
+        work: its owner keeps it fresh, others help a shard left stale."""
+        return self.prefix + "popped"
+
+    @property
     def seq(self) -> str:
         """Counter that orders requests of equal priority first-in first-out."""
         return self.prefix + "seq"

@@ -37,8 +37,10 @@ logger = logging.getLogger(__name__)
 # script reading its whole serialised request.
 PRECHECK_DUPLICATES = 8
 
-# Seconds: a shard another worker owns is popped by this one too when this one has not
-# tried it for this long, whatever its own shards have (see HostQueue._pop_order).
+# Seconds: a shard another worker owns, with work, that nobody has popped for this long
+# is popped by this one too, whatever its own shards have (its owner may be dead or
+# draining: see HostQueue._pop_order); and how often a worker busy with its own shards
+# asks the others' when they have work.
 HELP_AFTER = 5.0
 
 # A priority outside this range is clamped so the score keeps FIFO order
@@ -152,7 +154,8 @@ class HostQueue:
         self._cursor = random.randrange(keys.shards)  # workers start on different shards
         # the shards this worker owns (webcrawl/frontier/ownership.py): popped first
         self._owned: frozenset[int] = frozenset()
-        self._tried = [float("-inf")] * keys.shards  # when this worker last popped each
+        # others' shards with work whose last pop was HELP_AFTER ago at the last look
+        self._neglected: set[int] = set()
         self._dup_share = 0.5  # of recent steps' fingerprinted pushes: duplicates
         self._precheck = True  # False: the server lacks SMISMEMBER (Redis < 6.2)
         self.store = store
@@ -199,7 +202,8 @@ class HostQueue:
         self, *, now: float | None = None, shards: Collection[int] | None = None
     ) -> list[float]:
         """Ask every shard (or those of ``shards``) when it has work (one round trip per
-        node); returns and remembers seconds from now per shard asked (inf: none)."""
+        node); returns and remembers seconds from now per shard asked (inf: none), and
+        which of them nobody has popped for ``HELP_AFTER`` seconds."""
         args = [now_arg(now), self.shard_budget]
         asked = range(self.keys.shards) if shards is None else sorted(shards)
         calls = [scripts.PEEK.call(self.keys.shard(s), args) for s in asked]
@@ -210,13 +214,16 @@ class HostQueue:
         self._looked_own = clock
         waits = []
         for call in calls:
+            self._neglected.discard(call.shard)
             if call.error is not None:
                 wait = 0.0  # unknown: try it
                 self._unreachable.add(call.shard)
             else:
-                wait = float(call.result)
+                wait, since = (float(x) for x in call.result)
                 wait = float("inf") if wait < 0 else wait
                 self._unreachable.discard(call.shard)
+                if since < 0 or since >= HELP_AFTER:
+                    self._neglected.add(call.shard)
             self._due[call.shard] = clock + wait
             waits.append(wait)
         if shards is None and all(c.error is not None for c in calls):
@@ -225,30 +232,28 @@ class HostQueue:
 
     def prefer(self, shards: frozenset[int]) -> None:
         """Pop from ``shards`` first, and from the others when none of these has work,
-        or when one of them has waited ``HELP_AFTER`` seconds for this worker: a
+        or when one of them has work that nobody popped for ``HELP_AFTER`` seconds: a
         preference, not a lock (any worker may pop any shard)."""
         self._owned = shards
 
     def _pop_order(self, clock: float) -> list[int]:
         """Shards that may have work now, in turn from the cursor: the preferred first,
-        but for others' that this worker has not tried for ``HELP_AFTER`` seconds (an
-        owner that died, drains for its shutdown or is slow gets help before the
-        registry moves its shards)."""
+        but for others' that nobody popped for ``HELP_AFTER`` seconds at the last look
+        (an owner that died or drains for its shutdown gets help before the registry
+        moves its shards).  An owner that keeps popping its shard gets none, however
+        much work it has: every worker is as busy with its own, and a helper's pages
+        are pages whose links its seen cache does not know."""
         n = self.keys.shards
         order = [(self._cursor + i) % n for i in range(n)]
         due = [s for s in order if self._due[s] <= clock]
         owned = self._owned
         if not owned:
             return due
-        help_from = clock - HELP_AFTER
-        others = [s for s in due if s not in owned]
-        for s in others:
-            if self._tried[s] == float("-inf"):  # its wait starts now
-                self._tried[s] = clock
+        neglected = self._neglected
         return (
-            [s for s in others if self._tried[s] < help_from]
+            [s for s in due if s in neglected and s not in owned]
             + [s for s in due if s in owned]
-            + [s for s in others if self._tried[s] >= help_from]
+            + [s for s in due if s not in neglected and s not in owned]
         )
 
     def step(
@@ -312,7 +317,7 @@ class HostQueue:
             if pop_shard is not None:
                 work.setdefault(pop_shard, _ShardWork())
                 tried.add(pop_shard)
-                self._tried[pop_shard] = self._clock(now)
+                self._neglected.discard(pop_shard)  # popped now
                 self._cursor = (pop_shard + 1) % self.keys.shards
             if not work:
                 break
@@ -675,6 +680,7 @@ class HostQueue:
                 k.queued,
                 k.delayed,
                 k.lease_seq,
+                k.popped,
                 k.revisits,
                 k.revisit_requests,
                 k.cold,

@@ -1,6 +1,6 @@
 --! keys: ready next delay leases leased seen seq queued hq delayed lease_seq
 --! keys: revisits revisit_requests cold cold_total spill spilling refill_wait refilling
---! keys: refill reserved moved host_pages over_budget spill_claim spill_live
+--! keys: refill reserved moved host_pages over_budget spill_claim spill_live popped
 --! uses: clock next_work tiers ready
 -- One step on one shard: acknowledgements, leases handed back, new requests (the
 -- dupefilter checked), revisits scheduled; and, in a call that pops, expired leases,
@@ -248,6 +248,14 @@ for _ = 1, n_rev do
   i = i + 5
   redis.call('ZADD', K.revisits, string.format('%.17g', now + tonumber(due)), key)
   redis.call('HSET', K.revisit_requests, key, host .. '\n' .. prio .. '\n' .. data)
+end
+
+-- when the shard was last popped, or else first took work (HostQueue._pop_order: other
+-- workers help a shard its owner leaves unpopped)
+if want_pop > 0 then
+  redis.call('SET', K.popped, string.format('%.17g', now))
+elseif added > 0 or n_rev > 0 then
+  redis.call('SET', K.popped, string.format('%.17g', now), 'NX')
 end
 
 -- 4. expired leases, due delayed requests and due revisits go to their host queues;
