@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scrapy import Request, Spider
 from scrapy.linkextractors import LinkExtractor
 from scrapy.settings import Settings
@@ -158,3 +160,54 @@ def test_own_requests_are_queued_without_what_chooses_where_a_worker_connects(ca
 def test_bad_entry_settings_fail_at_start_with_the_setting(values, message):
     with pytest.raises(ValueError, match=message):
         entry_rules(Settings({"FRONTIER_SCHEMES": ["http", "https"], **values}))
+
+
+class Linked(S):
+    def page(self, response):  # pragma: no cover - never called
+        return None
+
+    def failed(self, failure):  # pragma: no cover - never called
+        return None
+
+
+_texts = st.text(st.characters(codec="latin-1"), max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.fixed_dictionaries(
+        {
+            "method": st.sampled_from(["GET", "POST", "HEAD"]),
+            "body": st.binary(max_size=8),
+            "cookies": st.dictionaries(st.sampled_from(["c", "d"]), _texts, max_size=2),
+            "meta": st.dictionaries(
+                st.sampled_from(["depth", "k", "proxy"]), st.integers(0, 3), max_size=3
+            ),
+            "encoding": st.sampled_from(["utf-8", "latin-1"]),
+            "flags": st.lists(st.sampled_from(["x", "y"]), max_size=2),
+            "cb_kwargs": st.dictionaries(st.sampled_from(["k"]), st.integers(), max_size=1),
+            "dont_filter": st.booleans(),
+            "priority": st.integers(-5, 5),
+        }
+    ),
+    st.sampled_from([None, "http://a.example/from", "http://b.example/", "http://a.example"]),
+    st.dictionaries(st.sampled_from(["X-A", "Accept"]), _texts, max_size=2),
+    st.sampled_from([(None, None), ("page", None), ("page", "failed")]),
+)
+def test_a_plain_requests_entry_reads_back_as_the_same_request(fields, referer, headers, callbacks):
+    """A plain Request's entry (each field read once, only those that differ from the
+    constructor's) reads back as the request, but for the meta that chooses where a
+    worker connects; a link with nothing of its own is its URL alone."""
+    spider = Linked()
+    entries = EntryCodec(spider)
+    if referer is not None:
+        headers["Referer"] = referer
+    callback, errback = (getattr(spider, name) if name else None for name in callbacks)
+    request = Request(
+        "http://a.example/x", headers=headers, callback=callback, errback=errback, **fields
+    )
+    back = entries.decode(b"7|" + entries.encode(request)).to_dict(spider=spider)
+    expected = request.to_dict(spider=spider)
+    expected["meta"] = {k: v for k, v in expected["meta"].items() if k != "proxy"}
+    assert back == expected
+    assert entries.encode(Request("http://a.example/y")) == b'{"url":"http://a.example/y"}'
