@@ -2,6 +2,7 @@
 
 import enum
 import hashlib
+import itertools
 import subprocess
 import time
 
@@ -321,7 +322,37 @@ def test_a_worker_helps_with_a_shard_only_once_nobody_pops_it(redis_client):
     assert helped[0] <= 2 * HELP_AFTER
     for shard in (0, 3):
         times = [i / 10 for i, s in enumerate(mine) if s == shard]
-        assert all(b - a >= HELP_AFTER for a, b in zip(times, times[1:], strict=False))
+        assert all(b - a >= HELP_AFTER for a, b in itertools.pairwise(times))
+
+
+def test_an_owner_that_pops_its_shard_when_due_gets_no_help_however_long_its_gaps(
+    redis_client,
+):
+    """The owner's shard has one host, with a 10 s delay: it is due every 10 s, and the
+    owner pops it then.  Its last pop is 10 s old when the host comes due again, but its
+    work has not waited: a busy worker looking at it then does not take the host's
+    turns (neglect counts from when work came due)."""
+    queue, keys = make(redis_client, shards=4)
+    owner = HostQueue(redis_client, S(), keys)
+    queue._cursor = owner._cursor = 0
+    hosts = {}
+    for i in range(400):
+        hosts.setdefault(keys.shard_of(f"h{i}"), []).append(f"h{i}")
+    slow = hosts[0][0]  # the only host of shard 0
+    pushes = [entry(queue, f"http://{slow}/{i}") for i in range(20)]
+    for s in (1, 2, 3):
+        pushes += [entry(queue, f"http://{h}/{i}") for h in hosts[s][:10] for i in range(60)]
+    queue.step(now=0, pushes=pushes, pop=False)
+    queue.set_delay(slow, 10.0, now=0)
+    queue.prefer(frozenset({1, 2}))
+    owner.prefer(frozenset({0, 3}))
+    who = []
+    for tenth in range(600):  # both step every 0.1 s, the helper first
+        for name, q in (("helper", queue), ("owner", owner)):
+            for request, _ in q.step(now=tenth / 10, default_delay=1.0).popped:
+                if request.url.split("/")[2] == slow:
+                    who.append(name)
+    assert len(who) >= 5 and set(who) == {"owner"}, who
 
 
 def test_a_worker_busy_with_its_own_shards_asks_the_others_less_often(redis_client):

@@ -1,7 +1,8 @@
 """Which shards each live worker prefers: rendezvous hashing with bounded loads.
 
 A worker pops from the shards it owns first, and from the others' when its own have
-nothing ready or when it has not tried one for a few seconds (``HostQueue._pop_order``),
+nothing ready or when one's due work has waited a few seconds for its owner
+(``HostQueue._pop_order``),
 so that each host's pages are mostly fetched by one worker and that worker's seen cache
 knows the host's links (BUbiNG's, Nutch's and StormCrawler's
 partitioning by host).  Ownership is a preference, never a lock: any worker may pop any

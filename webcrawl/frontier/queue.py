@@ -37,8 +37,8 @@ logger = logging.getLogger(__name__)
 # script reading its whole serialised request.
 PRECHECK_DUPLICATES = 8
 
-# Seconds: a shard another worker owns, with work, that nobody has popped for this long
-# is popped by this one too, whatever its own shards have (its owner may be dead or
+# Seconds: a shard another worker owns whose due work its owner has not popped for this
+# long is popped by this one too, whatever its own shards have (its owner may be dead or
 # draining: see HostQueue._pop_order); and how often a worker busy with its own shards
 # asks the others' when they have work.
 HELP_AFTER = 5.0
@@ -154,7 +154,8 @@ class HostQueue:
         self._cursor = random.randrange(keys.shards)  # workers start on different shards
         # the shards this worker owns (webcrawl/frontier/ownership.py): popped first
         self._owned: frozenset[int] = frozenset()
-        # others' shards with work whose last pop was HELP_AFTER ago at the last look
+        # shards whose due work had waited HELP_AFTER seconds for their owner's pop at
+        # the last look
         self._neglected: set[int] = set()
         self._dup_share = 0.5  # of recent steps' fingerprinted pushes: duplicates
         self._precheck = True  # False: the server lacks SMISMEMBER (Redis < 6.2)
@@ -203,7 +204,8 @@ class HostQueue:
     ) -> list[float]:
         """Ask every shard (or those of ``shards``) when it has work (one round trip per
         node); returns and remembers seconds from now per shard asked (inf: none), and
-        which of them nobody has popped for ``HELP_AFTER`` seconds."""
+        which of them have had work due for ``HELP_AFTER`` seconds that their owner has
+        not popped."""
         args = [now_arg(now), self.shard_budget]
         asked = range(self.keys.shards) if shards is None else sorted(shards)
         calls = [scripts.PEEK.call(self.keys.shard(s), args) for s in asked]
@@ -219,10 +221,10 @@ class HostQueue:
                 wait = 0.0  # unknown: try it
                 self._unreachable.add(call.shard)
             else:
-                wait, since = (float(x) for x in call.result)
+                wait, waited = (float(x) for x in call.result)
                 wait = float("inf") if wait < 0 else wait
                 self._unreachable.discard(call.shard)
-                if since < 0 or since >= HELP_AFTER:
+                if waited >= HELP_AFTER:
                     self._neglected.add(call.shard)
             self._due[call.shard] = clock + wait
             waits.append(wait)
@@ -237,17 +239,17 @@ class HostQueue:
 
     def prefer(self, shards: frozenset[int]) -> None:
         """Pop from ``shards`` first, and from the others when none of these has work,
-        or when one of them has work that nobody popped for ``HELP_AFTER`` seconds: a
-        preference, not a lock (any worker may pop any shard)."""
+        or when one of them has had work due for ``HELP_AFTER`` seconds that its owner
+        has not popped: a preference, not a lock (any worker may pop any shard)."""
         self._owned = shards
 
     def _pop_order(self, clock: float) -> list[int]:
         """Shards that may have work now, in turn from the cursor: the preferred first,
-        but for others' that nobody popped for ``HELP_AFTER`` seconds at the last look
-        (an owner that died or drains for its shutdown gets help before the registry
-        moves its shards).  An owner that keeps popping its shard gets none, however
-        much work it has: every worker is as busy with its own, and a helper's pages
-        are pages whose links its seen cache does not know."""
+        but for others' whose due work their owner had not popped for ``HELP_AFTER``
+        seconds at the last look (an owner that died or drains for its shutdown gets
+        help before the registry moves its shards).  An owner that keeps popping its
+        shard gets none, however much work it has: every worker is as busy with its
+        own, and a helper's pages are pages whose links its seen cache does not know."""
         n = self.keys.shards
         order = [(self._cursor + i) % n for i in range(n)]
         due = [s for s in order if self._due[s] <= clock]
@@ -482,6 +484,7 @@ class HostQueue:
                 REFILLS_PER_STEP,
                 self.max_pages_per_host,
                 f"{self.id_prefix}{next(self._steps)}.",
+                1 if not self._owned or shard in self._owned else 0,
                 len(w.acks),
                 *w.acks,
                 len(w.nacks),

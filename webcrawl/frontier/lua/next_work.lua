@@ -1,8 +1,9 @@
+-- earliest(names): the first score of the sorted sets named (nil when all are empty).
 -- next_work(now, names): when a shard may next have work for a worker: the first score
 -- of the sorted sets named (its first ready host, expiring lease, due delayed request or
 -- due revisit...), as seconds from now (0 if now), or -1 when they are all empty.
 -- Returned as a string (Lua numbers become integers).
-local function next_work(now, names)
+local function earliest(names)
   local best = nil
   for _, name in ipairs(names) do
     -- ZCARD first: a script's ZRANGE costs several times more, and most of these are empty
@@ -11,6 +12,11 @@ local function next_work(now, names)
       if best == nil or tonumber(top[2]) < best then best = tonumber(top[2]) end
     end
   end
+  return best
+end
+
+local function next_work(now, names)
+  local best = earliest(names)
   if best == nil then return '-1' end
   return string.format('%.17g', math.max(0, best - now))
 end

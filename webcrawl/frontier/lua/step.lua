@@ -10,7 +10,8 @@
 -- ARGV: 1 now, 2 default delay, 3 lease timeout, 4 want_pop (0: this call does not
 -- pop), 5 requeue limit, 6 slack, 7 seen mode ('set' or 'bloom'), 8 hot_per_host,
 -- 9 budget, 10 spill batch, 11 max refill grants, 12 max pages per host, 13 this
--- call's id prefix (the worker's random prefix and its step number); then the acks,
+-- call's id prefix (the worker's random prefix and its step number), 14 '1' when the
+-- caller owns the shard (or owns none: no ownership), else '0'; then the acks,
 -- the nacks, the pushes and the revisits, each a count and its items (see the
 -- numbered parts below).
 -- Returns {added, requeued, revisited, next work ('' when it did not pop), refill
@@ -28,6 +29,7 @@ local spill_batch = tonumber(ARGV[10])
 local max_grants = tonumber(ARGV[11])
 local max_pages = tonumber(ARGV[12])
 local id_prefix = ARGV[13]
+local owner = ARGV[14] == '1'
 
 -- Lease ids, spill claim tokens and refill lease tokens: the call's prefix, a number
 -- from lease_seq (one per call that makes any: a call that redis-py sends again after
@@ -180,7 +182,7 @@ end
 
 -- 1. acknowledgements, then leases handed back (their request could not be
 -- completed: it goes back to its host queue when the lease expires, after a wait)
-local i = 14
+local i = 15
 local n_acks = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n_acks do
   redis.call('ZREM', K.leases, ARGV[i])
@@ -250,13 +252,10 @@ for _ = 1, n_rev do
   redis.call('HSET', K.revisit_requests, key, host .. '\n' .. prio .. '\n' .. data)
 end
 
--- when the shard was last popped, or else first took work (HostQueue._pop_order: other
--- workers help a shard its owner leaves unpopped)
-if want_pop > 0 then
-  redis.call('SET', K.popped, string.format('%.17g', now))
-elseif added > 0 or n_rev > 0 then
-  redis.call('SET', K.popped, string.format('%.17g', now), 'NX')
-end
+-- when the shard's owner last popped it (HostQueue._pop_order: other workers help a
+-- shard whose due work its owner leaves unpopped; their own pops do not count, so a
+-- dead owner's shard stays neglected until the registry gives it to another)
+if want_pop > 0 and owner then redis.call('SET', K.popped, string.format('%.17g', now)) end
 
 -- 4. expired leases, due delayed requests and due revisits go to their host queues;
 -- only in a call that pops (a shard with such work is due in every worker's map, so
