@@ -13,6 +13,7 @@ local first = earliest(names)
 if first == nil then return {'-1', '0'} end
 local waited = 0
 if first <= now then
-  waited = now - math.max(first, tonumber(redis.call('GET', K.popped) or '-inf'))
+  local popped = redis.call('GET', K.popped)
+  waited = now - math.max(first, popped and tonumber(popped) or first)
 end
-return {string.format('%.17g', math.max(0, first - now)), string.format('%.17g', math.max(0, waited))}
+return {string.format('%.17g', math.max(0, first - now)), string.format('%.17g', waited)}
