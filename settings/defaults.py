@@ -265,11 +265,9 @@ FRONTIER_BATCH_SIZE = 256
 # until the oldest has waited FRONTIER_SHARD_WAIT seconds, or until a step calls the
 # shard anyway (an acknowledgement, a revisit) or the worker has nothing to fetch: a
 # shard call costs Redis about as much as storing ten new URLs, so links leave in
-# batches, not a few per shard at every step.  Links for a shard another worker owns
-# (mostly links to other sites, spread over every shard) wait 5 times as long.  A
-# page's lease is acknowledged once its links are stored, so this also delays
-# acknowledgements, by up to 5 x FRONTIER_SHARD_WAIT.  1: every step sends every link
-# (no holding).
+# batches, not a few per shard at every step.  A page's lease is acknowledged once its
+# links are stored, so this also delays acknowledgements by up to FRONTIER_SHARD_WAIT.
+# 1: every step sends every link (no holding).
 FRONTIER_SHARD_BATCH = 32
 FRONTIER_SHARD_WAIT = 1.0
 # URLs each worker remembers as already in the crawl (once Redis stored them), so

@@ -10,7 +10,7 @@ from scrapy import Request, Spider
 
 from webcrawl.frontier.far_revisits import FarRevisits
 from webcrawl.frontier.keys import CrawlKeys
-from webcrawl.frontier.outbox import OTHERS_WAIT, Outbox
+from webcrawl.frontier.outbox import Outbox
 from webcrawl.frontier.queue import HostQueue
 
 KEYS = CrawlKeys("ob", 2)
@@ -66,24 +66,6 @@ def test_links_that_waited_long_enough_leave(outbox):
     assert outbox.ripe(now=5.0)
     outbox.step(pop=0, now=5.0)
     assert (outbox.held(), queued(outbox)) == (0, 1)
-
-
-def test_links_for_a_shard_another_worker_owns_wait_longer(outbox):
-    """A worker that owns shard 0: links for shard 1 (another's) wait OTHERS_WAIT times
-    as long; a batch of them still leaves at once; owning nothing, every shard waits
-    shard_wait."""
-    outbox.queue.prefer(frozenset({0}))
-    outbox.pushes += [push(outbox.queue, f"http://{A}/0"), push(outbox.queue, f"http://{B}/0")]
-    outbox.step(pop=0, now=0)
-    sent = outbox.step(pop=0, now=5.0)
-    assert [p[1] for p in sent.pushes] == [A] and outbox.held() == 1
-    assert not outbox.ripe(now=5.0 * OTHERS_WAIT - 0.1) and outbox.ripe(now=5.0 * OTHERS_WAIT)
-    outbox.pushes += [push(outbox.queue, f"http://{B}/{i}") for i in range(1, 3)]
-    assert [p[1] for p in outbox.step(pop=0, now=6.0).pushes] == [B, B, B]  # a batch
-    outbox.queue.prefer(frozenset())
-    outbox.pushes.append(push(outbox.queue, f"http://{B}/3"))
-    outbox.step(pop=0, now=10.0)
-    assert outbox.ripe(now=15.0)
 
 
 def test_a_lease_waits_for_the_links_held_when_its_page_was_done(outbox, redis_client):

@@ -42,7 +42,6 @@ class RecordingQueue:
     unconfirmed one applies it, its replicas unsure."""
 
     keys = Keys()
-    owned = frozenset({0})  # this worker's: links for the others' wait longer
 
     def __init__(self) -> None:
         self.calls = 0

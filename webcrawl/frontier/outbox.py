@@ -2,8 +2,7 @@
 acknowledged only once everything the page produced is stored.
 
 New links wait in the worker's memory, per shard, until the shard has a batch of them
-(``shard_batch``), the oldest has waited ``shard_wait`` seconds (``OTHERS_WAIT`` times
-that for a shard another worker owns), the step calls the
+(``shard_batch``), the oldest has waited ``shard_wait`` seconds, the step calls the
 shard anyway (an acknowledgement, a hand-back, a revisit) or the worker finds nothing
 to pop (its links may be what the crawl waits for): a shard call costs Redis about as
 much as storing ten new URLs, so links leave in batches, not a few per shard on every
@@ -35,14 +34,6 @@ from webcrawl.frontier.queue import HostQueue, StepResult, lease_shard
 
 # (fingerprint, host, priority, seconds to wait, data, what the worker's cache knows it by)
 Push = tuple[bytes, str, int, float, bytes, Any]
-
-# Links for a shard another worker owns wait this many times ``shard_wait``: mostly a
-# page's few links to other sites, spread over every other shard, so that at a
-# politeness-bound pace (10-50 pages/s a worker) each call would carry one or two
-# (measured: 4 workers at 50 pages/s over 128 shards made 3.4 script calls a page
-# against 0.7 over 16).  Their owner pops its own meanwhile; only the acknowledgement
-# of the pages that found them waits longer (well within a lease).
-OTHERS_WAIT = 5
 
 
 @dataclass
@@ -161,18 +152,12 @@ class Outbox:
         enough): the caller steps."""
         clock = HostQueue._clock(now)
         self._number(clock)
-        return any(self._due(shard, items, clock) for shard, items in self._held.items())
+        return any(self._due(items, clock) for items in self._held.values())
 
-    def _due(self, shard: int, items: list[tuple[int, float, Push]], clock: float) -> bool:
-        """Whether a shard's links are due: a batch of them, or the oldest has waited
-        ``shard_wait``; for a shard another worker owns, ``OTHERS_WAIT`` times that."""
-        if not items:
-            return False
-        wait = self.shard_wait
-        owned = self.queue.owned
-        if owned and shard not in owned:
-            wait *= OTHERS_WAIT
-        return len(items) >= self.shard_batch or clock - items[0][1] >= wait
+    def _due(self, items: list[tuple[int, float, Push]], clock: float) -> bool:
+        return bool(items) and (
+            len(items) >= self.shard_batch or clock - items[0][1] >= self.shard_wait
+        )
 
     def step(
         self,
@@ -203,7 +188,7 @@ class Outbox:
         sending = [
             shard
             for shard, items in self._held.items()
-            if items and (flush or shard in called or self._due(shard, items, clock))
+            if items and (flush or shard in called or self._due(items, clock))
         ]
         batch = [push for shard in sending for _, _, push in self._held[shard]]
         result = self.queue.step(

@@ -232,11 +232,6 @@ class HostQueue:
             raise calls[0].error  # (its own shards' node down: the step tries the others)
         return waits
 
-    @property
-    def owned(self) -> frozenset[int]:
-        """The shards this worker pops first (:meth:`prefer`)."""
-        return self._owned
-
     def prefer(self, shards: frozenset[int]) -> None:
         """Pop from ``shards`` first, and from the others when none of these has work,
         or when one of them has had work due for ``HELP_AFTER`` seconds that its owner
