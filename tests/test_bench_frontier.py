@@ -66,7 +66,8 @@ def test_bench_frontier_new_links_sets_the_new_links_per_page():
 def test_bench_frontier_rate_paces_each_worker():
     """``--rate``: each worker does at most that many pages a second (a politeness-bound
     crawl, whose workers' steps carry few links each)."""
-    # (links held briefly: a page is counted when acknowledged, after its links leave)
+    # (links held briefly: a page is counted when acknowledged, after its links leave,
+    # and a short window would see few)
     out = bench("webcrawl.cli", "bench", "frontier", "--rate", "20", "--shard-wait", "0.1")
     assert "at most 20 pages/s each" in out, out
     lines = out.splitlines()
