@@ -61,10 +61,10 @@ for s = 1, #entries, 1000 do
   redis.call('ZADD', K.hq .. host, unpack(entries, s, math.min(s + 999, #entries)))
 end
 if n > 0 then
-  redis.call('INCRBY', K.queued, n)
+  add_count(K.queued, n)
   add_cold(host, -n)
 end
-redis.call('DECRBY', K.reserved, tonumber(room))
+add_count(K.reserved, -tonumber(room))
 redis.call('HSET', K.refill, host, token .. '|0|0')
 if ARGV[5] == '1' then
   -- the store had fewer rows than asked for: the rows it should have held at the grant

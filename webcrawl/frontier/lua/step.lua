@@ -87,7 +87,7 @@ local function enqueue_all(host, entries, force)
   end
   if room > 0 then
     zadd_all(K.hq .. host, entries, 1, 2 * room)
-    redis.call('INCRBY', K.queued, room)
+    add_count(K.queued, room)
     schedule(host, now)
   end
   if room < n then
@@ -139,7 +139,7 @@ local function grant_refills()
     -- the worker of this refill died: the host waits again
     redis.call('ZREM', K.refilling, h)
     local lease = redis.call('HGET', K.refill, h)
-    if lease then redis.call('DECRBY', K.reserved, tonumber(string.match(lease, '^[^|]*|(%d+)'))) end
+    if lease then add_count(K.reserved, -tonumber(string.match(lease, '^[^|]*|(%d+)'))) end
     redis.call('HDEL', K.refill, h)
     redis.call('ZADD', K.refill_wait, 'NX', string.format('%.17g', now), h)
   end
@@ -163,7 +163,7 @@ local function grant_refills()
       local stored = num(redis.call('HGET', K.cold, h)) - num(redis.call('HGET', K.spilling, h))
       redis.call('HSET', K.refill, h, token .. '|' .. room .. '|' .. math.max(0, stored))
       redis.call('ZADD', K.refilling, string.format('%.17g', now + lease_timeout), h)
-      redis.call('INCRBY', K.reserved, room)
+      add_count(K.reserved, room)
       room_left = room_left - room
       grants[#grants + 1] = {h, token, room, redis.call('SMEMBERS', K.moved .. h)}
     end
@@ -334,7 +334,7 @@ while #out < 7 + 2 * want_pop and tries < 10 + 2 * want_pop do
     out[#out + 1] = id
   end
 end
-if taken > 0 then redis.call('DECRBY', K.queued, taken) end  -- (before the budget is read)
+if taken > 0 then add_count(K.queued, -taken) end  -- (before the budget is read)
 out[5] = grant_refills()
 out[6] = {}
 if hot_per_host > 0 then out[6] = claim_spills() end

@@ -1,12 +1,28 @@
 -- The cold tier (FRONTIER_HOT_PER_HOST), with the keys of the script that uses it:
--- budget_room reads queued and reserved; want_refill cold, spilling, hq and refill_wait;
+-- budget_room reads queued and reserved (add_count writes them); want_refill cold, spilling, hq and refill_wait;
 -- add_cold writes cold and cold_total.
 local function num(v) return tonumber(v or '0') or 0 end
+
+-- queued and reserved as this call last read or wrote them: read once a call, then
+-- kept with its own changes (a step stores the links of many hosts)
+local counts = {}
+local function count_of(key)
+  local v = counts[key]
+  if v == nil then
+    v = num(redis.call('GET', key))
+    counts[key] = v
+  end
+  return v
+end
+-- (n 0 writes nothing: -0, which a negated 0 is, is no integer to INCRBY)
+local function add_count(key, n)
+  if n ~= 0 then counts[key] = redis.call('INCRBY', key, n) end
+end
 
 -- queue places left under the shard's budget (budget 0: no limit)
 local function budget_room(budget)
   if budget <= 0 then return 1e15 end
-  return budget - num(redis.call('GET', K.queued)) - num(redis.call('GET', K.reserved))
+  return budget - count_of(K.queued) - count_of(K.reserved)
 end
 
 -- a host with requests in the store (not only on their way there) and its queue under
