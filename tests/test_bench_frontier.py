@@ -74,3 +74,29 @@ def test_bench_frontier_rate_paces_each_worker():
     header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["setup", "pages/s"])
     rate = float(lines[header + 1].split()[3])  # "one Redis 6.2.14  <pages/s> ..."
     assert 20 <= rate <= 2 * 20 * 1.1, out
+
+
+def test_bench_frontier_seen_cache_too_small_sends_the_navigation_links_to_redis():
+    """``--seen-cache``: a worker's seen cache that cannot hold its hosts' navigation
+    links drops (almost) none of them; the default holds them all."""
+
+    def local_dups(out: str) -> float:
+        lines = out.splitlines()
+        header = next(
+            i for i, line in enumerate(lines) if line.startswith("setup") and "local dups" in line
+        )
+        return float(lines[header + 1].split()[-4].rstrip("%"))
+
+    tiny = bench("webcrawl.cli", "bench", "frontier", "--seen-cache", "2")
+    assert "local seen cache 2," in tiny, tiny
+    default = bench("webcrawl.cli", "bench", "frontier")
+    assert local_dups(tiny) < 10 and local_dups(default) > 60, tiny + default
+    result = subprocess.run(
+        [sys.executable, "-m", "webcrawl.cli", "bench", "frontier", "--seen-cache", "0"],
+        cwd=ROOT,
+        env=crawl_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0 and "--seen-cache must be >= 1" in result.stderr, result

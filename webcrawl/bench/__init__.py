@@ -107,6 +107,13 @@ def add_frontier_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--shard-wait", type=float, default=1.0, help="FRONTIER_SHARD_WAIT")
     p.add_argument(
+        "--seen-cache",
+        type=int,
+        metavar="KEYS",
+        help="FRONTIER_SEEN_CACHE_SIZE: URLs each worker's seen cache holds (default: the "
+        "setting's)",
+    )
+    p.add_argument(
         "--rate",
         type=float,
         default=0.0,

@@ -60,6 +60,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from webcrawl.settings import defaults
+
 if TYPE_CHECKING:
     from webcrawl.bench.graph import Graph
 
@@ -70,7 +72,7 @@ LEASE_TIMEOUT = 60.0
 SEED_BATCH = 2000  # seed pushes per step
 PREFILL_BATCH = 1000  # fingerprints per SADD
 BATCH_SIZE = 256  # FRONTIER_BATCH_SIZE: links a worker buffers at most before a step
-SEEN_CACHE = 1_000_000  # FRONTIER_SEEN_CACHE_SIZE
+SEEN_CACHE = defaults.FRONTIER_SEEN_CACHE_SIZE
 FLOOR_PAGES = 3000  # pages of the native floor's plain commands
 
 SCRIPT_STATS = ("cmdstat_evalsha", "cmdstat_eval")
@@ -138,6 +140,7 @@ class Config:
     shard_batch: int = 32  # FRONTIER_SHARD_BATCH
     shard_wait: float = 1.0  # FRONTIER_SHARD_WAIT
     rate: float = 0.0  # pages a second per worker at most (0: as fast as it can)
+    seen_cache: int = SEEN_CACHE  # FRONTIER_SEEN_CACHE_SIZE
 
     @property
     def known_articles(self) -> int:
@@ -194,7 +197,7 @@ class Worker:
         if cfg.graph:
             self.graph = _recorded(cfg.graph).with_copies(cfg.copies)
         self.counts = dict.fromkeys(FIELDS, 0.0)
-        self.seen = SeenCache(SEEN_CACHE)  # the scheduler's local seen cache
+        self.seen = SeenCache(cfg.seen_cache)  # the scheduler's local seen cache
         far = FarRevisits(self.queue.put_far_revisits)  # (the bench schedules no revisits)
         self.outbox = Outbox(self.queue, far, cfg.shard_batch, cfg.shard_wait)
         self.finished: list[str] = []  # pages done, their links in the outbox
@@ -233,6 +236,8 @@ class Worker:
         running (a recorded graph's crawl starts from nothing).  That worker is the host's
         owner (with ``--no-ownership``, any worker: its share of the hosts here), and its
         cache knows as many of them as it holds for sure (half its size)."""
+        from webcrawl.frontier.known import url_key_of
+
         if self.graph is not None:
             return
         by_shard: dict[int, list[bytes]] = {}
@@ -250,13 +255,13 @@ class Worker:
             mine = (
                 i for i in range(self.cfg.hosts) if self.keys.shard_of(host_name(i)) in self.owned
             )
-        room = SEEN_CACHE // 2 - 1
+        room = self.cfg.seen_cache // 2 - 1
         for i in mine:
             host = host_name(i)
             known = nav_urls(host, self.cfg.nav) + article_urls(host, self.cfg.known_articles)
             if len(known) > room:
                 break
-            self.seen.update(map(fingerprint, known))
+            self.seen.update(map(url_key_of, known))
             room -= len(known)
 
     def seeds(self) -> list[str]:
@@ -318,6 +323,7 @@ class Worker:
         is due)."""
         from scrapy import Request
 
+        from webcrawl.frontier.known import url_key_of
         from webcrawl.urls.scope import scope_key
 
         depth = request.meta.get("depth", 0) + 1
@@ -327,13 +333,13 @@ class Worker:
             links = self.links(scope_key(request.url, "host"))
         for url in links:
             self.counts["links"] += 1
-            fp = fingerprint(url)
-            if fp in self.seen or self.outbox.holds(fp):  # as the scheduler's _known
+            key = url_key_of(url)  # as the scheduler's _known: the URL's hash
+            if key in self.seen or self.outbox.holds(key):
                 self.counts["local_dups"] += 1
                 continue
             data = self.queue.encode(Request(url, priority=-depth, meta={"depth": depth}))
             pushes = self.outbox.pushes
-            pushes.append((fp, scope_key(url, "host"), -depth, 0.0, data, fp))
+            pushes.append((fingerprint(url), scope_key(url, "host"), -depth, 0.0, data, key))
             if len(pushes) >= BATCH_SIZE and self.outbox.ripe():
                 self.step(pop=False)
         self.finished.append(lease)
@@ -755,9 +761,12 @@ def run(args: argparse.Namespace, targets: dict[str, ServersOf] | None = None) -
     new_links = getattr(args, "new_links", None)
     shard_batch, shard_wait = getattr(args, "shard_batch", 32), getattr(args, "shard_wait", 1.0)
     rate = getattr(args, "rate", 0.0) or 0.0
-    if workers < 1 or shards < 1 or links < 1 or prefetch < 1 or shard_batch < 1:
+    seen_cache = getattr(args, "seen_cache", None)
+    seen_cache = SEEN_CACHE if seen_cache is None else seen_cache
+    if min(workers, shards, links, prefetch, shard_batch, seen_cache) < 1:
         raise ValueError(
-            "bench frontier: --workers, --shards, --links, --prefetch, --shard-batch must be >= 1"
+            "bench frontier: --workers, --shards, --links, --prefetch, --shard-batch, "
+            "--seen-cache must be >= 1"
         )
     if shard_wait < 0 or rate < 0:
         raise ValueError("bench frontier: --shard-wait and --rate must be >= 0")
@@ -795,6 +804,7 @@ def run(args: argparse.Namespace, targets: dict[str, ServersOf] | None = None) -
                 shard_batch=shard_batch,
                 shard_wait=shard_wait,
                 rate=rate,
+                seen_cache=seen_cache,
             )
             (workdir / name).mkdir()
             with servers(workdir / name, shards, crawl) as srv:
@@ -899,7 +909,7 @@ def report(results: list[Result], cfg: Config, warmup: float, duration: float) -
         f"\n{describe(cfg)}  {cfg.workers} worker "
         f"processes (prefetch {cfg.prefetch}, a shard's links leave in batches of "
         f"{cfg.shard_batch} or after {cfg.shard_wait:g} s, local seen cache "
-        f"{SEEN_CACHE}, {'own shards first' if cfg.ownership else 'no shard ownership'}, "
+        f"{cfg.seen_cache}, {'own shards first' if cfg.ownership else 'no shard ownership'}, "
         f"{pace}, no HTTP); {warmup:g} s warm-up, then {duration:g} s "
         f"measured per setup.  This machine has {cores} cores for the workers and every "
         "redis-server together (the cluster: 3 masters and 3 replicas)."
