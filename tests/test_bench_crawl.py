@@ -1,15 +1,18 @@
 """The crawl benchmark's setups run for real: its plain Scrapy baseline crawls the same
 site as the web spider, and a before-and-after runs another checkout's spider."""
 
+import math
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tools.bench.compare import plain
 from tools.bench.stages import OTHER, read_samples, stage_of
-from webcrawl.bench.common import project_env
+from webcrawl.bench.common import CpuSampler, project_env
 from webcrawl.bench.crawl import crawl_parallel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,3 +74,16 @@ def test_profile_samples_go_to_the_innermost_stage():
         == "scheduler"
     )
     assert stage_of(["x (a.py:1)", "dataReceived (webcrawl/handlers/tee.py:87)"]) == "WARC output"
+
+
+def test_cpu_sampler_reads_the_machine_between_two_moments():
+    """What the machine's cores did between two Unix times, from samples taken meanwhile:
+    a busy thread of this process shows, and times outside the samples have no answer."""
+    with CpuSampler(every=0.01) as cpu:
+        begin = time.time()
+        while time.time() < begin + 0.3:  # one core busy
+            pass
+        end = time.time()
+    busy = cpu.at(end) - cpu.at(begin)
+    assert 0.2 <= busy <= 0.3 * (os.cpu_count() or 1) + 0.05, busy
+    assert math.isnan(cpu.at(begin - 60)) and math.isnan(cpu.at(end + 60))

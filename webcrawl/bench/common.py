@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import bisect
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -133,3 +135,52 @@ def stat(log: str, name: str, default: float | None = None) -> float:
             return default
         raise RuntimeError(f"no {name} in the crawl's stats; see the log:\n{log[-2000:]}")
     return float(match.group(1))
+
+
+def machine_cpu() -> float:
+    """CPU seconds the whole machine has been busy (Linux ``/proc/stat``), else nan: what
+    the servers and workers did not use of it was used by other processes."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return float("nan")
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuSampler:
+    """The machine's busy CPU seconds (:func:`machine_cpu`) sampled every ``every``
+    seconds by a thread while in a ``with`` block, so that what the machine did between
+    two moments a crawl recorded (Unix times) can be read afterwards."""
+
+    def __init__(self, every: float = 0.05) -> None:
+        self.every = every
+        self.samples: list[tuple[float, float]] = []  # (Unix time, busy CPU seconds)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
+
+    def _run(self) -> None:
+        while True:
+            stopped = self._stop.wait(self.every)
+            self.samples.append((time.time(), machine_cpu()))  # (one more once told to stop)
+            if stopped:
+                return
+
+    def __enter__(self) -> CpuSampler:
+        self.samples.append((time.time(), machine_cpu()))
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def at(self, when: float) -> float:
+        """Busy CPU seconds at Unix time ``when``, interpolated between the samples around
+        it (nan outside them, or without ``/proc/stat``)."""
+        i = bisect.bisect_left(self.samples, (when,))
+        if i == 0 or i == len(self.samples):
+            return float("nan")
+        (t0, c0), (t1, c1) = self.samples[i - 1], self.samples[i]
+        return c0 + (c1 - c0) * (when - t0) / (t1 - t0) if t1 > t0 else c1

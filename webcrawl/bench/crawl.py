@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
-from webcrawl.bench.common import COMMON, project_env, serve, stat, tcp_redis
+from webcrawl.bench.common import COMMON, CpuSampler, project_env, serve, stat, tcp_redis
 from webcrawl.demo import crawl_command, demo_server
 
 # a crawl command other than this webcrawl's: (seeds, data dir, log) -> (argv, env, cwd)
@@ -90,8 +90,9 @@ def crawl_parallel(
 
     Seconds: from the crawl's first response to its last, of any worker (see
     :mod:`webcrawl.bench.span`).  ``totals``, if given, gets the sum over the workers of
-    each stat it names (0 where a worker has none), and ``wall`` the seconds from the
-    first worker's start to the last one's end.
+    each stat it names (0 where a worker has none), ``wall`` the seconds from the
+    first worker's start to the last one's end, and ``first`` and ``last`` the Unix
+    times of the crawl's first and last response.
     """
     data = Path(tempfile.mkdtemp(dir=workdir))
     settings = [*settings, *span_settings(data)]
@@ -126,7 +127,10 @@ def crawl_parallel(
     answered = [(a, b) for a, b in zip(firsts, lasts, strict=True) if a >= 0]
     if not answered:
         raise RuntimeError(f"the crawl got no response:\n{texts[0][-2000:]}")
-    return pages, max(b for _, b in answered) - min(a for a, _ in answered)
+    first, last = min(a for a, _ in answered), max(b for _, b in answered)
+    if totals is not None:
+        totals.update({k: v for k, v in (("first", first), ("last", last)) if k in totals})
+    return pages, last - first
 
 
 def span_settings(directory: Path) -> list[str]:
@@ -179,8 +183,9 @@ def run_crawl(args: argparse.Namespace, before: Callable[[str], list[Setup]] | N
                 flush=True,
             )
             # runs interleave the setups, so a slow spell of the machine hits all alike
-            # per setup and run: pages, seconds, Redis commands, round trips, WARC bytes, wall s
-            results: dict[str, list[tuple[int, float, int, float, float, float]]] = {
+            # per setup and run: pages, seconds, Redis commands, round trips, WARC bytes,
+            # wall s, and the machine's busy CPU seconds from the first response to the last
+            results: dict[str, list[tuple[int, float, int, float, float, float, float]]] = {
                 s.name: [] for s in setups
             }
             for i in range(args.runs):
@@ -190,15 +195,17 @@ def run_crawl(args: argparse.Namespace, before: Callable[[str], list[Setup]] | N
                     )
                     before_commands = _commands(url)
                     trips = {"frontier/redis_round_trips": 0.0, "warc/bytes": 0.0, "wall": 0.0}
-                    pages, seconds = crawl_parallel(
-                        seeds,
-                        workdir,
-                        [*setup.settings, *extra],
-                        setup.workers,
-                        totals=trips,
-                        command=setup.command,
-                        project=args.project,
-                    )
+                    trips.update(first=0.0, last=0.0)
+                    with CpuSampler() as cpu:
+                        pages, seconds = crawl_parallel(
+                            seeds,
+                            workdir,
+                            [*setup.settings, *extra],
+                            setup.workers,
+                            totals=trips,
+                            command=setup.command,
+                            project=args.project,
+                        )
                     results[setup.name].append(
                         (
                             pages,
@@ -207,6 +214,7 @@ def run_crawl(args: argparse.Namespace, before: Callable[[str], list[Setup]] | N
                             trips["frontier/redis_round_trips"],
                             trips["warc/bytes"],
                             trips["wall"],
+                            cpu.at(trips["last"]) - cpu.at(trips["first"]),
                         )
                     )
                 print(f"  run {i + 1}/{args.runs} done", file=sys.stderr, flush=True)
@@ -219,7 +227,9 @@ def run_crawl(args: argparse.Namespace, before: Callable[[str], list[Setup]] | N
                 trips = statistics.median(r[3] / r[0] for r in runs)
                 warc = statistics.median(r[4] / r[0] for r in runs)
                 wall = statistics.median(r[5] for r in runs)
-                rows.append((setup, pages, seconds, wall, rate, calls, trips, warc))
+                busy = statistics.median(r[6] / r[1] for r in runs)
+                cpu_ms = statistics.median(1000 * r[6] / r[0] for r in runs)
+                rows.append((setup, pages, seconds, wall, rate, calls, trips, warc, busy, cpu_ms))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     base = rows[0][4]
@@ -227,18 +237,24 @@ def run_crawl(args: argparse.Namespace, before: Callable[[str], list[Setup]] | N
     warc = any(row[7] for row in rows)
     print(
         f"\n{'setup':<34} {'pages':>6} {'seconds':>8} {'wall s':>7} {'pages/s':>8} {'x first':>8} "
-        f"{'x 1 worker':>10} {'Redis cmds/page':>16} {'round trips/page':>17}"
-        + (f" {'WARC bytes/page':>16}" if warc else "")
+        f"{'x 1 worker':>10} {'Redis cmds/page':>16} {'round trips/page':>17} "
+        f"{'cores busy':>10} {'CPU ms/page':>11}" + (f" {'WARC bytes/page':>16}" if warc else "")
     )
-    for setup, pages, seconds, wall, rate, calls, trips, warc_bytes in rows:
+    for setup, pages, seconds, wall, rate, calls, trips, warc_bytes, busy, cpu_ms in rows:
         shown = f"{calls:.2f}" if calls is not None else "-"
         scale = f"{rate / one:.2f}" if setup.workers > 1 else "-"
         per_page = f"{trips:.2f}" if trips else "-"  # (webcrawl's scheduler counts them)
         print(
             f"{setup.name:<34} {pages:>6} {seconds:>8.2f} {wall:>7.1f} {rate:>8.1f} "
-            f"{rate / base:>8.2f} {scale:>10} {shown:>16} {per_page:>17}"
+            f"{rate / base:>8.2f} {scale:>10} {shown:>16} {per_page:>17} {busy:>10.2f} "
+            f"{cpu_ms:>11.2f}"
             + ((f" {warc_bytes:>16.0f}" if warc_bytes else f" {'-':>16}") if warc else "")
         )
+    print(
+        f"(cores busy: of the machine's {os.cpu_count()}, from the crawl's first response to "
+        "its last, as pages/s: near them, the crawl is bound by the machine's cores; CPU "
+        "ms/page: those cores' time a page, of every process: workers, Redis, web server)"
+    )
     return 0
 
 

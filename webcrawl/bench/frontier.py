@@ -60,6 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from webcrawl.bench.common import machine_cpu
 from webcrawl.settings import defaults
 
 if TYPE_CHECKING:
@@ -499,18 +500,6 @@ def snapshot(srv: Servers, stats: Any) -> Snapshot:
         info = client.info("cpu")
         cpu[name] = info["used_cpu_sys"] + info["used_cpu_user"]
     return Snapshot(time.perf_counter(), calls, scripts, cpu, list(stats), machine_cpu(), commands)
-
-
-def machine_cpu() -> float:
-    """CPU seconds the whole machine has been busy (Linux ``/proc/stat``), else nan: what
-    the servers and workers did not use of it was used by other processes."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:9]]
-    except (OSError, ValueError):
-        return float("nan")
-    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 def used_memory(srv: Servers) -> dict[str, int]:
