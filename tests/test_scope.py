@@ -1,8 +1,10 @@
+import re
+
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webcrawl.urls.scope import MODES, Scope, scope_key
+from webcrawl.urls.scope import MODES, Scope, _host_key, scope_key
 from webcrawl.urls.urlkey import canonical_url
 
 
@@ -58,3 +60,30 @@ def test_allows_canonical_agrees_with_allows_on_canonical_urls(
     scope.add_urls([canonical_url(s) for s in seeds])
     url = canonical_url(url)
     assert scope.allows_canonical(url) == scope.allows(url)
+
+
+_HOST_CHARS = st.sampled_from("aAzZ09.-_~%!$&'()*+,;=@[]:\\ \t\x00é")
+_URLS = st.builds(
+    lambda scheme, host, port, rest: f"{scheme}://{host}{port}{rest}",
+    st.sampled_from(["http", "https", "HTTP", "Https", "ftp", "http:", ""]),
+    st.one_of(st.text(_HOST_CHARS, max_size=12), st.sampled_from(["[::1]", "u:p@h", "H.Example"])),
+    st.one_of(
+        st.just(""),
+        st.builds(lambda digits: f":{digits}", st.text("0123456789", max_size=7)),
+        st.sampled_from([":80", ":443", ":0080", ":00443", ":65535", ":65536", ":x"]),
+    ),
+    st.sampled_from(["", "/", "/a/b", "?q=1", "#f", "/p?q#f", "\\x", " ", "\t/"]),
+)
+
+
+@given(_URLS)
+@settings(max_examples=2000, deadline=None)
+def test_the_fast_host_key_is_urlsplits(url):
+    """scope_key's fast path for plain http(s) URLs gives what urlsplit does, errors too."""
+    try:
+        expected = _host_key(url)
+    except ValueError as exc:
+        with pytest.raises(ValueError, match=re.escape(str(exc))):
+            scope_key(url, "host")
+        return
+    assert scope_key(url, "host") == expected, url

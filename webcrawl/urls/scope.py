@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
@@ -25,22 +26,44 @@ def _extractor():
     return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
 
 
+# host[:port] of a plain http(s) URL, as a Request's (safe_url_string's) URL has it: a
+# registered name or IPv4 address, no user info, an optional port of digits
+_PLAIN = re.compile(r"(https?)://([A-Za-z0-9._~%!$&'()*+,;=-]+)(?::(\d{1,5}))?(?=[/?#]|\Z)")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
 def scope_key(url: str, mode: str) -> str:
     """The key ``url`` is compared on under ``mode`` ("" for broad)."""
     if mode == "broad":
         return ""
-    parts = urlsplit(url)
     if mode == "host":
-        host = (parts.hostname or "").lower()
-        if ":" in host:
-            host = f"[{host}]"
-        default = {"http": 80, "https": 443}.get(parts.scheme)
-        return host if parts.port in (None, default) else f"{host}:{parts.port}"
+        plain = _PLAIN.match(url)
+        if plain is None:
+            return _host_key(url)
+        # (what _host_key gives for such a URL, without urlsplit: 0.44 us a URL against
+        # 2.85 for URLs urlsplit has not cached)
+        scheme, host, port = plain.groups()
+        number = None if port is None else int(port)
+        if number is not None and number > 65535:
+            return _host_key(url)  # (its error)
+        host = host.lower()
+        return host if number in (None, _DEFAULT_PORTS[scheme]) else f"{host}:{number}"
     if mode == "domain":
-        host = (parts.hostname or "").lower()
+        host = (urlsplit(url).hostname or "").lower()
         ext = _extractor()(host)
         return ext.top_domain_under_public_suffix or host
     raise ValueError(f"unknown scope mode {mode!r}; expected one of {', '.join(MODES)}")
+
+
+def _host_key(url: str) -> str:
+    """``host[:port]`` of any URL, by urlsplit: lower case, IPv6 in brackets, the scheme's
+    default port left out."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
+    default = {"http": 80, "https": 443}.get(parts.scheme)
+    return host if parts.port in (None, default) else f"{host}:{parts.port}"
 
 
 class Scope:
