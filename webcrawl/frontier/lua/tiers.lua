@@ -1,6 +1,6 @@
 -- The cold tier (FRONTIER_HOT_PER_HOST), with the keys of the script that uses it:
--- budget_room reads queued and reserved (add_count writes them); want_refill cold, spilling, hq and refill_wait;
--- add_cold writes cold and cold_total.
+-- budget_room reads queued and reserved (add_count writes them); want_refill cold,
+-- spilling, hq and refill_wait; add_cold writes cold and cold_total.
 local function num(v) return tonumber(v or '0') or 0 end
 
 -- queued and reserved as this call last read or wrote them: read once a call, then
