@@ -277,15 +277,16 @@ FRONTIER_SHARD_BATCH = 32
 FRONTIER_SHARD_WAIT = 1.0
 # URLs each worker remembers as already in the crawl (once Redis stored them), so
 # that a link to one costs no Request, no fingerprint and no Redis round trip
-# (~70 bytes each, a GET by its URL's 64-bit hash: ~140 MB when full; when full, the
-# older half of what it knows is forgotten, except what it keeps meeting).  It should
-# hold what a worker keeps meeting: its hosts' navigation links (the links on every
-# page of a host) with room to spare, about twice hosts owned x navigation links.
-# `webcrawl bench frontier` (25 000 hosts a worker, 45 navigation links each: 1.1 M)
-# keeps 47 % of links from Redis with 1 000 000, 65 % with 1 500 000 and 75 % (all it
-# can) with 2 000 000; Redis then does 134 us of work a page instead of 167, the
-# worker 554 instead of 951.
-FRONTIER_SEEN_CACHE_SIZE = 2_000_000
+# (~70 bytes each, a GET by its URL's 64-bit hash; when full, the older half of what
+# it knows is forgotten, except what it met again meanwhile).  It should hold about
+# three times what a worker keeps meeting: its hosts' navigation links (on every page
+# of a host).  `webcrawl bench frontier` (25 000 hosts a worker, 45 navigation links
+# each: 1.1 M) keeps 47 % of links from Redis with 1 000 000, 76 % with 3 000 000:
+# 167 -> 113-124 us of Redis work a page, 951 -> 407-432 us of the worker's.  Past the
+# bench's 25 s, over many rounds of its hosts, 2 000 000 keeps 77 % of their
+# navigation links known, 3 000 000 95 % (peaking at 2.25 M keys, ~160 MB) and
+# 4 000 000 99 %.
+FRONTIER_SEEN_CACHE_SIZE = 3_000_000
 # Seconds: how often an idle worker checks Redis for new work.
 FRONTIER_IDLE_POLL_INTERVAL = 0.5
 # Seconds after its start that a worker given no seeds, of a crawl with no URL

@@ -32,3 +32,16 @@ def test_what_is_met_again_stays_known_however_much_else_comes():
         cache.update([k])
         assert "nav" in cache  # met on every page: never forgotten
     assert 0 not in cache
+
+
+def test_a_key_met_again_is_held_once():
+    """A key found in the older generation moves to the newer: the cache holds it once,
+    so that it never holds more than its size (and a batch)."""
+    cache = SeenCache(10)
+    cache.update(range(5))  # the newer is full: it turns older
+    assert len(cache) == 5
+    assert all(k in cache for k in range(4))  # met again: moved, not copied
+    assert len(cache) == 5
+    cache.update(range(100, 104))  # the newer fills with what came since
+    assert 4 not in cache and all(k in cache for k in range(4))
+    assert len(cache) <= 10
