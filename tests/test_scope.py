@@ -69,7 +69,7 @@ _URLS = st.builds(
     st.one_of(st.text(_HOST_CHARS, max_size=12), st.sampled_from(["[::1]", "u:p@h", "H.Example"])),
     st.one_of(
         st.just(""),
-        st.builds(lambda digits: f":{digits}", st.text("0123456789", max_size=7)),
+        st.builds(lambda digits: f":{digits}", st.text("0123456789\u0668\uff10+-", max_size=7)),
         st.sampled_from([":80", ":443", ":0080", ":00443", ":65535", ":65536", ":x"]),
     ),
     st.sampled_from(["", "/", "/a/b", "?q=1", "#f", "/p?q#f", "\\x", " ", "\t/"]),

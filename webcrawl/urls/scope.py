@@ -28,7 +28,7 @@ def _extractor():
 
 # host[:port] of a plain http(s) URL, as a Request's (safe_url_string's) URL has it: a
 # registered name or IPv4 address, no user info, an optional port of digits
-_PLAIN = re.compile(r"(https?)://([A-Za-z0-9._~%!$&'()*+,;=-]+)(?::(\d{1,5}))?(?=[/?#]|\Z)")
+_PLAIN = re.compile(r"(https?)://([A-Za-z0-9._~%!$&'()*+,;=-]+)(?::([0-9]{1,5}))?(?=[/?#]|\Z)")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
