@@ -45,3 +45,10 @@ def test_a_key_met_again_is_held_once():
     cache.update(range(100, 104))  # the newer fills with what came since
     assert 4 not in cache and all(k in cache for k in range(4))
     assert len(cache) <= 10
+
+
+def test_a_key_told_again_is_held_once():
+    cache = SeenCache(4)
+    cache.update([0, 1])  # the newer is full: it turns older
+    cache.update([0])
+    assert len(cache) == 2 and 0 in cache and 1 in cache
