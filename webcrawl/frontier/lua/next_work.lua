@@ -15,8 +15,11 @@ local function earliest(names)
   return best
 end
 
+-- seconds_until(now, t): t as seconds from now (0 if past), a string
+local function seconds_until(now, t) return string.format('%.17g', math.max(0, t - now)) end
+
 local function next_work(now, names)
   local best = earliest(names)
   if best == nil then return '-1' end
-  return string.format('%.17g', math.max(0, best - now))
+  return seconds_until(now, best)
 end

@@ -16,4 +16,4 @@ if first <= now then
   local popped = redis.call('GET', K.popped)
   waited = now - math.max(first, popped and tonumber(popped) or first)
 end
-return {string.format('%.17g', math.max(0, first - now)), string.format('%.17g', waited)}
+return {seconds_until(now, first), string.format('%.17g', waited)}
