@@ -13,6 +13,8 @@ import argparse
 import importlib
 from collections.abc import Callable
 
+from webcrawl.settings import defaults
+
 HELP = {
     "crawl": "pages/s and Redis work per page of the whole stack: embedded Redis, TCP, "
     "two workers (on the demo web, or --site)",
@@ -91,7 +93,7 @@ def add_frontier_arguments(p: argparse.ArgumentParser) -> None:
         "--duration", type=float, default=20.0, help="seconds measured per setup, after a warm-up"
     )
     p.add_argument("--workers", type=int, default=4, help="worker processes")
-    p.add_argument("--shards", type=int, default=16, help="FRONTIER_SHARDS")
+    p.add_argument("--shards", type=int, default=defaults.FRONTIER_SHARDS, help="FRONTIER_SHARDS")
     p.add_argument("--links", type=int, default=60, help="links per page")
     p.add_argument(
         "--new-links",
@@ -101,11 +103,21 @@ def add_frontier_arguments(p: argparse.ArgumentParser) -> None:
         help="links per page to pages not known yet (default: article links pick among "
         "1000 per host, nearly all new)",
     )
-    p.add_argument("--prefetch", type=int, default=4, help="FRONTIER_PREFETCH")
     p.add_argument(
-        "--shard-batch", type=int, default=32, help="FRONTIER_SHARD_BATCH (1: no holding)"
+        "--prefetch", type=int, default=defaults.FRONTIER_PREFETCH, help="FRONTIER_PREFETCH"
     )
-    p.add_argument("--shard-wait", type=float, default=1.0, help="FRONTIER_SHARD_WAIT")
+    p.add_argument(
+        "--shard-batch",
+        type=int,
+        default=defaults.FRONTIER_SHARD_BATCH,
+        help="FRONTIER_SHARD_BATCH (1: no holding)",
+    )
+    p.add_argument(
+        "--shard-wait",
+        type=float,
+        default=defaults.FRONTIER_SHARD_WAIT,
+        help="FRONTIER_SHARD_WAIT",
+    )
     p.add_argument(
         "--seen-cache",
         type=int,

@@ -74,6 +74,9 @@ SEED_BATCH = 2000  # seed pushes per step
 PREFILL_BATCH = 1000  # fingerprints per SADD
 BATCH_SIZE = 256  # FRONTIER_BATCH_SIZE: links a worker buffers at most before a step
 SEEN_CACHE = defaults.FRONTIER_SEEN_CACHE_SIZE
+# what a worker runs with unless told otherwise: the settings' defaults
+SHARDS, PREFETCH = defaults.FRONTIER_SHARDS, defaults.FRONTIER_PREFETCH
+SHARD_BATCH, SHARD_WAIT = defaults.FRONTIER_SHARD_BATCH, defaults.FRONTIER_SHARD_WAIT
 FLOOR_PAGES = 3000  # pages of the native floor's plain commands
 
 SCRIPT_STATS = ("cmdstat_evalsha", "cmdstat_eval")
@@ -138,8 +141,8 @@ class Config:
     # pages' links replace the synthetic ones, and nothing is prefilled
     graph: str | None = None
     copies: int = 1
-    shard_batch: int = 32  # FRONTIER_SHARD_BATCH
-    shard_wait: float = 1.0  # FRONTIER_SHARD_WAIT
+    shard_batch: int = SHARD_BATCH  # FRONTIER_SHARD_BATCH
+    shard_wait: float = SHARD_WAIT  # FRONTIER_SHARD_WAIT
     rate: float = 0.0  # pages a second per worker at most (0: as fast as it can)
     seen_cache: int = SEEN_CACHE  # FRONTIER_SEEN_CACHE_SIZE
 
@@ -745,10 +748,11 @@ def settings_of(args: argparse.Namespace) -> tuple[int, float, float]:
 def run(args: argparse.Namespace, targets: dict[str, ServersOf] | None = None) -> int:
     """The tables, for each of ``targets`` (default: one Redis)."""
     hosts, warmup, duration = settings_of(args)
-    workers, shards = getattr(args, "workers", 4), getattr(args, "shards", 16)
-    links, prefetch = getattr(args, "links", 60), getattr(args, "prefetch", 4)
+    workers, shards = getattr(args, "workers", 4), getattr(args, "shards", SHARDS)
+    links, prefetch = getattr(args, "links", 60), getattr(args, "prefetch", PREFETCH)
     new_links = getattr(args, "new_links", None)
-    shard_batch, shard_wait = getattr(args, "shard_batch", 32), getattr(args, "shard_wait", 1.0)
+    shard_batch = getattr(args, "shard_batch", SHARD_BATCH)
+    shard_wait = getattr(args, "shard_wait", SHARD_WAIT)
     rate = getattr(args, "rate", 0.0) or 0.0
     seen_cache = getattr(args, "seen_cache", None)
     seen_cache = SEEN_CACHE if seen_cache is None else seen_cache
