@@ -15,7 +15,7 @@ from webcrawl.frontier import scripts
 from webcrawl.frontier.bloom import BloomParams
 from webcrawl.frontier.entry import DEFAULT_REQUEST_CLASSES, EntryRules
 from webcrawl.frontier.keys import CrawlKeys
-from webcrawl.frontier.queue import HELP_AFTER, HostQueue
+from webcrawl.frontier.queue import HELP_AFTER, MAX_PRIORITY, HostQueue
 from webcrawl.frontier.workers import WorkerRegistry
 
 
@@ -167,6 +167,28 @@ def test_priority_then_fifo_within_a_host(redis_client):
         "http://a/low1",
         "http://a/low2",
     ]
+
+
+def test_scores_are_exact_at_the_priority_limits(redis_client):
+    """A host queue's score is -priority * 1e12 + the push's sequence number, exactly,
+    for every priority the queue keeps (beyond the limits it clamps): the step formats
+    it as an integer, and a lossy format would merge neighbours or break FIFO order."""
+    queue, keys = make(redis_client)
+    redis_client.set(keys.shard(keys.shard_of("a")).seq, 2**40)  # a long-lived crawl's
+    prios = [MAX_PRIORITY, -MAX_PRIORITY, 10**9, -(10**9), 1, 0]
+    pushes = [entry(queue, f"http://a/{i}", p) for i, p in enumerate(prios)]
+    pushes.append(entry(queue, "http://a/again", MAX_PRIORITY, fp=b""))  # dont_filter
+    queue.step(now=1, pushes=pushes, pop=False)
+    host_queue = keys.shard(keys.shard_of("a")).host_queue_prefix + "a"
+    scored = redis_client.zrange(host_queue, 0, -1, withscores=True)
+    clamp = [max(-MAX_PRIORITY, min(MAX_PRIORITY, p)) for p in prios] + [MAX_PRIORITY]
+    seqs = [int(member.split(b"|")[0]) for member, _ in scored]
+    assert sorted(seqs) == [2**40 + i for i in range(1, 8)]
+    by_seq = {int(m.split(b"|")[0]): score for m, score in scored}
+    assert [by_seq[2**40 + i + 1] for i in range(7)] == [
+        -p * 1e12 + 2**40 + i + 1 for i, p in enumerate(clamp)
+    ]
+    assert [s for _, s in scored] == sorted(s for _, s in scored)
 
 
 def test_priorities_of_int_subclasses_go_to_redis_as_ints(redis_client):
