@@ -195,9 +195,11 @@ FRONTIER_REDIS_TIMEOUT = 0.25
 # knows their hosts' links; one that owns none only helps): 128 for 100 workers.
 # Measured (`webcrawl bench frontier --rate`, 2-core machine): 100 workers at 3
 # pages/s each kept 12 % of their links local over 16 shards and 75 % over 128
-# (client CPU 3.1 -> 2.4 ms a page); 4 workers at 50 pages/s cost Redis 226 us a
-# page over 16 shards and 323 over 128 (each worker asks and calls more shards);
-# unpaced, 157 and 158.  So 16 suits up to 16 workers, not more.
+# (client CPU 2.8 -> 2.2 ms a page, Redis 402 -> 486 us: more looks and calls; the 16
+# with a 1 s FRONTIER_SHARD_WAIT); 32 workers at 10 pages/s, 38 % and 75 % (Redis 257
+# and 351 us a page); 4 workers at 50 pages/s cost Redis 227 us a page over 16 shards
+# and 230 over 128; unpaced, 132 and 139 (client 456 and 559 us).  So 16 suits up to
+# 16 workers, not more.
 FRONTIER_SHARDS = 16
 # Replicas that must have a step's new links before the leases of the pages that
 # produced them are acknowledged (Redis WAIT): with a replica per master, 1 makes
@@ -271,10 +273,17 @@ FRONTIER_BATCH_SIZE = 256
 # shard anyway (an acknowledgement, a revisit) or the worker has nothing to fetch: a
 # shard call costs Redis about as much as storing ten new URLs, so links leave in
 # batches, not a few per shard at every step.  A page's lease is acknowledged once its
-# links are stored, so this also delays acknowledgements by up to FRONTIER_SHARD_WAIT.
+# links are stored, so this also delays acknowledgements by up to FRONTIER_SHARD_WAIT
+# (a worker killed then has that much more of its pages fetched again).
 # 1: every step sends every link (no holding).
 FRONTIER_SHARD_BATCH = 32
-FRONTIER_SHARD_WAIT = 1.0
+# 5 s against 1 s, measured (`webcrawl bench frontier --rate R --hosts 20000`, 2-core
+# machine, 16 shards): 4 workers at 50 pages/s cost Redis 227 us a page against 246,
+# 32 workers at 10 pages/s 257 against 336 (a paced worker's links fill a shard's batch
+# slowly, so most calls were the timer's); `webcrawl bench crawl`: the same pages/s.
+# A worker that finds nothing to pop sends what it holds at once, so a crawl does not
+# wait for its own links.
+FRONTIER_SHARD_WAIT = 5.0
 # URLs each worker remembers as already in the crawl (once Redis stored them), so
 # that a link to one costs no Request, no fingerprint and no Redis round trip
 # (~70 bytes each, a GET by its URL's 64-bit hash; when full, the older half of what
