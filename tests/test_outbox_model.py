@@ -111,6 +111,9 @@ def test_a_lease_is_acknowledged_only_after_its_pages_links_are_stored(batch, op
             now += dt
             queue.fail, queue.unconfirm = failing, unconfirmed
             outbox.step(pop=0, flush=flush, now=now)
+        # in number order: a step releases a prefix of them (Outbox._release)
+        numbers = [number for _, number in outbox.unconfirmed]
+        assert numbers == sorted(numbers), numbers
     queue.fail, queue.unconfirm = set(), set()
     for _ in range(4):
         outbox.step(pop=0, flush=True, now=now)

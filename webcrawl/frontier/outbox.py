@@ -25,8 +25,10 @@ it to Scrapy, and the frontier's simulation drives it as it is.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from webcrawl.frontier.far_revisits import FarRevisits, Revisit
@@ -63,7 +65,8 @@ class Outbox:
     pushes: list[Push] = field(default_factory=list)  # new: not numbered nor held yet
     revisits: list[Revisit] = field(default_factory=list)  # due within the horizon
     nacks: list[tuple[str, float]] = field(default_factory=list)  # (lease, seconds)
-    # done; the links held then (up to the number) not yet all stored
+    # done; the links held then (up to the number) not yet all stored; in the order they
+    # came, so by number too (a lease is numbered with the last link held when it comes)
     unconfirmed: list[tuple[str, int]] = field(default_factory=list)
     ackable: list[str] = field(default_factory=list)  # done, outlinks stored: acked next
     refused: list[str] = field(default_factory=list)  # leases of entries refused: dropped
@@ -108,9 +111,11 @@ class Outbox:
 
     def _release(self) -> None:
         """Leases whose links (and revisits) are all stored are acknowledged next."""
-        lowest = self._lowest()
-        self.ackable += [lease for lease, last in self.unconfirmed if last < lowest]
-        self.unconfirmed = [(lease, last) for lease, last in self.unconfirmed if last >= lowest]
+        # the leases numbered below the lowest, a prefix: a step scans no more than it
+        # releases (thousands wait while links are held for FRONTIER_SHARD_WAIT)
+        done = bisect_left(self.unconfirmed, self._lowest(), key=itemgetter(1))
+        self.ackable += [lease for lease, _ in self.unconfirmed[:done]]
+        del self.unconfirmed[:done]
 
     def finished(self, lease: str, *, now: float | None = None) -> None:
         """The engine is done with ``lease``'s page (its outlinks are in :attr:`pushes`
