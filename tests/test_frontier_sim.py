@@ -42,7 +42,7 @@ from support.gates import CRASH, FAIL_AFTER, FAIL_BEFORE, GO, Replica
 
 from webcrawl.frontier.keys import CrawlKeys
 from webcrawl.frontier.lock import RedisLock
-from webcrawl.frontier.ownership import owned, watched
+from webcrawl.frontier.ownership import owned
 from webcrawl.frontier.shards import ShardRouter
 from webcrawl.store.base import StoreError
 from webcrawl.store.sqlite import SQLiteStore
@@ -326,11 +326,8 @@ class FrontierMachine(RuleBasedStateMachine):
         names = sorted(w.name for w in [*self.workers, *self.dead])
         view = data.draw(st.lists(st.sampled_from(names), unique=True))
         mine = owned(worker.name, view, self.keys.shards)
-        watching = watched(worker.name, view, self.keys.shards)
-        self.history.append(
-            f"{worker.name} owns shards {sorted(mine)}, watches {sorted(watching)} (sees {view})"
-        )
-        worker.queue.prefer(mine, watching)
+        self.history.append(f"{worker.name} owns shards {sorted(mine)} (sees {view})")
+        worker.queue.prefer(mine)
 
     @precondition(any_idle)
     @rule(data=st.data())

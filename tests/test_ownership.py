@@ -5,7 +5,7 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webcrawl.frontier.ownership import owned, owners, watched, watchers
+from webcrawl.frontier.ownership import owned, owners
 
 IDS = st.lists(st.text(alphabet="abc:0123456789", min_size=1, max_size=12), unique=True)
 
@@ -47,30 +47,3 @@ def test_a_worker_not_yet_in_the_registry_counts_itself():
     assert owned("new", [], 16) == set(range(16))
     assert len(owned("new", ["old"], 16)) == 8
     assert owners((), 4) == ("", "", "", "")
-
-
-@given(IDS.filter(bool), st.integers(1, 300))
-def test_every_shard_has_one_watcher_other_than_its_owner(workers, shards):
-    live = tuple(sorted(workers))
-    owner, watcher = owners(live, shards), watchers(live, shards)
-    if len(live) == 1:
-        assert watcher == ("",) * shards  # nobody else to watch
-        return
-    assert set(watcher) <= set(live)
-    assert all(w != o for w, o in zip(watcher, owner, strict=True))
-    mine = [watched(w, live, shards) for w in live]
-    assert sum(map(len, mine)) == shards  # no shard twice
-    assert all(not m & owned(w, live, shards) for w, m in zip(live, mine, strict=True))
-
-
-def test_a_worker_leaving_moves_only_the_watching_it_did_or_its_shards_needed():
-    workers = tuple(sorted(f"w{i}:1:x" for i in range(10)))
-    before_owner, before = owners(workers, 256), watchers(workers, 256)
-    after_owner, after = owners(workers[1:], 256), watchers(workers[1:], 256)
-    moved = [s for s in range(256) if before[s] != after[s]]
-    # a shard's watcher changes when it was the leaver, or when its owner changed
-    assert all(
-        before[s] == workers[0] or before_owner[s] != after_owner[s] or after_owner[s] == before[s]
-        for s in moved
-    )
-    assert len(moved) <= 80

@@ -323,8 +323,8 @@ def test_a_worker_helps_with_a_shard_only_once_nobody_pops_it(redis_client):
         entry(queue, f"http://{h}/{i}") for hs in hosts.values() for h in hs for i in range(25)
     ]
     queue.step(now=0, pushes=pushes, pop=False)
-    queue.prefer(frozenset({1, 2}), watched=frozenset({0, 3}))
-    owner.prefer(frozenset({0, 3}), watched=frozenset({1, 2}))
+    queue.prefer(frozenset({1, 2}))
+    owner.prefer(frozenset({0, 3}))
 
     def shard_at(q, t):
         return keys.shard_of(q.step(now=t, default_delay=1.0).request.url.split("/")[2])
@@ -347,36 +347,6 @@ def test_a_worker_helps_with_a_shard_only_once_nobody_pops_it(redis_client):
         assert all(b - a >= HELP_AFTER for a, b in itertools.pairwise(times))
 
 
-def test_a_busy_worker_leaves_a_neglected_shard_it_does_not_watch_to_its_watcher(
-    redis_client,
-):
-    """Every shard always has work; the owner of shards 0 and 3 is gone.  Each busy
-    worker helps with the one it watches, and never with the other (it does not even look
-    at it after its first look): each neglected shard costs the crawl one worker's
-    looks, not every worker's."""
-    a, keys = make(redis_client, shards=4)
-    b = HostQueue(redis_client, S(), keys)
-    hosts = {}
-    for i in range(400):
-        hosts.setdefault(keys.shard_of(f"h{i}"), set()).add(f"h{i}")
-    # twenty hosts a shard, a second apart: each worker's own always has one ready
-    pushes = [
-        entry(a, f"http://{h}/{i}")
-        for hs in hosts.values()
-        for h in sorted(hs)[:20]
-        for i in range(25)
-    ]
-    a.step(now=0, pushes=pushes, pop=False)
-    a.prefer(frozenset({1}), watched=frozenset({0}))
-    b.prefer(frozenset({2}), watched=frozenset({3}))
-    popped = {"a": set(), "b": set()}
-    for tenth in range(300):
-        for name, q in (("a", a), ("b", b)):
-            for request, _ in q.step(now=tenth / 10, default_delay=1.0).popped:
-                popped[name].add(keys.shard_of(request.url.split("/")[2]))
-    assert popped == {"a": {0, 1}, "b": {2, 3}}
-
-
 def test_an_owner_that_pops_its_shard_when_due_gets_no_help_however_long_its_gaps(
     redis_client,
 ):
@@ -396,8 +366,8 @@ def test_an_owner_that_pops_its_shard_when_due_gets_no_help_however_long_its_gap
         pushes += [entry(queue, f"http://{h}/{i}") for h in hosts[s][:10] for i in range(60)]
     queue.step(now=0, pushes=pushes, pop=False)
     queue.set_delay(slow, 10.0, now=0)
-    queue.prefer(frozenset({1, 2}), watched=frozenset({0, 3}))
-    owner.prefer(frozenset({0, 3}), watched=frozenset({1, 2}))
+    queue.prefer(frozenset({1, 2}))
+    owner.prefer(frozenset({0, 3}))
     who = []
     for tenth in range(600):  # both step every 0.1 s, the helper first
         for name, q in (("helper", queue), ("owner", owner)):
@@ -407,11 +377,10 @@ def test_an_owner_that_pops_its_shard_when_due_gets_no_help_however_long_its_gap
     assert len(who) >= 5 and set(who) == {"owner"}, who
 
 
-def test_a_worker_busy_with_its_own_shards_asks_only_those_it_watches_besides(redis_client):
+def test_a_worker_busy_with_its_own_shards_asks_the_others_less_often(redis_client):
     """A look asks each shard when it has work (a PEEK each): while its own shards have
-    work, a worker asks them each second and the ones it watches each HELP_AFTER seconds
-    (it helps those only after that long), the others never (they have their own
-    watchers); its first look, and once its own have nothing, every shard each second."""
+    work, a worker asks them each second and the others' each HELP_AFTER seconds (it helps
+    those only after that long); once its own have nothing, every shard each second."""
     queue, keys = make(redis_client, shards=8)
     asked = []
     run = queue.router.run
@@ -423,14 +392,13 @@ def test_a_worker_busy_with_its_own_shards_asks_only_those_it_watches_besides(re
     queue.router.run = counting
     own = keys.shard_of("a")
     queue.step(now=0, pushes=[entry(queue, f"http://a/{i}") for i in range(12)], pop=False)
-    watched = frozenset({(own + 1) % 8, (own + 2) % 8})
-    queue.prefer(frozenset({own}), watched=watched)
+    queue.prefer(frozenset({own}))
     looks = []
     for t in range(12):
         asked.clear()
         assert queue.step(now=t).request is not None
         looks.append(len(asked))
-    assert looks == [8, 1, 1, 1, 1, 3, 1, 1, 1, 1, 3, 1]
+    assert looks == [8, 1, 1, 1, 1, 8, 1, 1, 1, 1, 8, 1]
     for t in (12, 13):  # its own have nothing: every shard, each second
         asked.clear()
         assert queue.step(now=t).request is None

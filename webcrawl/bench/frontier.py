@@ -182,7 +182,7 @@ class Worker:
         from webcrawl.frontier.keys import CrawlKeys
         from webcrawl.frontier.known import SeenCache
         from webcrawl.frontier.outbox import Outbox
-        from webcrawl.frontier.ownership import owned, watched
+        from webcrawl.frontier.ownership import owned
         from webcrawl.frontier.queue import HostQueue
         from webcrawl.frontier.redisconn import CrawlRedis
 
@@ -195,7 +195,7 @@ class Worker:
         if cfg.ownership:  # the registry a worker would read: every bench worker
             ids = [f"bench-{i}" for i in range(cfg.workers)]
             self.owned = owned(ids[cfg.index], ids, cfg.shards)
-            self.queue.prefer(self.owned, watched(ids[cfg.index], ids, cfg.shards))
+            self.queue.prefer(self.owned)
         self.rng = random.Random(cfg.index)
         self.graph = None
         if cfg.graph:

@@ -16,11 +16,6 @@ them), the shards taken in order of their own best score.  Without the cap, 16 s
 over 4 workers give one worker 7 and another 1 as often as not; with it, each holds 4.
 A worker that joins or leaves moves about ``shards / workers`` shards, as plain
 rendezvous hashing does; the caps move a few more.
-
-Each shard also has a watcher: the best-ranked worker but its owner.  A worker busy with
-its own shards looks at the ones it watches every ``HELP_AFTER`` seconds and helps one
-whose owner leaves its due work unpopped; it does not look at the rest, which have their
-own watchers.  So a crawl's looks grow with its shards, not with workers times shards.
 """
 
 from __future__ import annotations
@@ -69,25 +64,6 @@ def owners(workers: tuple[str, ...], shards: int) -> tuple[str, ...]:
     return tuple(out)
 
 
-@lru_cache(maxsize=8)
-def watchers(workers: tuple[str, ...], shards: int) -> tuple[str, ...]:
-    """The watcher of each shard among the sorted live ``workers``: the best-ranked one
-    but its owner ("" with fewer than two workers); no cap, as plain rendezvous hashing,
-    so a worker leaving moves only the shards it owned or watched."""
-    if len(workers) < 2:
-        return ("",) * shards
-    owner = owners(workers, shards)
-    columns = [_scores(worker, shards) for worker in workers]
-    out = []
-    for shard in range(shards):
-        best = max(
-            (i for i, worker in enumerate(workers) if worker != owner[shard]),
-            key=lambda i: (columns[i][shard], -i),
-        )
-        out.append(workers[best])
-    return tuple(out)
-
-
 def _free(held: int, base: int, extra: int) -> bool:
     return held < base or (held == base and extra > 0)
 
@@ -97,10 +73,3 @@ def owned(worker: str, workers: Sequence[str], shards: int) -> frozenset[int]:
     a worker whose first heartbeat is not in yet still owns a share)."""
     live = tuple(sorted({*workers, worker}))
     return frozenset(s for s, w in enumerate(owners(live, shards)) if w == worker)
-
-
-def watched(worker: str, workers: Sequence[str], shards: int) -> frozenset[int]:
-    """The shards ``worker`` watches among the live ``workers`` (itself counted if
-    missing, as :func:`owned`): never one it owns."""
-    live = tuple(sorted({*workers, worker}))
-    return frozenset(s for s, w in enumerate(watchers(live, shards)) if w == worker)

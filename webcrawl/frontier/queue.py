@@ -40,7 +40,7 @@ PRECHECK_DUPLICATES = 8
 # Seconds: a shard another worker owns whose due work its owner has not popped for this
 # long is popped by this one too, whatever its own shards have (its owner may be dead or
 # draining: see HostQueue._pop_order); and how often a worker busy with its own shards
-# asks the shards it watches (ownership.watchers) when they have work.
+# asks the others' when they have work.
 HELP_AFTER = 5.0
 
 # A priority outside this range is clamped so the score keeps FIFO order
@@ -150,13 +150,10 @@ class HostQueue:
         self._due = [0.0] * keys.shards
         self._looked = float("-inf")  # when every shard was last asked
         self._looked_own = float("-inf")  # ... or this worker's own shards
-        self._looked_watched = float("-inf")  # ... or those it watches
         self._unreachable: set[int] = set()  # shards whose last call failed
         self._cursor = random.randrange(keys.shards)  # workers start on different shards
-        # the shards this worker owns (webcrawl/frontier/ownership.py): popped first; and
-        # those it watches: looked at while its own keep it busy, helped when neglected
+        # the shards this worker owns (webcrawl/frontier/ownership.py): popped first
         self._owned: frozenset[int] = frozenset()
-        self._watched: frozenset[int] = frozenset()
         # shards whose due work had waited HELP_AFTER seconds for their owner's pop at
         # the last look
         self._neglected: set[int] = set()
@@ -216,10 +213,7 @@ class HostQueue:
         clock = self._clock(now)
         if shards is None:
             self._looked = clock
-        if shards is None or self._owned <= set(shards):
-            self._looked_own = clock
-        if shards is None or self._watched <= set(shards):
-            self._looked_watched = clock
+        self._looked_own = clock
         waits = []
         for call in calls:
             self._neglected.discard(call.shard)
@@ -238,14 +232,11 @@ class HostQueue:
             raise calls[0].error  # (its own shards' node down: the step tries the others)
         return waits
 
-    def prefer(self, shards: frozenset[int], watched: frozenset[int] = frozenset()) -> None:
+    def prefer(self, shards: frozenset[int]) -> None:
         """Pop from ``shards`` first, and from the others when none of these has work,
         or when one of them has had work due for ``HELP_AFTER`` seconds that its owner
-        has not popped: a preference, not a lock (any worker may pop any shard).  While
-        its own keep it busy, it looks only at those and at the ``watched`` ones (whose
-        neglect it helps with): the rest have watchers of their own."""
+        has not popped: a preference, not a lock (any worker may pop any shard)."""
         self._owned = shards
-        self._watched = watched - shards
 
     def _pop_order(self, clock: float) -> list[int]:
         """Shards that may have work now, in turn from the cursor: the preferred first,
@@ -365,37 +356,25 @@ class HostQueue:
         return any(self._due[s] <= soon and s not in self._unreachable for s in self._owned)
 
     def _next_look(self, clock: float) -> float:
-        """When this worker looks next: at every shard ``refresh`` seconds after the last
-        time; while its own shards keep it busy, at those ``refresh`` seconds after their
-        last look, or at the watched ones ``HELP_AFTER`` seconds after theirs."""
-        if not self._own_busy(clock):
-            return self._looked + self.refresh
-        watched = self._looked_watched + HELP_AFTER if self._watched else float("inf")
-        return min(self._looked_own + self.refresh, watched)
+        """When every shard is asked next: ``refresh`` seconds after the last time, or
+        ``HELP_AFTER`` while its own shards keep this worker busy."""
+        return self._looked + (HELP_AFTER if self._own_busy(clock) else self.refresh)
 
     def _look_if_due(self, clock: float, now: float | None) -> bool:
         """Look now and then, so that no shard with work is left out: every shard each
         ``refresh`` seconds, but while its own shards keep this worker busy, those each
-        ``refresh`` and the ones it watches each ``HELP_AFTER`` (it helps those only
-        after that long; the others' watchers help theirs), and no other.  A look costs
-        each shard a PEEK (~8 us of Redis CPU and as much of the worker's): a hundred
-        busy workers over 128 shards asking all of them every second would take a tenth
-        of a Redis core.  Whether it looked."""
-        if (
-            self._looked == float("-inf")  # its first: the whole map
-            or clock < self._looked
-            or (clock >= self._looked + self.refresh and not self._own_busy(clock))
-        ):
+        ``refresh`` and the others' each ``HELP_AFTER`` (so it may find new work in
+        another's shard up to that much later: their owners pop them meanwhile).  A look
+        costs each shard a PEEK (~8 us of Redis CPU and as much of the worker's): a
+        hundred workers over 128 shards asking all of them every second would take a
+        tenth of a Redis core.  Whether it looked."""
+        owned = self._owned
+        if clock < self._looked or clock >= self._next_look(clock):
             self.look(now=now)
-            return True
-        asked: frozenset[int] = frozenset()
-        if self._owned and not clock - self.refresh < self._looked_own <= clock:
-            asked |= self._owned
-        if self._watched and not clock - HELP_AFTER < self._looked_watched <= clock:
-            asked |= self._watched
-        if not asked:
+        elif owned and not clock - self.refresh < self._looked_own <= clock:
+            self.look(now=now, shards=owned)
+        else:
             return False
-        self.look(now=now, shards=asked)
         return True
 
     def _group(

@@ -54,7 +54,7 @@ from webcrawl.frontier.keys import MAX_SHARDS, CrawlKeys
 from webcrawl.frontier.known import SeenCache, by_url, url_key, url_key_of
 from webcrawl.frontier.layout import join_crawl
 from webcrawl.frontier.outbox import Outbox
-from webcrawl.frontier.ownership import owned, watched
+from webcrawl.frontier.ownership import owned
 from webcrawl.frontier.queue import HostQueue, StepResult
 from webcrawl.frontier.redisconn import CrawlRedis, RoundTrips
 from webcrawl.frontier.requeue import Requeue
@@ -884,19 +884,16 @@ class Scheduler(RedisScheduler):
         self._own()
 
     def _own(self) -> None:
-        """The shards this worker pops first and those it watches, from the live workers
-        in the registry (on a failure, those it had: a preference is never worth a failed
-        heartbeat)."""
+        """The shards this worker pops first, from the live workers in the registry (on
+        a failure, those it had: a preference is never worth a failed heartbeat)."""
         try:
             live = [str(worker["id"]) for worker in self.registry.live()]
         except (RedisError, ValueError, KeyError, TypeError) as exc:
             logger.warning("Could not read the live workers (shards owned unchanged): %s", exc)
             return
         mine = owned(self.worker_id, live, self.keys.shards)
-        watching = watched(self.worker_id, live, self.keys.shards)
-        self.queue.prefer(mine, watching)
+        self.queue.prefer(mine)
         self.stats.set_value("frontier/owned_shards", len(mine))
-        self.stats.set_value("frontier/watched_shards", len(watching))
 
     def _guarded(self, func: Any) -> None:
         """Run a periodic task; a Redis outage is logged once and the loop goes on."""
