@@ -65,8 +65,9 @@ class Outbox:
     pushes: list[Push] = field(default_factory=list)  # new: not numbered nor held yet
     revisits: list[Revisit] = field(default_factory=list)  # due within the horizon
     nacks: list[tuple[str, float]] = field(default_factory=list)  # (lease, seconds)
-    # done; the links held then (up to the number) not yet all stored; in the order they
-    # came, so by number too (a lease is numbered with the last link held when it comes)
+    # done; the links held then (up to the number) not yet all stored; in number order (a
+    # lease comes with the count of links numbered so far: when the engine is done with
+    # it, or when its far revisits are stored; the count only grows)
     unconfirmed: list[tuple[str, int]] = field(default_factory=list)
     ackable: list[str] = field(default_factory=list)  # done, outlinks stored: acked next
     refused: list[str] = field(default_factory=list)  # leases of entries refused: dropped
