@@ -273,17 +273,18 @@ FRONTIER_BATCH_SIZE = 256
 # shard anyway (an acknowledgement, a revisit) or the worker has nothing to fetch: a
 # shard call costs Redis about as much as storing ten new URLs, so links leave in
 # batches, not a few per shard at every step.  A page's lease is acknowledged once its
-# links are stored, so this also delays acknowledgements by up to FRONTIER_SHARD_WAIT
-# (a worker killed then has that much more of its pages fetched again).
-# 1: every step sends every link (no holding).
+# links are stored, so this also delays acknowledgements by up to FRONTIER_SHARD_WAIT:
+# a worker killed takes that much of its pages' links with it, and those pages are
+# fetched again when their leases expire (their links come late, out of breadth-first
+# order).  1: every step sends every link (no holding).
 FRONTIER_SHARD_BATCH = 32
-# 5 s against 1 s, measured (`webcrawl bench frontier --rate R --hosts 20000`, 2-core
+# A fleet of many paced workers saves Redis work with a longer wait, at that price.
+# Measured 5 s against 1 s (`webcrawl bench frontier --rate R --hosts 20000`, 2-core
 # machine, 16 shards): 4 workers at 50 pages/s cost Redis 227 us a page against 246,
 # 32 workers at 10 pages/s 257 against 336 (a paced worker's links fill a shard's batch
 # slowly, so most calls were the timer's); `webcrawl bench crawl`: the same pages/s.
-# A worker that finds nothing to pop sends what it holds at once, so a crawl does not
-# wait for its own links.
-FRONTIER_SHARD_WAIT = 5.0
+# A worker that finds nothing to pop sends what it holds at once either way.
+FRONTIER_SHARD_WAIT = 1.0
 # URLs each worker remembers as already in the crawl (once Redis stored them), so
 # that a link to one costs no Request, no fingerprint and no Redis round trip
 # (~70 bytes each, a GET by its URL's 64-bit hash; when full, the older half of what
