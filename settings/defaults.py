@@ -193,13 +193,14 @@ FRONTIER_REDIS_TIMEOUT = 0.25
 # spread evenly over 1 to about 8 masters; use ~4 per master beyond that, and at
 # least one per worker (each worker owns a share of the shards and its seen cache
 # knows their hosts' links; one that owns none only helps): 128 for 100 workers.
-# Measured (`webcrawl bench frontier --rate`, 2-core machine): 100 workers at 3
-# pages/s each kept 12 % of their links local over 16 shards and 75 % over 128
-# (client CPU 2.8 -> 2.2 ms a page, Redis 402 -> 486 us: more looks and calls; the 16
-# with a 1 s FRONTIER_SHARD_WAIT); 32 workers at 10 pages/s, 38 % and 75 % (Redis 257
-# and 351 us a page); 4 workers at 50 pages/s cost Redis 227 us a page over 16 shards
-# and 230 over 128; unpaced, 132 and 139 (client 456 and 559 us).  So 16 suits up to
-# 16 workers, not more.
+# Measured (`webcrawl bench frontier --rate`, 2-core machine; 16 shards against 128,
+# FRONTIER_SHARD_WAIT 5 s but where a 1 s one is said): 100 workers at 3 pages/s each
+# kept 12 % of their links local (the 16 with a 1 s wait) and 75 % (client CPU 2.8 ->
+# 2.2 ms a page, Redis 402 -> 486 us: more looks and calls); 32 workers at 10 pages/s,
+# 38 % and 75 % (Redis 257 and 315 us a page, 26 us of it the looks every worker makes
+# at the others' shards every 5 s); 4 workers at 50 pages/s, Redis 227 and 230 us;
+# unpaced (the 16 with a 1 s wait), Redis 133 and 139 us, client 464 and 504 us.  So
+# 16 suits up to 16 workers, not more.
 FRONTIER_SHARDS = 16
 # Replicas that must have a step's new links before the leases of the pages that
 # produced them are acknowledged (Redis WAIT): with a replica per master, 1 makes
