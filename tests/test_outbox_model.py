@@ -1,6 +1,7 @@
 """The outbox's acknowledgement rule, model-checked alone: a queue that records what
-each step applied (no Redis), any sequence of pages with links to any shard and near
-revisits, steps whose shards fail or are not confirmed.  A lease's ack is applied only
+each step applied (no Redis), any sequence of pages with links to any shard, near
+revisits and far ones (to a store that may fail), steps whose shards fail or are not
+confirmed.  A lease's ack is applied only
 in a step after every link and revisit of its page was applied and confirmed (or in
 the same call, on the same shard: atomic).  The frontier's simulation covers the rest
 with a real Redis; this finds a wrong release rule in seconds."""
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from webcrawl.frontier.far_revisits import FarRevisits
 from webcrawl.frontier.outbox import Outbox
 from webcrawl.frontier.queue import lease_shard
+from webcrawl.store.base import StoreError
 
 SHARDS = 3
 
@@ -75,13 +77,20 @@ class RecordingQueue:
 
 
 shard = st.integers(0, SHARDS - 1)
-page = st.tuples(st.just("page"), shard, st.lists(shard, max_size=3), st.booleans())
+page = st.tuples(
+    st.just("page"),
+    shard,
+    st.lists(shard, max_size=3),
+    st.booleans(),  # a near revisit
+    st.booleans(),  # a far one (to the store)
+)
 step = st.tuples(
     st.just("step"),
     st.sets(shard, max_size=1),  # failing
     st.sets(shard, max_size=1),  # not confirmed
     st.booleans(),  # flush
     st.floats(0, 3),  # seconds since the last
+    st.booleans(),  # the store refuses far revisits
 )
 
 
@@ -89,11 +98,19 @@ step = st.tuples(
 @given(st.integers(1, 4), st.lists(st.one_of(page, step), max_size=40))
 def test_a_lease_is_acknowledged_only_after_its_pages_links_are_stored(batch, ops):
     queue = RecordingQueue()
-    outbox = Outbox(queue, FarRevisits(lambda rows: None), shard_batch=batch, shard_wait=2.0)
+    store_down = [False]
+
+    def put(rows):  # far revisits, stored before the queue's next call (or refused)
+        if store_down[0]:
+            raise StoreError("down")
+        for row in rows:
+            queue.stored.setdefault(row[0], (queue.calls, -1))
+
+    outbox = Outbox(queue, FarRevisits(put), shard_batch=batch, shard_wait=2.0)
     now, ids = 0.0, 0
     for op in ops:
         if op[0] == "page":
-            _, lease_shard_, links, revisit = op
+            _, lease_shard_, links, revisit, far = op
             ids += 1
             lease, items = f"{lease_shard_}:p{ids}", []
             for s in links:
@@ -104,17 +121,21 @@ def test_a_lease_is_acknowledged_only_after_its_pages_links_are_stored(batch, op
                 ids += 1
                 items.append(f"r{ids}")
                 outbox.revisits.append((items[-1], f"h{lease_shard_}", 0, 1.0, b""))
+            if far:
+                ids += 1
+                items.append(f"f{ids}")
+                outbox.far.add((items[-1], f"h{lease_shard_}", 0, 1e6, b""))
             queue.pages[lease] = items
             outbox.finished(lease, now=now)
         else:
-            _, failing, unconfirmed, flush, dt = op
+            _, failing, unconfirmed, flush, dt, store_down[0] = op
             now += dt
             queue.fail, queue.unconfirm = failing, unconfirmed
             outbox.step(pop=0, flush=flush, now=now)
         # in number order: a step releases a prefix of them (Outbox._release)
         numbers = [number for _, number in outbox.unconfirmed]
         assert numbers == sorted(numbers), numbers
-    queue.fail, queue.unconfirm = set(), set()
+    queue.fail, queue.unconfirm, store_down[0] = set(), set(), False
     for _ in range(4):
         outbox.step(pop=0, flush=True, now=now)
     assert not queue.early, queue.early[:3]
