@@ -15,8 +15,9 @@ from webcrawl.frontier import scripts
 from webcrawl.frontier.bloom import BloomParams
 from webcrawl.frontier.entry import DEFAULT_REQUEST_CLASSES, EntryRules
 from webcrawl.frontier.keys import CrawlKeys
+from webcrawl.frontier.ownership import owned
 from webcrawl.frontier.queue import HELP_AFTER, MAX_PRIORITY, HostQueue
-from webcrawl.frontier.workers import WorkerRegistry
+from webcrawl.frontier.workers import WorkerRegistry, popping, worker_info
 
 
 class S(Spider):
@@ -494,6 +495,20 @@ def test_registry_prunes_dead_workers(redis_client):
     assert redis_client.smembers(keys.workers) == {b"alive"}
     registry.remove("alive")
     assert registry.live() == []
+
+
+def test_a_scrapy_commands_own_worker_shares_no_shard(redis_client):
+    """A ``scrapy shell`` left open beats like a worker but pops nothing of the shared
+    crawl: the others share the shards without it (a shard it owned would get only the
+    help a neglected shard gets)."""
+    _, keys = make(redis_client)
+    registry = WorkerRegistry(redis_client, keys)
+    registry.beat("crawler", worker_info(0.0, {}, 1.0, 0.0, idle=False, pops=True), ttl=10)
+    registry.beat("shell", worker_info(0.0, {}, 1.0, 0.0, idle=True, pops=False), ttl=10)
+    live = registry.live()
+    assert [w["id"] for w in live] == ["crawler", "shell"]  # both shown by webcrawl status
+    assert popping(live) == ["crawler"]
+    assert owned("crawler", popping(live), 16) == set(range(16))
 
 
 class WithCallbacks(Spider):

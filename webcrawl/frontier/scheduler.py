@@ -58,7 +58,7 @@ from webcrawl.frontier.ownership import owned
 from webcrawl.frontier.queue import HostQueue, StepResult
 from webcrawl.frontier.redisconn import CrawlRedis, RoundTrips
 from webcrawl.frontier.requeue import Requeue
-from webcrawl.frontier.workers import WorkerRegistry, new_worker_id, worker_info
+from webcrawl.frontier.workers import WorkerRegistry, new_worker_id, popping, worker_info
 from webcrawl.settings_check import (
     non_negative_float,
     non_negative_int,
@@ -869,7 +869,7 @@ class Scheduler(RedisScheduler):
         pages = int(stats.get("response_received_count", 0))
         rate = (pages - last_pages) / max(now - last_time, 1e-9)
         self._last_beat = (now, pages)
-        info = worker_info(self._started, stats, now, rate, idle=self._idle)
+        info = worker_info(self._started, stats, now, rate, idle=self._idle, pops=not self.one_off)
         self.registry.beat(self.worker_id, info, self.heartbeat_ttl)
         self.stats.set_value("frontier/redis_round_trips", RoundTrips.count)  # for the metrics
         self._tier_stats()
@@ -886,8 +886,10 @@ class Scheduler(RedisScheduler):
     def _own(self) -> None:
         """The shards this worker pops first, from the live workers in the registry (on
         a failure, those it had: a preference is never worth a failed heartbeat)."""
+        if self.one_off:
+            return  # it pops nothing of the shared crawl (nor do the others count it)
         try:
-            live = [str(worker["id"]) for worker in self.registry.live()]
+            live = popping(self.registry.live())
         except (RedisError, ValueError, KeyError, TypeError) as exc:
             logger.warning("Could not read the live workers (shards owned unchanged): %s", exc)
             return

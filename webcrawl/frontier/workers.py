@@ -56,9 +56,11 @@ class WorkerRegistry:
 
 
 def worker_info(
-    started: float, stats: dict[str, Any], now: float, rate: float, idle: bool
+    started: float, stats: dict[str, Any], now: float, rate: float, *, idle: bool, pops: bool
 ) -> dict[str, Any]:
-    """The heartbeat fields, from a Scrapy stats dict and the current page rate (pages/s)."""
+    """The heartbeat fields, from a Scrapy stats dict and the current page rate (pages/s);
+    ``pops``: whether the worker pops the shared crawl (a Scrapy command's own crawl, as
+    ``scrapy shell``, does not)."""
     return {
         "host": socket.gethostname(),
         "pid": os.getpid(),
@@ -69,4 +71,12 @@ def worker_info(
         "errors": int(stats.get("log_count/ERROR", 0)),
         "rate": round(rate, 2),
         "state": "idle" if idle else "busy",
+        "pops": pops,
     }
+
+
+def popping(live: list[dict[str, Any]]) -> list[str]:
+    """The ids of the ``live`` workers (:meth:`WorkerRegistry.live`) that pop the shared
+    crawl: the shards are shared among them (a ``scrapy shell`` left open must not own
+    shards it never pops, whose work would wait for other workers' help)."""
+    return [str(worker["id"]) for worker in live if worker["pops"]]
