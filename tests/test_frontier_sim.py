@@ -326,8 +326,11 @@ class FrontierMachine(RuleBasedStateMachine):
         names = sorted(w.name for w in [*self.workers, *self.dead])
         view = data.draw(st.lists(st.sampled_from(names), unique=True))
         mine = owned(worker.name, view, self.keys.shards)
-        self.history.append(f"{worker.name} owns shards {sorted(mine)} (sees {view})")
-        worker.queue.prefer(mine)
+        # how many workers it takes to share the looks: its view's, or a fleet's (its
+        # looks then ask the others' shards in slices, a round in many seconds)
+        workers = data.draw(st.sampled_from([len(view), 100]))
+        self.history.append(f"{worker.name} owns shards {sorted(mine)} (sees {view} of {workers})")
+        worker.queue.prefer(mine, workers=workers)
 
     @precondition(any_idle)
     @rule(data=st.data())

@@ -16,7 +16,7 @@ from webcrawl.frontier.bloom import BloomParams
 from webcrawl.frontier.entry import DEFAULT_REQUEST_CLASSES, EntryRules
 from webcrawl.frontier.keys import CrawlKeys
 from webcrawl.frontier.ownership import owned
-from webcrawl.frontier.queue import HELP_AFTER, MAX_PRIORITY, HostQueue
+from webcrawl.frontier.queue import HELP_AFTER, LOOKERS, MAX_PRIORITY, HostQueue
 from webcrawl.frontier.workers import WorkerRegistry, popping, worker_info
 
 
@@ -378,11 +378,8 @@ def test_an_owner_that_pops_its_shard_when_due_gets_no_help_however_long_its_gap
     assert len(who) >= 5 and set(who) == {"owner"}, who
 
 
-def test_a_worker_busy_with_its_own_shards_asks_the_others_less_often(redis_client):
-    """A look asks each shard when it has work (a PEEK each): while its own shards have
-    work, a worker asks them each second and the others' each HELP_AFTER seconds (it helps
-    those only after that long); once its own have nothing, every shard each second."""
-    queue, keys = make(redis_client, shards=8)
+def _counting_peeks(queue):
+    """The shards each look of ``queue`` asks (a PEEK each), appended to a list."""
     asked = []
     run = queue.router.run
 
@@ -391,19 +388,160 @@ def test_a_worker_busy_with_its_own_shards_asks_the_others_less_often(redis_clie
         return run(calls)
 
     queue.router.run = counting
+    return asked
+
+
+@pytest.mark.parametrize("workers", [1, 8, 40])
+def test_a_busy_worker_asks_its_own_shards_each_second_and_the_others_in_a_round(
+    redis_client, workers
+):
+    """A look asks each shard when it has work (a PEEK each).  While its own shards have
+    work, a worker asks them at every look (each second) and the others' in slices, a
+    round over them each HELP_AFTER seconds, stretched by workers / LOOKERS past LOOKERS
+    workers (the fleet's looks at a shard stay about LOOKERS a round); once its own have
+    nothing, every shard each second (each round of ``refresh``, stretched the same)."""
+    queue, keys = make(redis_client, shards=16)
+    asked = _counting_peeks(queue)
     own = keys.shard_of("a")
-    queue.step(now=0, pushes=[entry(queue, f"http://a/{i}") for i in range(12)], pop=False)
-    queue.prefer(frozenset({own}))
+    queue.step(now=0, pushes=[entry(queue, f"http://a/{i}") for i in range(200)], pop=False)
+    queue.prefer(frozenset({own}), workers=workers)
+    span = HELP_AFTER * max(1, workers / LOOKERS)
     looks = []
-    for t in range(12):
+    for t in range(int(3 * span)):
         asked.clear()
-        assert queue.step(now=t).request is not None
-        looks.append(len(asked))
-    assert looks == [8, 1, 1, 1, 1, 8, 1, 1, 1, 1, 8, 1]
-    for t in (12, 13):  # its own have nothing: every shard, each second
+        assert queue.step(now=t, default_delay=0.5).request is not None
+        looks.append(list(asked))
+    assert looks[0] == list(range(16))  # its first look asks every shard
+    assert all(own in look for look in looks)
+    others = [[s for s in look if s != own] for look in looks[1:]]
+    for shard in set(range(16)) - {own}:  # each other shard once a round
+        times = [t for t, look in enumerate(others, 1) if shard in look]
+        assert times[0] <= span + 1
+        assert all(span - 1 <= b - a <= span + 1 for a, b in itertools.pairwise(times)), times
+    # ... and no more: 15 others a round, a slice each second
+    assert max(map(len, others)) <= -(-15 // span) + 1
+    idle, _ = make(redis_client, shards=16)  # its own shards have nothing
+    asked = _counting_peeks(idle)
+    idle.prefer(frozenset({(own + 1) % 16}), workers=workers)
+    idle.step(now=0, pop=False)
+    rounds = []
+    for t in range(1, 1 + 2 * int(span)):
         asked.clear()
-        assert queue.step(now=t).request is None
-        assert len(asked) == 8
+        idle.step(now=100 + t)
+        rounds.append(len(asked))
+    per_second = 1 + 15 / max(1, workers / LOOKERS)  # its own, a slice of the others
+    assert sum(rounds) / len(rounds) == pytest.approx(per_second, rel=0.25)
+
+
+def test_a_dead_owners_shard_gets_help_from_several_of_many_busy_workers(redis_client):
+    """Forty workers over 80 shards, each busy with its own (every shard always has a host
+    ready).  One owner stops popping (killed, or draining); until the registry would move
+    its shards, the others help: several of them, soon after its work has waited
+    HELP_AFTER seconds, each a step per HELP_AFTER once it found the neglect; while the
+    owners of the other shards, which keep popping, get no help at all.  And a worker that
+    is busy but underloaded (its own host comes due once a second) finds work in
+    another's shard within a round of its looks (the next test)."""
+    shards, n = 80, 40
+    keys = CrawlKeys("t", shards)
+    ids = [f"w{i:02}" for i in range(n)]
+    queues = {}
+    for i in ids:
+        queues[i] = HostQueue(redis_client, S(), keys)
+        queues[i].prefer(owned(i, ids, shards), workers=n)
+    dead = ids[0]
+    dead_shards = owned(dead, ids, shards)
+    hosts = {}
+    for i in range(50_000):  # three hosts a shard, a hundred in the dead owner's (so that
+        # its due work keeps waiting, however many help)
+        shard = keys.shard_of(f"h{i}")
+        if len(hosts.setdefault(shard, [])) < (100 if shard in dead_shards else 3):
+            hosts[shard].append(f"h{i}")
+    assert len(hosts) == shards
+    q = queues[ids[1]]
+    pushes = [
+        entry(q, f"http://{h}/{j}")
+        for shard, hs in hosts.items()
+        for h in hs
+        for j in range(5 if shard in dead_shards else 40)
+    ]
+    q.step(now=0, pushes=pushes, pop=False)
+    helps = []  # (time, worker, shard)
+    tick, acks = 0.5, {i: [] for i in ids}
+    for k in range(int(60 / tick)):  # 60 s; the owner dies at 5 s
+        t = k * tick
+        for i in ids:
+            if i == dead and t >= 5:
+                continue
+            q = queues[i]
+            result = q.step(now=t, default_delay=tick, acks=acks[i])
+            acks[i] = [lease for _, lease in result.popped]
+            for request, _ in result.popped:
+                shard = keys.shard_of(request.url.split("/")[2])
+                if shard not in q._owned:
+                    helps.append((t, i, shard))
+    assert all(s in dead_shards for _, _, s in helps), "a live owner's shard got help"
+    assert {s for _, _, s in helps} == set(dead_shards)
+    first = min(t for t, _, _ in helps)
+    # its work waits HELP_AFTER from 5 s; then LOOKERS workers a round (of 25 s) ask it
+    assert first <= 5 + HELP_AFTER + 10, first
+    helpers = {i for t, i, _ in helps if t < 5 + 30}  # before the registry moves it (30 s)
+    assert len(helpers) >= 4, helpers
+    for i in helpers:  # from when it found it, a step per HELP_AFTER each
+        for shard in dead_shards:
+            times = [t for t, j, s in helps if j == i and s == shard]
+            gaps = [b - a for a, b in itertools.pairwise(times)]
+            assert all(HELP_AFTER <= gap <= HELP_AFTER + 1 for gap in gaps), times
+
+
+def test_underloaded_workers_learn_of_work_in_anothers_shard_within_a_round(redis_client):
+    """Forty workers, each busy with its own shards but underloaded: each has one host,
+    due once a second.  New hosts arrive in one shard, more than its owner, which keeps
+    popping it, can fetch (200, for their 40 pages a second of spare): every other worker
+    learns of them within a round of its looks (25 s: HELP_AFTER times 40 / LOOKERS), and
+    some of them take them at once (LOOKERS workers ask the shard each round)."""
+    shards, n = 80, 40
+    keys = CrawlKeys("t", shards)
+    ids = [f"w{i:02}" for i in range(n)]
+    queues = {i: HostQueue(redis_client, S(), keys) for i in ids}
+    mine = {i: owned(i, ids, shards) for i in ids}
+    for i in ids:
+        queues[i].prefer(mine[i], workers=n)
+    own_host = {}
+    for k in range(100_000):
+        h = f"own{k}"
+        for i in ids:
+            if i not in own_host and keys.shard_of(h) == min(mine[i]):
+                own_host[i] = h
+        if len(own_host) == n:
+            break
+    q0 = queues[ids[0]]
+    q0.step(
+        now=0,
+        pushes=[entry(q0, f"http://{h}/{j}") for h in own_host.values() for j in range(100)],
+        pop=False,
+    )
+    target = min(mine[ids[1]])
+    new_hosts = [h for h in (f"new{k}" for k in range(100_000)) if keys.shard_of(h) == target]
+    learnt, took = {}, {}  # worker -> when it first knew of the new hosts, took one
+    tick, acks = 0.5, {i: [] for i in ids}
+    for k in range(int(35 / tick)):
+        t = k * tick
+        if k == int(5 / tick):
+            pushes = [entry(q0, f"http://{h}/{j}") for h in new_hosts[:200] for j in range(10)]
+            q0.step(now=t, pushes=pushes, pop=False)
+        for i in ids:
+            q = queues[i]
+            result = q.step(now=t, default_delay=1.0, acks=acks[i])
+            acks[i] = [lease for _, lease in result.popped]
+            if q._asked[target] >= 5 and q._due[target] <= q._asked[target]:
+                learnt.setdefault(i, q._asked[target])  # a look found work there
+            for request, _ in result.popped:
+                if request.url.split("/")[2].startswith("new"):
+                    took.setdefault(i, t)
+    others = set(ids) - {ids[1]}
+    assert set(learnt) | set(took) >= others, sorted(others - set(learnt) - set(took))
+    assert max(learnt.values()) <= 5 + HELP_AFTER * n / LOOKERS + 1
+    assert len({i for i, t in took.items() if i != ids[1] and t <= 5 + HELP_AFTER}) >= 3
 
 
 def test_a_worker_whose_own_shards_do_not_answer_pops_the_others(redis_client):

@@ -195,7 +195,7 @@ class Worker:
         if cfg.ownership:  # the registry a worker would read: every bench worker
             ids = [f"bench-{i}" for i in range(cfg.workers)]
             self.owned = owned(ids[cfg.index], ids, cfg.shards)
-            self.queue.prefer(self.owned)
+            self.queue.prefer(self.owned, workers=cfg.workers)
         self.rng = random.Random(cfg.index)
         self.graph = None
         if cfg.graph:

@@ -39,9 +39,19 @@ PRECHECK_DUPLICATES = 8
 
 # Seconds: a shard another worker owns whose due work its owner has not popped for this
 # long is popped by this one too, whatever its own shards have (its owner may be dead or
-# draining: see HostQueue._pop_order); and how often a worker busy with its own shards
-# asks the others' when they have work.
+# draining: see HostQueue._pop_order), once per this long while it stays so; and how
+# long a round of a busy worker's looks at the others' shards takes (see LOOKERS).
 HELP_AFTER = 5.0
+
+# Workers that ask each shard per round of looks, on average: a worker asks its own
+# shards at every look (each ``refresh`` second) and the others' in slices that go round
+# them once a round (HELP_AFTER seconds while its own shards keep it busy, ``refresh``
+# when not), the round stretched by workers / LOOKERS past this many workers.  So with
+# up to LOOKERS workers each asks every shard each round, and with more the fleet's
+# looks cost about LOOKERS PEEKs per shard and round, not one per worker: help for a
+# dead owner's shard and the discovery of others' work by an underloaded worker still
+# come from several workers each round (HostQueue._to_ask).
+LOOKERS = 8
 
 # A priority outside this range is clamped so the score keeps FIFO order
 # exact in a double (|priority| * 1e12 + seq < 2**53).
@@ -148,14 +158,22 @@ class HostQueue:
         # per shard: when it may next have work (the clock of :meth:`_clock`); inf:
         # nothing as far as we know (another worker's push is found by the next look)
         self._due = [0.0] * keys.shards
-        self._looked = float("-inf")  # when every shard was last asked
-        self._looked_own = float("-inf")  # ... or this worker's own shards
+        self._looked = float("-inf")  # when this worker last looked (_look_if_due)
+        self._asked = [float("-inf")] * keys.shards  # ... when it last asked each shard
         self._unreachable: set[int] = set()  # shards whose last call failed
         self._cursor = random.randrange(keys.shards)  # workers start on different shards
-        # the shards this worker owns (webcrawl/frontier/ownership.py): popped first
+        # where the round of looks at the others' shards stands, and the part of a shard
+        # it owes the round (looks come at uneven times)
+        self._ring = random.randrange(keys.shards)
+        self._owed = 0.0
+        # the shards this worker owns (webcrawl/frontier/ownership.py): popped first;
+        # and how many workers pop the crawl (they share the looks: LOOKERS)
         self._owned: frozenset[int] = frozenset()
-        # shards whose due work had waited HELP_AFTER seconds for their owner's pop at
-        # the last look
+        self._workers = 1
+        # shards whose due work had waited HELP_AFTER seconds for their owner's pop when
+        # last asked (asked again each HELP_AFTER until they have not); of them, those not
+        # popped by this worker since
+        self._helping: set[int] = set()
         self._neglected: set[int] = set()
         self._dup_share = 0.5  # of recent steps' fingerprinted pushes: duplicates
         self._precheck = True  # False: the server lacks SMISMEMBER (Redis < 6.2)
@@ -211,11 +229,12 @@ class HostQueue:
         calls = [scripts.PEEK.call(self.keys.shard(s), args) for s in asked]
         self.router.run(calls)
         clock = self._clock(now)
-        if shards is None:
-            self._looked = clock
-        self._looked_own = clock
+        if shards is None:  # (the round of looks starts again: _to_ask)
+            self._looked, self._owed = clock, 0.0
         waits = []
         for call in calls:
+            self._asked[call.shard] = clock
+            self._helping.discard(call.shard)
             self._neglected.discard(call.shard)
             if call.error is not None:
                 wait = 0.0  # unknown: try it
@@ -224,7 +243,8 @@ class HostQueue:
                 wait, waited = (float(x) for x in call.result)
                 wait = float("inf") if wait < 0 else wait
                 self._unreachable.discard(call.shard)
-                if waited >= HELP_AFTER:
+                if waited >= HELP_AFTER and call.shard not in self._owned:
+                    self._helping.add(call.shard)
                     self._neglected.add(call.shard)
             self._due[call.shard] = clock + wait
             waits.append(wait)
@@ -232,11 +252,15 @@ class HostQueue:
             raise calls[0].error  # (its own shards' node down: the step tries the others)
         return waits
 
-    def prefer(self, shards: frozenset[int]) -> None:
+    def prefer(self, shards: frozenset[int], workers: int = 1) -> None:
         """Pop from ``shards`` first, and from the others when none of these has work,
         or when one of them has had work due for ``HELP_AFTER`` seconds that its owner
-        has not popped: a preference, not a lock (any worker may pop any shard)."""
+        has not popped: a preference, not a lock (any worker may pop any shard).
+        ``workers``: how many pop the crawl (they share the looks at each shard)."""
         self._owned = shards
+        self._workers = max(1, workers)
+        self._helping -= shards
+        self._neglected -= shards
 
     def _pop_order(self, clock: float) -> list[int]:
         """Shards that may have work now, in turn from the cursor: the preferred first,
@@ -355,27 +379,47 @@ class HostQueue:
         soon = clock + self.refresh
         return any(self._due[s] <= soon and s not in self._unreachable for s in self._owned)
 
-    def _next_look(self, clock: float) -> float:
-        """When every shard is asked next: ``refresh`` seconds after the last time, or
-        ``HELP_AFTER`` while its own shards keep this worker busy."""
-        return self._looked + (HELP_AFTER if self._own_busy(clock) else self.refresh)
-
     def _look_if_due(self, clock: float, now: float | None) -> bool:
-        """Look now and then, so that no shard with work is left out: every shard each
-        ``refresh`` seconds, but while its own shards keep this worker busy, those each
-        ``refresh`` and the others' each ``HELP_AFTER`` (so it may find new work in
-        another's shard up to that much later: their owners pop them meanwhile).  A look
-        costs each shard a PEEK (~8 us of Redis CPU and as much of the worker's): a
-        hundred workers over 128 shards asking all of them every second would take a
-        tenth of a Redis core.  Whether it looked."""
-        owned = self._owned
-        if clock < self._looked or clock >= self._next_look(clock):
-            self.look(now=now)
-        elif owned and not clock - self.refresh < self._looked_own <= clock:
-            self.look(now=now, shards=owned)
-        else:
+        """Look each ``refresh`` seconds, at the shards :meth:`_to_ask` names, so that no
+        shard with work is left out.  A look costs each shard asked a PEEK (~8 us of Redis
+        CPU and as much of the worker's): a hundred workers over 128 shards asking all of
+        them every second would take a tenth of a Redis core.  Whether it looked."""
+        if self._looked <= clock < self._looked + self.refresh:
             return False
+        self.look(now=now, shards=self._to_ask(clock))
+        self._looked = clock
         return True
+
+    def _to_ask(self, clock: float) -> list[int] | None:
+        """The shards a look asks (None: all): its own; the others' whose due work had
+        waited ``HELP_AFTER`` seconds for their owner when last asked, that long ago
+        (help then goes on while their owner is dead or draining, a step each
+        ``HELP_AFTER``); and the next slice of the round over the others' shards, sized
+        so that the round takes ``HELP_AFTER`` seconds while its own shards keep this
+        worker busy (``refresh`` when not) times workers / ``LOOKERS`` past ``LOOKERS``
+        workers.  A worker finds new work in another's shard that much later at most
+        (the shard's owner pops it meanwhile)."""
+        n = self.keys.shards
+        owned = self._owned
+        base = HELP_AFTER if self._own_busy(clock) else self.refresh
+        span = base * max(1.0, self._workers / LOOKERS)  # seconds a round takes
+        elapsed = clock - self._looked
+        others = n - len(owned)
+        if not 0 <= elapsed < span or not others:  # (first look; a clock gone back)
+            return None
+        self._owed += others * elapsed / span
+        take = min(others, int(self._owed))
+        self._owed -= take
+        ask = set(owned)
+        ask.update(s for s in self._helping if self._asked[s] + HELP_AFTER <= clock)
+        shard = self._ring
+        while take:
+            if shard not in owned:
+                ask.add(shard)
+                take -= 1
+            shard = (shard + 1) % n
+        self._ring = shard
+        return None if len(ask) == n else sorted(ask)
 
     def _group(
         self,
@@ -443,9 +487,10 @@ class HostQueue:
         """Seconds until a shard has work, as far as this worker knows."""
         clock = self._clock(now)
         soonest = min(self._due)
-        if soonest == float("inf") or self._owned:  # the next look may find work (with
-            # its own shards, a worker asks the others' less often: see _look_if_due)
-            soonest = min(soonest, self._next_look(clock))
+        if soonest == float("inf") or self._owned or self._workers > LOOKERS:
+            # the next look may find work (when looks ask only some of the others'
+            # shards, in one it has not asked since: see _to_ask)
+            soonest = min(soonest, self._looked + self.refresh)
         return max(0.0, soonest - clock)
 
     def _run(

@@ -894,7 +894,7 @@ class Scheduler(RedisScheduler):
             logger.warning("Could not read the live workers (shards owned unchanged): %s", exc)
             return
         mine = owned(self.worker_id, live, self.keys.shards)
-        self.queue.prefer(mine)
+        self.queue.prefer(mine, workers=len(live))
         self.stats.set_value("frontier/owned_shards", len(mine))
 
     def _guarded(self, func: Any) -> None:
