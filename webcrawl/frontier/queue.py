@@ -391,9 +391,10 @@ class HostQueue:
         return True
 
     def _to_ask(self, clock: float) -> list[int] | None:
-        """The shards a look asks (None: all): its own; the others' whose due work had
-        waited ``HELP_AFTER`` seconds for their owner when last asked, that long ago
-        (help then goes on while their owner is dead or draining, a step each
+        """The shards a look asks (None: all): its own, but those it knows to have work
+        now (its steps pop them, and learn from their answers); the others' whose due
+        work had waited ``HELP_AFTER`` seconds for their owner when last asked, that long
+        ago (help then goes on while their owner is dead or draining, a step each
         ``HELP_AFTER``); and the next slice of the round over the others' shards, sized
         so that the round takes ``HELP_AFTER`` seconds while its own shards keep this
         worker busy (``refresh`` when not) times workers / ``LOOKERS`` past ``LOOKERS``
@@ -410,7 +411,9 @@ class HostQueue:
         self._owed += others * elapsed / span
         take = min(others, int(self._owed))
         self._owed -= take
-        ask = set(owned)
+        # its own shards but those it knows to have work now (a step pops them, and its
+        # answer says when they have more)
+        ask = {s for s in owned if self._due[s] > clock}
         ask.update(s for s in self._helping if self._asked[s] + HELP_AFTER <= clock)
         shard = self._ring
         while take:
