@@ -1,5 +1,6 @@
 """The shared queue's Lua scripts against a real Redis."""
 
+import collections
 import enum
 import hashlib
 import itertools
@@ -422,6 +423,9 @@ def test_a_busy_worker_asks_its_own_shards_each_second_and_the_others_in_a_round
         assert all(span - 1 <= b - a <= span + 1 for a, b in itertools.pairwise(times)), times
     # ... and no more: 15 others a round, a slice each second
     assert max(map(len, others)) <= -(-15 // span) + 1
+    asked.clear()  # after a round's time without a look, it asks every shard
+    assert queue.step(now=int(3 * span) + span, default_delay=0.5).request is not None
+    assert sorted(asked) == list(range(16))
     idle, _ = make(redis_client, shards=16)  # its own shards have nothing
     asked = _counting_peeks(idle)
     idle.prefer(frozenset({(own + 1) % 16}), workers=workers)
@@ -493,6 +497,49 @@ def test_a_dead_owners_shard_gets_help_from_several_of_many_busy_workers(redis_c
             times = [t for t, j, s in helps if j == i and s == shard]
             gaps = [b - a for a, b in itertools.pairwise(times)]
             assert all(HELP_AFTER <= gap <= HELP_AFTER + 1 for gap in gaps), times
+
+
+def test_a_stalled_worker_does_not_set_the_fleet_helping_each_other_for_good(redis_client):
+    """Found by a review: sixteen workers over 128 shards, each shard always with a host
+    ready, each worker popping its eight in turn (one every 4 s).  One stalls for 6 s:
+    its shards look neglected, the others help them first, so their own go unpopped
+    long enough to look neglected too, and so on: the whole fleet went on popping only
+    each other's shards (and fetching pages whose links its seen cache does not know).
+    Its own shards that it has known due and not tried for HELP_AFTER / 2 go before the
+    help (here, where every worker has more than it can pop, they always do: no worker
+    helps, and the stalled one's shards wait for it, or for the registry to move them):
+    once the stalled worker is back, the fleet pops its own again."""
+    shards, n = 128, 16
+    keys = CrawlKeys("t", shards)
+    ids = [f"w{i:02}" for i in range(n)]
+    queues = {i: HostQueue(redis_client, S(), keys) for i in ids}
+    for i in ids:
+        queues[i].prefer(owned(i, ids, shards), workers=n)
+    hosts = {}
+    for k in range(20_000):  # three hosts a shard
+        shard = keys.shard_of(f"h{k}")
+        if len(hosts.setdefault(shard, [])) < 3:
+            hosts[shard].append(f"h{k}")
+    q = queues[ids[1]]
+    q.step(
+        now=0,
+        pushes=[entry(q, f"http://{h}/{j}") for hs in hosts.values() for h in hs for j in range(8)],
+        pop=False,
+    )
+    helped, pops = collections.Counter(), collections.Counter()  # per 10 s
+    tick, acks = 0.5, {i: [] for i in ids}
+    for k in range(int(60 / tick)):
+        t = k * tick
+        for i in ids:
+            if i == ids[0] and 5 <= t < 11:
+                continue  # stalled
+            result = queues[i].step(now=t, default_delay=tick, acks=acks[i])
+            acks[i] = [lease for _, lease in result.popped]
+            for request, _ in result.popped:
+                pops[t // 10] += 1
+                helped[t // 10] += keys.shard_of(request.url.split("/")[2]) not in queues[i]._owned
+    for window in (3, 4, 5):
+        assert helped[window] <= 0.05 * pops[window], (dict(helped), dict(pops))
 
 
 def test_underloaded_workers_learn_of_work_in_anothers_shard_within_a_round(redis_client):
@@ -575,6 +622,43 @@ def test_a_worker_with_nothing_ready_of_its_own_wakes_for_the_next_look(redis_cl
     assert queue.step(now=1.0).request.url == "http://b/x"  # its next look finds it
 
 
+def test_a_worker_that_asks_some_shards_a_look_wakes_for_its_next_look(redis_client):
+    """Found by a review: a worker that owns nothing in a fleet of 20 (its looks ask the
+    shards in slices) knew only of far work, and slept until then (600 s), though work
+    came meanwhile in a shard its next looks would ask."""
+    queue, _ = make(redis_client, shards=8)
+    other = make(redis_client, shards=8)[0]
+    queue.prefer(frozenset(), workers=20)
+    queue.step(now=0, pushes=[entry(queue, "http://late/1", wait=600.0)], pop=False)
+    result = queue.step(now=0)
+    assert result.request is None and result.next_ready == pytest.approx(1.0)
+    other.step(now=0.5, pushes=[entry(other, f"http://new{i}/x") for i in range(50)], pop=False)
+    t = result.next_ready
+    while (result := queue.step(now=t)).request is None:
+        assert 0 < result.next_ready <= 1.0
+        t += result.next_ready
+    assert t <= 1 + 20 / LOOKERS  # within a round of its looks (2.5 s)
+
+
+def test_an_idle_worker_that_polls_asks_no_more_than_its_looks(redis_client):
+    """Found by a review: the scheduler's idle poll (every 0.5 s) asked every shard, so
+    each of a hundred idle workers over 128 shards sent 256 PEEKs a second; it follows
+    the looks' round now (its own shards each second, a slice of the others')."""
+    queue, keys = make(redis_client, shards=128)
+    other = make(redis_client, shards=128)[0]
+    asked = _counting_peeks(queue)
+    own = keys.shard_of("a")
+    queue.prefer(frozenset({own}), workers=100)
+    assert not queue.has_work(now=0) and len(asked) == 128  # its first look: every shard
+    asked.clear()
+    polls = [queue.has_work(now=t / 2) for t in range(1, 51)]  # 25 s of polls
+    assert not any(polls)
+    per_second = 1 + 127 / (100 / LOOKERS)  # its own, a slice of the others'
+    assert len(asked) <= 25 * per_second * 1.1, len(asked)
+    other.step(now=25, pushes=[entry(other, "http://a/1")], pop=False)
+    assert queue.has_work(now=26)  # its own shard: its next look
+
+
 def test_leases_ack_and_expire(redis_client):
     queue, keys = make(redis_client)
     queue.step(now=0, pop=False, pushes=[entry(queue, "http://a/1"), entry(queue, "http://b/2")])
@@ -623,6 +707,36 @@ def test_idle_check_sees_busy_live_workers_and_leases(redis_client):
     registry.mark_busy("w4", 0.0)
     time.sleep(0.1)
     assert queue.idle_check("w1") == (0, 1, 0, 1)  # ...but its lease does, until it expires
+
+
+def test_crawl_done_reads_the_shards_only_when_no_other_worker_is_busy(redis_client):
+    """An idle worker polls whether the crawl is done (twice a second): while another
+    worker is busy or a seed waits, it reads the crawl-wide keys alone (a hundred idle
+    workers counting 128 shards each would be 25 600 calls a second)."""
+    queue, keys = make(redis_client, shards=16)
+    registry = WorkerRegistry(redis_client, keys)
+    counted = []
+    run = queue.router.run
+
+    def counting(calls):
+        counted.extend(c.shard for c in calls if c.script is scripts.COUNT)
+        return run(calls)
+
+    queue.router.run = counting
+    registry.beat("w2", {}, ttl=10)
+    registry.mark_busy("w2", 0.0)
+    assert not queue.crawl_done("w1") and counted == []
+    registry.remove("w2")
+    assert queue.crawl_done("w1") and sorted(counted) == list(range(16))
+    queue.step(now=0, pop=False, pushes=[entry(queue, "http://a/1")])
+    assert not queue.crawl_done("w1")  # queued
+    lease = queue.step(now=0).lease
+    assert not queue.crawl_done("w1")  # leased
+    queue.step(now=0, acks=[lease], pop=False)
+    assert queue.crawl_done("w1")
+    redis_client.rpush(keys.start, "http://submitted/")
+    counted.clear()
+    assert not queue.crawl_done("w1") and counted == []
 
 
 def test_registry_prunes_dead_workers(redis_client):

@@ -160,6 +160,7 @@ class HostQueue:
         self._due = [0.0] * keys.shards
         self._looked = float("-inf")  # when this worker last looked (_look_if_due)
         self._asked = [float("-inf")] * keys.shards  # ... when it last asked each shard
+        self._tried = [float("-inf")] * keys.shards  # ... when it last popped each
         self._unreachable: set[int] = set()  # shards whose last call failed
         self._cursor = random.randrange(keys.shards)  # workers start on different shards
         # where the round of looks at the others' shards stands, and the part of a shard
@@ -259,16 +260,18 @@ class HostQueue:
         ``workers``: how many pop the crawl (they share the looks at each shard)."""
         self._owned = shards
         self._workers = max(1, workers)
-        self._helping -= shards
-        self._neglected -= shards
 
     def _pop_order(self, clock: float) -> list[int]:
         """Shards that may have work now, in turn from the cursor: the preferred first,
         but for others' whose due work their owner had not popped for ``HELP_AFTER``
         seconds at the last look (an owner that died or drains for its shutdown gets
-        help before the registry moves its shards).  An owner that keeps popping its
-        shard gets none, however much work it has: every worker is as busy with its
-        own, and a helper's pages are pages whose links its seen cache does not know."""
+        help before the registry moves its shards), which go before all but its own
+        shards whose work it has known due and not tried for ``HELP_AFTER / 2`` seconds
+        (a worker that helps before those makes its own look neglected to the others,
+        and helping each other, the workers would go on popping only each other's
+        shards).  An owner that keeps popping its shard gets none, however much work it
+        has: every worker is as busy with its own, and a helper's pages are pages whose
+        links its seen cache does not know."""
         n = self.keys.shards
         order = [(self._cursor + i) % n for i in range(n)]
         due = [s for s in order if self._due[s] <= clock]
@@ -276,9 +279,14 @@ class HostQueue:
         if not owned:
             return due
         neglected = self._neglected
+        tried, due_at = self._tried, self._due
+        overdue = [
+            s for s in due if s in owned and clock - max(due_at[s], tried[s]) >= HELP_AFTER / 2
+        ]
         return (
-            [s for s in due if s in neglected and s not in owned]
-            + [s for s in due if s in owned]
+            overdue
+            + [s for s in due if s in neglected and s not in owned]
+            + [s for s in due if s in owned and s not in overdue]
             + [s for s in due if s not in neglected and s not in owned]
         )
 
@@ -343,6 +351,7 @@ class HostQueue:
             if pop_shard is not None:
                 work.setdefault(pop_shard, _ShardWork())
                 tried.add(pop_shard)
+                self._tried[pop_shard] = self._clock(now)
                 self._neglected.discard(pop_shard)  # popped now
                 self._cursor = (pop_shard + 1) % self.keys.shards
             if not work:
@@ -404,20 +413,21 @@ class HostQueue:
         owned = self._owned
         base = HELP_AFTER if self._own_busy(clock) else self.refresh
         span = base * max(1.0, self._workers / LOOKERS)  # seconds a round takes
-        elapsed = clock - self._looked
         others = n - len(owned)
-        if not 0 <= elapsed < span or not others:  # (first look; a clock gone back)
-            return None
-        self._owed += others * elapsed / span
-        take = min(others, int(self._owed))
+        if not self._looked <= clock < self._looked + span or not others:
+            return None  # (the first look; a round's time since the last; a clock gone back)
+        helping = self._helping
+        ring = n - len(owned | helping)  # the others' shards that it is not helping
+        self._owed += ring * (clock - self._looked) / span
+        take = min(ring, int(self._owed))
         self._owed -= take
         # its own shards but those it knows to have work now (a step pops them, and its
         # answer says when they have more)
         ask = {s for s in owned if self._due[s] > clock}
-        ask.update(s for s in self._helping if self._asked[s] + HELP_AFTER <= clock)
+        ask.update(s for s in helping if self._asked[s] + HELP_AFTER <= clock)
         shard = self._ring
         while take:
-            if shard not in owned:
+            if shard not in owned and shard not in helping:
                 ask.add(shard)
                 take -= 1
             shard = (shard + 1) % n
@@ -682,18 +692,38 @@ class HostQueue:
         worker that is busy there has its work in a shard (a lease, or pushes it
         made before its leases were acknowledged) until it is idle again.
         """
-        k = self.keys
-        args = [worker_id, k.worker_prefix]
-        submitted, busy = self._idle(keys=scripts.IDLE.keys_for(k), args=args)
+        submitted, busy = self._mark_idle(worker_id)
         queued, due, leases = self.counts(now=now)
-        return queued + due, int(submitted), int(busy), leases
+        return queued + due, submitted, busy, leases
+
+    def crawl_done(self, worker_id: str, *, now: float | None = None) -> bool:
+        """Mark ``worker_id`` idle; whether the crawl has no work left anywhere (what
+        :meth:`idle_check` counts is all 0).  The shards are counted only when no other
+        worker is busy and no seed waits: an idle worker that polls while others crawl
+        reads the crawl-wide keys, not every shard."""
+        if any(self._mark_idle(worker_id)):
+            return False
+        return not any(self.counts(now=now))
+
+    def _mark_idle(self, worker_id: str) -> tuple[int, int]:
+        """The crawl-wide half of an idle check: (submitted seeds, busy live workers)."""
+        k = self.keys
+        submitted, busy = self._idle(
+            keys=scripts.IDLE.keys_for(k), args=[worker_id, k.worker_prefix]
+        )
+        return int(submitted), int(busy)
 
     def has_work(self, *, now: float | None = None) -> bool:
-        """Whether a step would find work now: a ready host, an expired lease, a due
-        delayed request or revisit in some shard, or a submitted seed."""
+        """Whether a step may find work now, as far as this worker knows (a ready host,
+        an expired lease, a due delayed request or revisit in some shard), looking when
+        a look is due (:meth:`_to_ask`: an idle worker that polls asks no more than one
+        that steps); or whether a seed was submitted."""
         if self.server.llen(self.keys.start):
             return True
-        return any(wait <= 0 for wait in self.look(now=now))
+        clock = self._clock(now)
+        if self._look_if_due(clock, now):
+            clock = self._clock(now)
+        return min(self._due) <= clock
 
     # -- politeness turns (turns.py) ------------------------------------------
 

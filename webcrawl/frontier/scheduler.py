@@ -850,7 +850,7 @@ class Scheduler(RedisScheduler):
             return
         if self.queue.has_work():
             self._wake_engine()
-        elif not self.continuous and not any(self.queue.idle_check(self.worker_id)):
+        elif not self.continuous and self.queue.crawl_done(self.worker_id):
             self._busy_marked = False
             # the last busy worker just finished: close now, not on the next heartbeat
             self._wake_engine()
