@@ -1,7 +1,7 @@
 """``webcrawl bench tiers``: a frontier of millions of URLs through its two tiers.
 
 Pushes ``--urls`` synthetic links over ``--hosts`` hosts into the real frontier (one
-Redis, FRONTIER_SHARDS shards, the Bloom dupefilter sized for them, FRONTIER_HOT_PER_HOST and
+Redis, 16 shards, the Bloom dupefilter sized for them, FRONTIER_HOT_PER_HOST and
 FRONTIER_HOT_BUDGET at their defaults or as given) with the cold tier in SQLite, as
 one process: the Redis memory per URL the crawl knows, the store's rows and bytes.
 Then pops and acknowledges for ``--duration`` seconds as a worker does, and compares
@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from webcrawl.bench.common import tcp_redis
-from webcrawl.settings import defaults
 
 
 def _entries(hosts: int, params: Any, start: int, stop: int) -> list[tuple]:
@@ -98,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     from webcrawl.frontier.queue import HostQueue
     from webcrawl.store.sqlite import SQLiteStore
 
-    n, hosts, shards = args.urls, args.hosts, defaults.FRONTIER_SHARDS
+    n, hosts, shards = args.urls, args.hosts, 16
     workdir = Path(tempfile.mkdtemp(prefix="webcrawl-bench-"))
     db = workdir / "webtable.sqlite3"
     try:
