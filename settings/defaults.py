@@ -193,14 +193,17 @@ FRONTIER_REDIS_TIMEOUT = 0.25
 # spread evenly over 1 to about 8 masters; use ~4 per master beyond that, and at
 # least one per worker (each worker owns a share of the shards and its seen cache
 # knows their hosts' links; one that owns none only helps): 128 for 100 workers.
-# Measured (`webcrawl bench frontier --rate`, 2-core machine; 16 shards against 128,
-# FRONTIER_SHARD_WAIT 5 s but where a 1 s one is said): 100 workers at 3 pages/s each
-# kept 12 % of their links local (the 16 with a 1 s wait) and 75 % (client CPU 2.8 ->
-# 2.2 ms a page, Redis 402 -> 486 us: more looks and calls); 32 workers at 10 pages/s,
-# 38 % and 75 % (Redis 257 and 315 us a page, 26 us of it the looks every worker makes
-# at the others' shards every 5 s); 4 workers at 50 pages/s, Redis 227 and 230 us;
-# unpaced (the 16 with a 1 s wait), Redis 133 and 139 us, client 464 and 504 us.  So
-# 16 suits up to 16 workers, not more.
+# Measured (`webcrawl bench frontier --rate R --hosts 20000`, 2-core machine, 16 shards
+# against 128, two runs each): 100 workers at 3 pages/s each kept 12 % of their links
+# local against 75 %, Redis 533-638 against 531-624 us a page, client CPU 4.9-5.6
+# against 2.7-3.1 ms; 32 workers at 10 pages/s, 38 % against 75 %, Redis 518-542
+# against 638-674 us; 4 workers at 50 pages/s, Redis 369-387 against 489-527 us (a
+# paced worker's links for a shard leave each FRONTIER_SHARD_WAIT: a call a second to
+# each shard it has links for); 4 workers unpaced, 215-277 against 249-294 us.  But
+# with many shards, the Bloom dupefilter's per-shard filters (twice a shard's even
+# share of BLOOM_CAPACITY) overflow on a large host, and a worker's idle checks count
+# every shard: 16 suits up to 16 workers; give more workers more shards, with an exact
+# dupefilter.
 FRONTIER_SHARDS = 16
 # Replicas that must have a step's new links before the leases of the pages that
 # produced them are acknowledged (Redis WAIT): with a replica per master, 1 makes
