@@ -379,13 +379,14 @@ def test_an_owner_that_pops_its_shard_when_due_gets_no_help_however_long_its_gap
     assert len(who) >= 5 and set(who) == {"owner"}, who
 
 
-def _counting_peeks(queue):
-    """The shards each look of ``queue`` asks (a PEEK each), appended to a list."""
+def _counting_peeks(queue, script=scripts.PEEK):
+    """The shards each look of ``queue`` asks (a PEEK each; or calls ``script``),
+    appended to a list."""
     asked = []
     run = queue.router.run
 
     def counting(calls):
-        asked.extend(c.shard for c in calls if c.script is scripts.PEEK)
+        asked.extend(c.shard for c in calls if c.script is script)
         return run(calls)
 
     queue.router.run = counting
@@ -715,14 +716,7 @@ def test_crawl_done_reads_the_shards_only_when_no_other_worker_is_busy(redis_cli
     workers counting 128 shards each would be 25 600 calls a second)."""
     queue, keys = make(redis_client, shards=16)
     registry = WorkerRegistry(redis_client, keys)
-    counted = []
-    run = queue.router.run
-
-    def counting(calls):
-        counted.extend(c.shard for c in calls if c.script is scripts.COUNT)
-        return run(calls)
-
-    queue.router.run = counting
+    counted = _counting_peeks(queue, scripts.COUNT)
     registry.beat("w2", {}, ttl=10)
     registry.mark_busy("w2", 0.0)
     assert not queue.crawl_done("w1") and counted == []
