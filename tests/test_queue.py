@@ -379,7 +379,7 @@ def test_an_owner_that_pops_its_shard_when_due_gets_no_help_however_long_its_gap
     assert len(who) >= 5 and set(who) == {"owner"}, who
 
 
-def _counting_peeks(queue, script=scripts.PEEK):
+def _counting_calls(queue, script=scripts.PEEK):
     """The shards each look of ``queue`` asks (a PEEK each; or calls ``script``),
     appended to a list."""
     asked = []
@@ -405,7 +405,7 @@ def test_a_busy_worker_asks_its_own_shards_each_second_and_the_others_in_a_round
     them at every look (each second) and the others' in a round of ``refresh``,
     stretched the same."""
     queue, keys = make(redis_client, shards=16)
-    asked = _counting_peeks(queue)
+    asked = _counting_calls(queue)
     own = keys.shard_of("a")
     queue.step(now=0, pushes=[entry(queue, f"http://a/{i}") for i in range(200)], pop=False)
     queue.prefer(frozenset({own}), workers=workers)
@@ -428,7 +428,7 @@ def test_a_busy_worker_asks_its_own_shards_each_second_and_the_others_in_a_round
     assert queue.step(now=int(3 * span) + span, default_delay=0.5).request is not None
     assert sorted(asked) == list(range(16))
     idle, _ = make(redis_client, shards=16)  # its own shards have nothing
-    asked = _counting_peeks(idle)
+    asked = _counting_calls(idle)
     idle.prefer(frozenset({(own + 1) % 16}), workers=workers)
     idle.step(now=0, pop=False)
     rounds = []
@@ -647,7 +647,7 @@ def test_an_idle_worker_that_polls_asks_no_more_than_its_looks(redis_client):
     the looks' round now (its own shards each second, a slice of the others')."""
     queue, keys = make(redis_client, shards=128)
     other = make(redis_client, shards=128)[0]
-    asked = _counting_peeks(queue)
+    asked = _counting_calls(queue)
     own = keys.shard_of("a")
     queue.prefer(frozenset({own}), workers=100)
     assert not queue.has_work(now=0) and len(asked) == 128  # its first look: every shard
@@ -716,7 +716,7 @@ def test_crawl_done_reads_the_shards_only_when_no_other_worker_is_busy(redis_cli
     workers counting 128 shards each would be 25 600 calls a second)."""
     queue, keys = make(redis_client, shards=16)
     registry = WorkerRegistry(redis_client, keys)
-    counted = _counting_peeks(queue, scripts.COUNT)
+    counted = _counting_calls(queue, scripts.COUNT)
     registry.beat("w2", {}, ttl=10)
     registry.mark_busy("w2", 0.0)
     assert not queue.crawl_done("w1") and counted == []

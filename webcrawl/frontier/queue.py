@@ -280,11 +280,11 @@ class HostQueue:
             return due
         neglected = self._neglected
         tried, due_at = self._tried, self._due
-        overdue = [
+        overdue = {
             s for s in due if s in owned and clock - max(due_at[s], tried[s]) >= HELP_AFTER / 2
-        ]
+        }
         return (
-            overdue
+            [s for s in due if s in overdue]
             + [s for s in due if s in neglected and s not in owned]
             + [s for s in due if s in owned and s not in overdue]
             + [s for s in due if s not in neglected and s not in owned]
