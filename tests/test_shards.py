@@ -90,7 +90,12 @@ def test_the_shard_count_is_recorded_and_another_refused(redis_client):
 
 
 SET = {"dupefilter": "set"}
-BLOOM = {"dupefilter": "bloom", "bloom_capacity": "1000000", "bloom_error_rate": "0.001"}
+BLOOM = {
+    "dupefilter": "bloom",
+    "bloom_capacity": "1000000",
+    "bloom_error_rate": "0.001",
+    "bloom_shard_capacity": "325000",
+}
 
 
 def test_the_dupefilter_is_recorded_and_another_refused(redis_client):
@@ -102,12 +107,14 @@ def test_the_dupefilter_is_recorded_and_another_refused(redis_client):
     with pytest.raises(
         CrawlLayoutError,
         match=r"created with a Bloom filter for 1000000 URLs "
-        r"at 0\.001 false positives as its dupefilter, this worker has an exact "
-        "set",
+        r"at 0\.001 false positives \(325000 URLs a shard\) as its dupefilter, this "
+        "worker has an exact set",
     ):
         join_crawl(redis_client, "c", 16, SET)
     with pytest.raises(CrawlLayoutError, match="this worker has a Bloom filter for 2000000"):
         join_crawl(redis_client, "c", 16, {**BLOOM, "bloom_capacity": "2000000"})
+    with pytest.raises(CrawlLayoutError, match=r"\(200000 URLs a shard\)"):  # another budget
+        join_crawl(redis_client, "c", 16, {**BLOOM, "bloom_shard_capacity": "200000"})
     join_crawl(redis_client, "d", 16, SET)
     with pytest.raises(CrawlLayoutError, match="created with an exact set as its dupefilter"):
         join_crawl(redis_client, "d", 16, BLOOM)

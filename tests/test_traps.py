@@ -88,3 +88,44 @@ def test_a_hosts_new_urls_stop_at_its_page_budget(redis_client):
         popped |= {r.url for r, _ in result.popped}
         workers[0].step(now=0, acks=[lease for _, lease in result.popped], pop=False)
     assert {u for u in popped if "trap" in u} == {f"http://trap/{i}" for i in range(5)}
+
+
+@pytest.mark.parametrize("seen_mode", ["set", "bloom"])
+def test_urls_over_a_hosts_budget_stay_out_of_the_dupefilter(redis_client, seen_mode):
+    """A URL dropped over its host's budget is not recorded as seen: a host's links past
+    its budget would otherwise fill its shard's Bloom filter without end, and other hosts'
+    new URLs there would be taken for seen.  Dropped again, it is counted again; the
+    host's URLs within its budget are in the dupefilter."""
+    from scrapy import Request, Spider
+
+    from webcrawl.frontier.bloom import BloomParams
+    from webcrawl.frontier.keys import CrawlKeys
+    from webcrawl.frontier.queue import HostQueue
+    from webcrawl.frontier.scripts import seen_key
+
+    keys = CrawlKeys("outside", 1)
+    queue = HostQueue(redis_client, Spider("s"), keys, max_pages_per_host=3)
+    params = BloomParams(1000, 0.001)
+    key = seen_key(keys.shard(0), seen_mode)
+
+    def fingerprint(url):
+        digest = url.encode().ljust(20, b"#")
+        if seen_mode == "set":
+            return digest
+        return ",".join(map(str, params.offsets(digest))).encode()
+
+    def push(urls):
+        entries = [(fingerprint(u), "big", 0, 0.0, queue.encode(Request(u))) for u in urls]
+        return queue.step(now=0, pushes=entries, pop=False, seen_mode=seen_mode)
+
+    def recorded():
+        if seen_mode == "set":
+            return redis_client.scard(key)
+        return round(params.estimated_count(redis_client.bitcount(key)))
+
+    first = push([f"http://big/{i}" for i in range(200)])
+    assert (first.added, first.over_budget) == (3, 197)
+    assert recorded() == 3
+    again = push([f"http://big/{i}" for i in range(200)])
+    assert (again.added, again.over_budget) == (0, 197)
+    assert recorded() == 3

@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
             client = redis.Redis.from_url(url)
             base = client.info("memory")["used_memory"]
             keys = CrawlKeys("tiers", shards)
-            params = shard_bloom_params(n, 0.01, shards)
+            params = shard_bloom_params(n, 0.01, shards, host_budget=0)  # no host past its share
             for k in keys.all_shards():  # allocated at once, as the Bloom dupefilter does
                 client.set(k.bloom, bytes(-(-params.bits // 8)))
             queue = HostQueue(

@@ -205,9 +205,9 @@ def describe_dupefilter(dupefilter: dict[str, Any]) -> str:
     full = d["false_positive_rate_now"] > d["error_rate"]
     return (
         f"Bloom filter for {d['capacity']} URLs at {d['error_rate'] * 100:.2g} % false "
-        f"positives; about {d['false_positives']} new URLs taken for seen so far (never "
-        f"crawled), {d['false_positive_rate_now'] * 100:.2g} % of new URLs now"
-        + ("; past its capacity: the rate climbs as it fills" if full else "")
+        f"positives ({d['shard_capacity']} a shard); about {d['false_positives']} new URLs "
+        f"taken for seen so far (never crawled), {d['false_positive_rate_now'] * 100:.2g} % "
+        "of new URLs now" + ("; past its capacity: the rate climbs as it fills" if full else "")
     )
 
 

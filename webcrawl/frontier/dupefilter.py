@@ -125,10 +125,8 @@ class RedisBloomDupeFilter(RedisDupeFilter):
     ``BLOOM_CAPACITY`` URLs at ``BLOOM_ERROR_RATE`` false positives cost
     about 1.8 bytes per URL at 0.1 %.  A false positive is a new URL taken
     for seen: it is not crawled.  Past its capacity the error rate grows.
-    Each shard's filter is sized for twice its even share of the capacity
-    (``2 * BLOOM_CAPACITY / FRONTIER_SHARDS``, at most the whole capacity), so
-    that hosts spread unevenly over the shards stay within the error rate: the
-    filters take twice the memory of one filter for the whole crawl.
+    Each shard's filter is sized by :func:`shard_bloom_params`: twice its even
+    share of the capacity, plus two hosts at their full page budget.
     """
 
     mode = "bloom"
@@ -142,14 +140,19 @@ class RedisBloomDupeFilter(RedisDupeFilter):
         capacity: int | None = None,
     ) -> None:
         super().__init__(fingerprinter, debug)
-        self.params = params
+        self.params = params  # each shard's filter
         self.capacity = capacity or params.capacity  # the crawl's, over all its shards
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisBloomDupeFilter:
         settings = crawler.settings
         capacity, error_rate = bloom_size(settings)
-        params = shard_bloom_params(capacity, error_rate, positive_int(settings, "FRONTIER_SHARDS"))
+        params = shard_bloom_params(
+            capacity,
+            error_rate,
+            positive_int(settings, "FRONTIER_SHARDS"),
+            non_negative_int(settings, "FRONTIER_MAX_PAGES_PER_HOST"),
+        )
         return cls(
             crawler.request_fingerprinter, params, settings.getbool("DUPEFILTER_DEBUG"), capacity
         )
@@ -159,6 +162,7 @@ class RedisBloomDupeFilter(RedisDupeFilter):
             "dupefilter": self.mode,
             "bloom_capacity": str(self.capacity),
             "bloom_error_rate": repr(self.params.error_rate),
+            "bloom_shard_capacity": str(self.params.capacity),
         }
 
     def prepare(self) -> None:
@@ -184,9 +188,16 @@ class RedisBloomDupeFilter(RedisDupeFilter):
         return sum(self.params.estimated_count(bits) for bits in self._per_shard("BITCOUNT"))
 
 
-def shard_bloom_params(capacity: int, error_rate: float, shards: int) -> BloomParams:
-    """Each shard's Bloom filter: twice its even share of ``capacity`` (at most all of it)."""
-    return BloomParams(min(capacity, -(-2 * capacity // shards)), error_rate)
+def shard_bloom_params(
+    capacity: int, error_rate: float, shards: int, host_budget: int
+) -> BloomParams:
+    """Each shard's Bloom filter, for a crawl of ``capacity`` URLs over ``shards``: twice
+    its even share, for hosts spread unevenly over the shards, plus two hosts at their
+    full ``host_budget`` (FRONTIER_MAX_PAGES_PER_HOST: the most URLs one host puts in
+    its shard's filter, 0: no limit), for a shard that holds a few of the crawl's
+    largest hosts (at 128 shards the even share of ten million URLs is 78 000, less
+    than one such host); at most the whole capacity."""
+    return BloomParams(min(capacity, -(-2 * capacity // shards) + 2 * host_budget), error_rate)
 
 
 def dupefilter_class(settings: BaseSettings) -> type[RedisDupeFilter]:

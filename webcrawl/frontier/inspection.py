@@ -138,7 +138,7 @@ class Inspector:
         """URLs the crawl has seen (a Bloom filter's: estimated from its bits), and its
         dupefilter as recorded when the crawl was created; a Bloom filter's with the new
         URLs expected to have been taken for seen (never crawled)."""
-        from webcrawl.frontier.dupefilter import shard_bloom_params
+        from webcrawl.frontier.bloom import BloomParams
         from webcrawl.frontier.layout import recorded_dupefilter
 
         seen = sum(s.seen for s in shards)
@@ -146,11 +146,12 @@ class Inspector:
         if layout.get("dupefilter") != "bloom":
             return seen, {"kind": "set"}
         capacity, error_rate = int(layout["bloom_capacity"]), float(layout["bloom_error_rate"])
-        params = shard_bloom_params(capacity, error_rate, self.keys.shards)
+        params = BloomParams(int(layout["bloom_shard_capacity"]), error_rate)
         counts = [params.estimated_count(s.bloom_bits) for s in shards]
         return seen + sum(counts), {
             "kind": "bloom",
             "capacity": capacity,
+            "shard_capacity": params.capacity,
             "error_rate": error_rate,
             "false_positives": round(sum(params.expected_false_positives(n) for n in counts)),
             "false_positive_rate_now": max(params.false_positive_rate(n) for n in counts),

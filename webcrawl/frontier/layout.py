@@ -73,7 +73,8 @@ def describe_dupefilter(layout: dict[str, str]) -> str:
     if kind == "bloom" and "bloom_capacity" in layout:
         return (
             f"a Bloom filter for {layout['bloom_capacity']} URLs at "
-            f"{layout.get('bloom_error_rate')} false positives"
+            f"{layout.get('bloom_error_rate')} false positives "
+            f"({layout.get('bloom_shard_capacity')} URLs a shard)"
         )
     return {"bloom": "a Bloom filter", "set": "an exact set"}.get(kind, f"dupefilter {kind!r}")
 
@@ -87,8 +88,9 @@ def _join_dupefilter(client: Any, keys: CrawlKeys, ours: dict[str, str]) -> None
         raise CrawlLayoutError(
             f"crawl {keys.crawl!r} was created with {describe_dupefilter(recorded)} as its "
             f"dupefilter, this worker has {describe_dupefilter(ours)}: neither knows the URLs "
-            "the other has seen; set DUPEFILTER_CLASS, FRONTIER_EXPECTED_URLS, BLOOM_CAPACITY "
-            "and BLOOM_ERROR_RATE as the crawl's first worker had them (or start over with "
+            "the other has seen; set DUPEFILTER_CLASS, FRONTIER_EXPECTED_URLS, BLOOM_CAPACITY, "
+            "BLOOM_ERROR_RATE and FRONTIER_MAX_PAGES_PER_HOST (which sizes each shard's "
+            "filter) as the crawl's first worker had them (or start over with "
             f"`webcrawl reset --crawl {keys.crawl} --yes`)"
         )
 

@@ -695,7 +695,8 @@ class Scheduler(RedisScheduler):
         if nacks and not result.failed:
             self.stats.inc_value("frontier/requeued", len(nacks))
         # Every fingerprint of the batch is in the crawl's seen set now (ours or
-        # another worker's), and fingerprints are never removed while it runs.
+        # another worker's), and fingerprints are never removed while it runs; or was
+        # dropped over its host's budget (kept out of the seen set), and would be again.
         self._seen.update(entry[5] for entry in batch if entry[5] is not None)
         if result.added:
             self.stats.inc_value("scheduler/enqueued/redis", result.added)

@@ -55,6 +55,16 @@ local function is_new(fp)
   return new
 end
 
+-- has the dupefilter a request? (looked up, not added)
+local function is_known(fp)
+  if fp == '' then return false end
+  if not bloom then return redis.call('SISMEMBER', K.seen, fp) == 1 end
+  for offset in string.gmatch(fp, '%d+') do
+    if redis.call('GETBIT', K.seen, tonumber(offset)) == 0 then return false end
+  end
+  return true
+end
+
 local function host_delay(host)
   local delay = tonumber(redis.call('HGET', K.delay, host) or default_delay)
   if delay > 0 then return delay + slack end
@@ -198,8 +208,10 @@ end
 -- 2. new requests, by host: n requests, n hosts, then per host: host, count, and
 -- count times (fingerprint, priority, seconds to wait, data); a host's new requests
 -- go into its queue together.  A host takes at most max_pages new URLs in all
--- (FRONTIER_MAX_PAGES_PER_HOST, 0: no limit); beyond, new URLs are dropped (and seen)
--- and the host joins the set of hosts over their budget.
+-- (FRONTIER_MAX_PAGES_PER_HOST, 0: no limit); beyond, new URLs are dropped and the
+-- host joins the set of hosts over their budget.  A dropped URL stays out of the
+-- dupefilter: a host's links beyond its budget would otherwise fill its shard's Bloom
+-- filter without end, and other hosts' new URLs there would be taken for seen.
 local added, over_budget = 0, 0
 local n_push, n_hosts = tonumber(ARGV[i]), tonumber(ARGV[i+1]); i = i + 2
 local seq = 0
@@ -213,14 +225,13 @@ for _ = 1, n_hosts do
     local fp, data = ARGV[i], ARGV[i+3]
     local prio, wait = tonumber(ARGV[i+1]), tonumber(ARGV[i+2])
     i = i + 4
-    local new = is_new(fp)
-    if new and max_pages > 0 and fp ~= '' then
-      if pages + counted >= max_pages then
-        new = false
-        over_budget = over_budget + 1
-      else
-        counted = counted + 1
-      end
+    local new
+    if max_pages > 0 and fp ~= '' and pages + counted >= max_pages then
+      new = false
+      if not is_known(fp) then over_budget = over_budget + 1 end
+    else
+      new = is_new(fp)
+      if new and max_pages > 0 and fp ~= '' then counted = counted + 1 end
     end
     if new then
       seq = seq + 1
