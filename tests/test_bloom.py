@@ -214,3 +214,34 @@ def test_a_crawl_with_the_bloom_dupefilter(demo, tmp_path, crawls):
         "was created with a Bloom filter for 100000 URLs at 0.001 false positives (100000 "
         "URLs a shard) as its dupefilter, this worker has an exact set"
     ) in again.stderr
+
+
+def _prepared_filter(client, shards=4):
+    from webcrawl.frontier.keys import CrawlKeys
+
+    filt = RedisBloomDupeFilter(None, shard_bloom_params(100_000, 0.001, shards, 0))
+    filt.attach(client, CrawlKeys("prepared", shards))
+    return filt
+
+
+def check_prepare_allocates_each_filter_once_and_keeps_its_bits(client):
+    """prepare() makes each shard's bitmap at its full length in one allocation (its
+    memory is its length, not twice it), sends a byte a shard, and leaves a filter that
+    exists (another worker's, with bits set) as it is."""
+    filt = _prepared_filter(client)
+    client.setbit(filt.key_for(0), 7, 1)  # another worker's URL
+    received = client.info("stats")["total_net_input_bytes"]
+    filt.prepare()
+    filt.prepare()  # every worker does, at start
+    length = -(-filt.params.bits // 8)
+    sent = client.info("stats")["total_net_input_bytes"] - received
+    assert sent < 2 * 4 * 300 < length  # (the script and the key name, a shard)
+    for shard in range(4):
+        key = filt.key_for(shard)
+        assert client.strlen(key) == (length if shard else 1)  # shard 0 kept as it was
+        assert client.memory_usage(key) < length * 1.01 + 100
+    assert client.getbit(filt.key_for(0), 7) == 1
+
+
+def test_prepare_allocates_each_filter_once_and_keeps_its_bits(redis_client):
+    check_prepare_allocates_each_filter_once_and_keeps_its_bits(redis_client)

@@ -317,3 +317,16 @@ def test_a_crawl_name_that_cannot_name_keys_is_refused(tmp_path, crawls):
         CrawlKeys("we{b}")
     result = crawls.run(["http://127.0.0.1:9/"], tmp_path / "data", "WEBCRAWL_CRAWL=a b")
     assert "cannot name Redis keys" in result.stderr
+
+
+def test_the_bloom_filters_are_allocated_on_every_master(redis_cluster, cluster_client):
+    """RedisBloomDupeFilter.prepare's pipeline of scripts, each routed to its shard's
+    master."""
+    from test_bloom import _prepared_filter
+
+    client = cluster_client(redis_cluster)
+    filt = _prepared_filter(client, shards=16)
+    filt.prepare()
+    length = -(-filt.params.bits // 8)
+    assert {client.strlen(filt.key_for(s)) for s in range(16)} == {length}
+    assert all(n > 0 for n in keys_per_master(redis_cluster).values())
