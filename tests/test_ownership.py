@@ -47,3 +47,28 @@ def test_a_worker_not_yet_in_the_registry_counts_itself():
     assert owned("new", [], 16) == set(range(16))
     assert len(owned("new", ["old"], 16)) == 8
     assert owners((), 4) == ("", "", "", "")
+
+
+def test_a_paused_worker_says_it_pops_nothing_so_the_others_take_its_shards():
+    """A worker whose engine is paused (a store outage) keeps beating, but its heartbeat
+    says it pops nothing: the others own its shards from their next heartbeat, instead of
+    leaving its hosts to wait for help that busy workers do not give."""
+    from scrapy.core.engine import ExecutionEngine
+    from test_scheduler_input import _crawler
+
+    from webcrawl.frontier.scheduler import Scheduler
+    from webcrawl.frontier.workers import popping
+
+    crawler = _crawler()
+    scheduler = Scheduler.from_crawler(crawler)
+    scheduler.one_off = False  # what open() finds for the web spider
+    crawler.engine = ExecutionEngine(crawler, spider_closed_callback=lambda _: None)
+    assert scheduler.pops()
+    crawler.engine.pause()
+    assert not scheduler.pops()
+    live = [{"id": "a", "pops": True}, {"id": "b", "pops": scheduler.pops()}]
+    assert owned("a", popping(live), 16) == set(range(16))
+    crawler.engine.unpause()
+    assert scheduler.pops()
+    scheduler.one_off = True  # scrapy shell
+    assert not scheduler.pops()

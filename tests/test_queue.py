@@ -687,8 +687,12 @@ def test_delayed_requests_wait_for_their_time(redis_client):
 
 
 def test_idle_check_sees_busy_live_workers_and_leases(redis_client):
+    """Queued and leases are counted over the shards (a call each) only when no other
+    live worker is busy: Scrapy has an idle worker check each time it finds nothing to
+    do, and a busy worker keeps the crawl open anyway."""
     queue, keys = make(redis_client)
     registry = WorkerRegistry(redis_client, keys)
+    counted = _counting_calls(queue, scripts.COUNT)
     queue.step(now=0, pop=False, pushes=[entry(queue, "http://a/1"), entry(queue, "http://b/2")])
     registry.beat("w1", {}, ttl=10)
     registry.beat("w2", {}, ttl=10)
@@ -696,7 +700,8 @@ def test_idle_check_sees_busy_live_workers_and_leases(redis_client):
     l2 = queue.step(now=0).lease
     registry.mark_busy("w1", 0.0)  # what a worker's scheduler does when it first pops
     registry.mark_busy("w2", 0.0)
-    assert queue.idle_check("w1") == (0, 0, 1, 2)  # w2 busy; both leases open
+    assert queue.idle_check("w1") == (None, 0, 1, None) and counted == []  # w2 busy
+    assert queue.idle_check("w2") == (0, 0, 0, 2)  # both leases open
     queue.step(now=0, acks=[l1, l2], pop=False)
     assert queue.idle_check("w2") == (0, 0, 0, 0)
     redis_client.rpush(keys.start, "http://submitted/")
@@ -723,14 +728,25 @@ def test_crawl_done_reads_the_shards_only_when_no_other_worker_is_busy(redis_cli
     registry.remove("w2")
     assert queue.crawl_done("w1") and sorted(counted) == list(range(16))
     queue.step(now=0, pop=False, pushes=[entry(queue, "http://a/1")])
-    assert not queue.crawl_done("w1")  # queued
+    assert not queue.crawl_done("w1", now=0)  # queued
     lease = queue.step(now=0).lease
-    assert not queue.crawl_done("w1")  # leased
+    assert not queue.crawl_done("w1", now=10)  # leased
+    # (a dead worker's lease, waiting to expire: counted again HELP_AFTER later)
+    counted.clear()
+    assert not queue.crawl_done("w1", now=10 + HELP_AFTER - 0.1) and counted == []
     queue.step(now=0, acks=[lease], pop=False)
-    assert queue.crawl_done("w1")
+    assert queue.crawl_done("w1", now=10 + HELP_AFTER) and len(counted) == 16
     redis_client.rpush(keys.start, "http://submitted/")
     counted.clear()
-    assert not queue.crawl_done("w1") and counted == []
+    assert not queue.crawl_done("w1", now=30) and counted == []
+    redis_client.delete(keys.start)
+    queue.step(now=0, pop=False, pushes=[entry(queue, "http://a/2")])
+    assert not queue.crawl_done("w1", now=30) and len(counted) == 16
+    registry.beat("w2", {}, ttl=10)
+    registry.mark_busy("w2", 0.0)
+    assert not queue.crawl_done("w1", now=31)
+    registry.remove("w2")  # the last busy worker finishes: counted at once
+    assert not queue.crawl_done("w1", now=31.5) and len(counted) == 32
 
 
 def test_registry_prunes_dead_workers(redis_client):

@@ -159,6 +159,7 @@ class HostQueue:
         # nothing as far as we know (another worker's push is found by the next look)
         self._due = [0.0] * keys.shards
         self._looked = float("-inf")  # when this worker last looked (_look_if_due)
+        self._counted = float("-inf")  # when crawl_done last counted the shards, found work
         self._asked = [float("-inf")] * keys.shards  # ... when it last asked each shard
         self._tried = [float("-inf")] * keys.shards  # ... when it last popped each
         self._unreachable: set[int] = set()  # shards whose last call failed
@@ -684,15 +685,23 @@ class HostQueue:
         """Requests queued (ready or waiting for their host's turn, or delayed)."""
         return self.counts()[0]
 
-    def idle_check(self, worker_id: str, *, now: float | None = None) -> tuple[int, int, int, int]:
-        """Mark ``worker_id`` idle; return (queued, submitted seeds, busy live workers, leases).
+    def idle_check(
+        self, worker_id: str, *, now: float | None = None
+    ) -> tuple[int | None, int, int, int | None]:
+        """Mark ``worker_id`` idle; return (queued, submitted seeds, busy live workers,
+        leases).
 
         Queued counts revisits that are due now; revisits due later do not keep
         a (non-continuous) crawl open.  The crawl-wide part is read first: a
         worker that is busy there has its work in a shard (a lease, or pushes it
-        made before its leases were acknowledged) until it is idle again.
+        made before its leases were acknowledged) until it is idle again.  So while
+        another worker is busy the shards are not counted (queued and leases are None):
+        an idle worker checks each time Scrapy finds it with nothing to do, and counting
+        every shard costs Redis a call a shard.
         """
         submitted, busy = self._mark_idle(worker_id)
+        if busy:
+            return None, submitted, busy, None
         queued, due, leases = self.counts(now=now)
         return queued + due, submitted, busy, leases
 
@@ -700,10 +709,20 @@ class HostQueue:
         """Mark ``worker_id`` idle; whether the crawl has no work left anywhere (what
         :meth:`idle_check` counts is all 0).  The shards are counted only when no other
         worker is busy and no seed waits: an idle worker that polls while others crawl
-        reads the crawl-wide keys, not every shard."""
+        reads the crawl-wide keys, not every shard.  Nor more than once per
+        ``HELP_AFTER`` seconds while they had work when last counted: then work is queued
+        for later, or a dead worker's leases wait to expire, which the looks find (and
+        when the last busy worker finishes, the shards are counted at once)."""
         if any(self._mark_idle(worker_id)):
+            self._counted = float("-inf")
             return False
-        return not any(self.counts(now=now))
+        clock = self._clock(now)
+        if self._counted <= clock < self._counted + HELP_AFTER:
+            return False
+        if any(self.counts(now=now)):
+            self._counted = clock
+            return False
+        return True
 
     def _mark_idle(self, worker_id: str) -> tuple[int, int]:
         """The crawl-wide half of an idle check: (submitted seeds, busy live workers)."""
@@ -713,12 +732,12 @@ class HostQueue:
         )
         return int(submitted), int(busy)
 
-    def has_work(self, *, now: float | None = None) -> bool:
+    def has_work(self, *, now: float | None = None, seeds: bool = True) -> bool:
         """Whether a step may find work now, as far as this worker knows (a ready host,
         an expired lease, a due delayed request or revisit in some shard), looking when
         a look is due (:meth:`_to_ask`: an idle worker that polls asks no more than one
-        that steps); or whether a seed was submitted."""
-        if self.server.llen(self.keys.start):
+        that steps); or, with ``seeds``, whether a seed was submitted."""
+        if seeds and self.server.llen(self.keys.start):
             return True
         clock = self._clock(now)
         if self._look_if_due(clock, now):

@@ -590,6 +590,11 @@ class Scheduler(RedisScheduler):
         return request
 
     def has_pending_requests(self) -> bool:
+        """Whether this worker has requests to hand out, or a step may pop one now (as far
+        as it knows: :meth:`HostQueue.has_work`, which reads Redis no more often than its
+        looks).  Scrapy asks whenever it finds nothing in flight, about once a second for
+        a worker with little to do; no: the engine sends spider_idle, whose check
+        (:meth:`_on_idle`) keeps the worker open while the crawl has work anywhere."""
         if self._prefetched or self._refusals or self._local:
             return True
         if self.one_off:
@@ -599,9 +604,9 @@ class Scheduler(RedisScheduler):
             if self.outbox.held():
                 return True  # Redis is unreachable and we hold requests
         try:
-            return len(self.queue) > 0
+            return self.queue.has_work(seeds=False)
         except RedisError as exc:
-            self._outage("read the queue length", exc)
+            self._outage("ask whether the crawl has work now", exc)
             return True  # do not let an outage look like the end of the crawl
 
     def __len__(self) -> int:
@@ -805,13 +810,13 @@ class Scheduler(RedisScheduler):
             submitted = 0
         if queued or submitted or busy or leased:
             if not self._waiting_logged:
+                # (queued and leased are not counted while other workers are busy)
                 logger.info(
-                    "Nothing to do here for now; crawl %r has %d queued, %d submitted seeds, "
-                    "%d leased, %d other busy workers: waiting",
+                    "Nothing to do here for now; crawl %r has %s%d submitted seeds, "
+                    "%d other busy workers: waiting",
                     self.keys.crawl,
-                    queued,
+                    "" if busy else f"{queued} queued, {leased} leased, ",
                     submitted,
-                    leased,
                     busy,
                 )
                 self._waiting_logged = True
@@ -870,7 +875,7 @@ class Scheduler(RedisScheduler):
         pages = int(stats.get("response_received_count", 0))
         rate = (pages - last_pages) / max(now - last_time, 1e-9)
         self._last_beat = (now, pages)
-        info = worker_info(self._started, stats, now, rate, idle=self._idle, pops=not self.one_off)
+        info = worker_info(self._started, stats, now, rate, idle=self._idle, pops=self.pops())
         self.registry.beat(self.worker_id, info, self.heartbeat_ttl)
         self.stats.set_value("frontier/redis_round_trips", RoundTrips.count)  # for the metrics
         self._tier_stats()
@@ -883,6 +888,15 @@ class Scheduler(RedisScheduler):
         self.queue.renew(leases, self.lease_timeout, holds=list(self.turn_holds.items()))
         self._move_revisits_up()
         self._own()
+
+    def pops(self) -> bool:
+        """Whether this worker pops the shared crawl now, as its heartbeat says: not a
+        Scrapy command's own crawl (``scrapy shell``), and its engine not paused (a store
+        or WARC outage, pipelines/outage.py).  A worker that does not pop owns no shard:
+        the others share its shards from their next heartbeat, so that its hosts do not
+        wait for it (help from busy workers comes only to a shard whose owner neglects
+        it, and a worker with work of its own does not give it)."""
+        return not self.one_off and not getattr(self.crawler.engine, "paused", False)
 
     def _own(self) -> None:
         """The shards this worker pops first, from the live workers in the registry (on
