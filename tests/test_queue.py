@@ -4,6 +4,7 @@ import collections
 import enum
 import hashlib
 import itertools
+import math
 import subprocess
 import time
 
@@ -401,14 +402,15 @@ def test_a_busy_worker_asks_its_own_shards_each_second_and_the_others_in_a_round
     work, a worker asks the others' in slices, a round over them each HELP_AFTER seconds,
     stretched by workers / LOOKERS past LOOKERS workers (the fleet's looks at a shard stay
     about LOOKERS a round), and its own only when it does not know them to have work now
-    (its steps pop them and learn from the answers); once its own have nothing, it asks
-    them at every look (each second) and the others' in a round of ``refresh``,
-    stretched the same."""
+    (its steps pop them and learn from the answers), each every HELP_AFTER / 2 seconds;
+    once its own have nothing, it asks them at every look (each second) and the others'
+    in a round of ``refresh``, stretched the same."""
     queue, keys = make(redis_client, shards=16)
     asked = _counting_calls(queue)
     own = keys.shard_of("a")
+    empty = (own + 3) % 16  # its own too, with nothing
     queue.step(now=0, pushes=[entry(queue, f"http://a/{i}") for i in range(200)], pop=False)
-    queue.prefer(frozenset({own}), workers=workers)
+    queue.prefer(frozenset({own, empty}), workers=workers)
     span = HELP_AFTER * max(1, workers / LOOKERS)
     looks = []
     for t in range(int(3 * span)):
@@ -417,13 +419,15 @@ def test_a_busy_worker_asks_its_own_shards_each_second_and_the_others_in_a_round
         looks.append(list(asked))
     assert looks[0] == list(range(16))  # its first look asks every shard
     assert not any(own in look for look in looks[1:])  # it pops it each second
-    others = [[s for s in look if s != own] for look in looks[1:]]
-    for shard in set(range(16)) - {own}:  # each other shard once a round
+    times = [t for t, look in enumerate(looks) if empty in look]
+    assert {b - a for a, b in itertools.pairwise(times)} == {math.ceil(HELP_AFTER / 2)}
+    others = [[s for s in look if s not in (own, empty)] for look in looks[1:]]
+    for shard in set(range(16)) - {own, empty}:  # each other shard once a round
         times = [t for t, look in enumerate(others, 1) if shard in look]
         assert times[0] <= span + 1
         assert all(span - 1 <= b - a <= span + 1 for a, b in itertools.pairwise(times)), times
-    # ... and no more: 15 others a round, a slice each second
-    assert max(map(len, others)) <= -(-15 // span) + 1
+    # ... and no more: 14 others a round, a slice each second
+    assert max(map(len, others)) <= -(-14 // span) + 1
     asked.clear()  # after a round's time without a look, it asks every shard
     assert queue.step(now=int(3 * span) + span, default_delay=0.5).request is not None
     assert sorted(asked) == list(range(16))

@@ -402,7 +402,10 @@ class HostQueue:
 
     def _to_ask(self, clock: float) -> list[int] | None:
         """The shards a look asks (None: all): its own, but those it knows to have work
-        now (its steps pop them, and learn from their answers); the others' whose due
+        now (its steps pop them, and learn from their answers), and while they keep it
+        busy each at most every ``HELP_AFTER / 2`` seconds (what its own pushes add is
+        known without asking; another worker's push there is found before its due work
+        has waited long enough to look neglected to the others); the others' whose due
         work had waited ``HELP_AFTER`` seconds for their owner when last asked, that long
         ago (help then goes on while their owner is dead or draining, a step each
         ``HELP_AFTER``); and the next slice of the round over the others' shards, sized
@@ -412,7 +415,8 @@ class HostQueue:
         (the shard's owner pops it meanwhile)."""
         n = self.keys.shards
         owned = self._owned
-        base = HELP_AFTER if self._own_busy(clock) else self.refresh
+        busy = self._own_busy(clock)
+        base = HELP_AFTER if busy else self.refresh
         span = base * max(1.0, self._workers / LOOKERS)  # seconds a round takes
         others = n - len(owned)
         if not self._looked <= clock < self._looked + span or not others:
@@ -423,8 +427,9 @@ class HostQueue:
         take = min(ring, int(self._owed))
         self._owed -= take
         # its own shards but those it knows to have work now (a step pops them, and its
-        # answer says when they have more)
-        ask = {s for s in owned if self._due[s] > clock}
+        # answer says when they have more); while busy, each every HELP_AFTER / 2
+        every = HELP_AFTER / 2 if busy else 0.0
+        ask = {s for s in owned if self._due[s] > clock and self._asked[s] + every <= clock}
         ask.update(s for s in helping if self._asked[s] + HELP_AFTER <= clock)
         shard = self._ring
         while take:
