@@ -96,6 +96,7 @@ from webcrawl.failpath import (
 )
 from webcrawl.frontier.lock import RedisLock
 from webcrawl.frontier.redisconn import RoundTrips
+from webcrawl.frontier.signals import crawl_out_of_work
 from webcrawl.settings_check import non_negative_float, positive_float, positive_int
 from webcrawl.store import open_store, store_url_from_settings
 from webcrawl.store.base import StoreError
@@ -232,6 +233,7 @@ class FailPathMiddleware:
         crawler.signals.connect(middleware._opened, signal=signals.spider_opened)
         crawler.signals.connect(middleware._closed, signal=signals.spider_closed)
         crawler.signals.connect(middleware._idle, signal=signals.spider_idle)
+        crawler.signals.connect(middleware._out_of_work, signal=crawl_out_of_work)
         return middleware
 
     # -- lifecycle ------------------------------------------------------------
@@ -487,13 +489,18 @@ class FailPathMiddleware:
     # -- the re-probe -----------------------------------------------------------
 
     def _idle(self, spider: Spider) -> None:
-        """Before a finite crawl ends, one last re-probe (one worker per interval, after
-        any re-probe still running): paths that recovered since their last probe come
-        back instead of being lost."""
+        """A worker with nothing to do now stays while its re-probe runs, or while it
+        sends back the links of recovered paths."""
         if self._probing:
             raise DontCloseSpider("failed-path re-probe running")
         if self._run_late():
             raise DontCloseSpider("sending back the links of recovered paths")
+
+    def _out_of_work(self, spider: Spider) -> None:
+        """Before a finite crawl ends (the scheduler's crawl_out_of_work: no work left
+        anywhere), one last re-probe (one worker per interval, after any re-probe still
+        running): paths that recovered since their last probe come back instead of being
+        lost."""
         frontier = self._frontier()
         if self._final_probe or frontier is None or frontier.continuous:
             return

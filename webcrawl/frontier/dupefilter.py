@@ -146,13 +146,7 @@ class RedisBloomDupeFilter(RedisDupeFilter):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisBloomDupeFilter:
         settings = crawler.settings
-        capacity, error_rate = bloom_size(settings)
-        params = shard_bloom_params(
-            capacity,
-            error_rate,
-            positive_int(settings, "FRONTIER_SHARDS"),
-            non_negative_int(settings, "FRONTIER_MAX_PAGES_PER_HOST"),
-        )
+        capacity, params = bloom_params(settings)
         return cls(
             crawler.request_fingerprinter, params, settings.getbool("DUPEFILTER_DEBUG"), capacity
         )
@@ -206,10 +200,13 @@ def shard_bloom_params(
     """Each shard's Bloom filter, for a crawl of ``capacity`` URLs over ``shards``: twice
     its even share, for hosts spread unevenly over the shards, plus two hosts at their
     full ``host_budget`` (FRONTIER_MAX_PAGES_PER_HOST: the most URLs one host puts in
-    its shard's filter, 0: no limit), for a shard that holds a few of the crawl's
+    its shard's filter, 0: no limit), for a shard that holds some of the crawl's
     largest hosts (at 128 shards the even share of ten million URLs is 78 000, less
-    than one such host); at most the whole capacity."""
-    return BloomParams(min(capacity, -(-2 * capacity // shards) + 2 * host_budget), error_rate)
+    than one such host), but no more than twice its even share again: the filters hold
+    at most four times the crawl's capacity (with many shards, few of them can get a
+    large host); at most the whole capacity."""
+    share = -(-2 * capacity // shards)
+    return BloomParams(min(capacity, share + min(2 * host_budget, share)), error_rate)
 
 
 def dupefilter_class(settings: BaseSettings) -> type[RedisDupeFilter]:
@@ -235,6 +232,24 @@ def dupefilter_class(settings: BaseSettings) -> type[RedisDupeFilter]:
             f"subclass) with SCHEDULER = webcrawl.frontier.scheduler.Scheduler, got {cls!r}"
         )
     return cls
+
+
+def bloom_params(settings: BaseSettings) -> tuple[int, BloomParams]:
+    """The crawl's Bloom filter: the URLs it is sized for (:func:`bloom_size`), and each
+    shard's filter (:func:`shard_bloom_params`); one too large for Redis fails naming the
+    settings."""
+    capacity, error_rate = bloom_size(settings)
+    shards = positive_int(settings, "FRONTIER_SHARDS")
+    budget = non_negative_int(settings, "FRONTIER_MAX_PAGES_PER_HOST")
+    try:
+        return capacity, shard_bloom_params(capacity, error_rate, shards, budget)
+    except ValueError as exc:
+        raise ValueError(
+            f"the Bloom dupefilter for {capacity} URLs (FRONTIER_EXPECTED_URLS, or "
+            f"BLOOM_CAPACITY) at BLOOM_ERROR_RATE {error_rate} over FRONTIER_SHARDS "
+            f"{shards}, with FRONTIER_MAX_PAGES_PER_HOST {budget}: {exc}; use more "
+            "shards or fewer URLs"
+        ) from None
 
 
 def bloom_size(settings: BaseSettings) -> tuple[int, float]:

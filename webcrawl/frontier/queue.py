@@ -262,6 +262,11 @@ class HostQueue:
         self._owned = shards
         self._workers = max(1, workers)
 
+    @property
+    def workers(self) -> int:
+        """How many workers pop the crawl, as :meth:`prefer` was last told."""
+        return self._workers
+
     def _pop_order(self, clock: float) -> list[int]:
         """Shards that may have work now, in turn from the cursor: the preferred first,
         but for others' whose due work their owner had not popped for ``HELP_AFTER``
@@ -737,17 +742,20 @@ class HostQueue:
         )
         return int(submitted), int(busy)
 
-    def has_work(self, *, now: float | None = None, seeds: bool = True) -> bool:
-        """Whether a step may find work now, as far as this worker knows (a ready host,
-        an expired lease, a due delayed request or revisit in some shard), looking when
-        a look is due (:meth:`_to_ask`: an idle worker that polls asks no more than one
-        that steps); or, with ``seeds``, whether a seed was submitted."""
+    def has_work(
+        self, *, now: float | None = None, seeds: bool = True, within: float = 0.0
+    ) -> bool:
+        """Whether a step may find work now (or ``within`` seconds), as far as this worker
+        knows (a ready host, an expired lease, a due delayed request or revisit in some
+        shard), looking when a look is due (:meth:`_to_ask`: an idle worker that polls
+        asks no more than one that steps); or, with ``seeds``, whether a seed was
+        submitted."""
         if seeds and self.server.llen(self.keys.start):
             return True
         clock = self._clock(now)
         if self._look_if_due(clock, now):
             clock = self._clock(now)
-        return min(self._due) <= clock
+        return min(self._due) <= clock + within
 
     # -- politeness turns (turns.py) ------------------------------------------
 

@@ -40,6 +40,7 @@ from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy_redis.scheduler import Scheduler as RedisScheduler
 from twisted.internet import task, threads
 from twisted.internet.defer import Deferred
+from twisted.python.failure import Failure
 
 from webcrawl.frontier.dupefilter import dupefilter_class
 from webcrawl.frontier.entry import (
@@ -58,6 +59,7 @@ from webcrawl.frontier.ownership import owned
 from webcrawl.frontier.queue import HostQueue, StepResult
 from webcrawl.frontier.redisconn import CrawlRedis, RoundTrips
 from webcrawl.frontier.requeue import Requeue
+from webcrawl.frontier.signals import crawl_out_of_work
 from webcrawl.frontier.workers import WorkerRegistry, new_worker_id, popping, worker_info
 from webcrawl.settings_check import (
     non_negative_float,
@@ -369,9 +371,7 @@ class Scheduler(RedisScheduler):
         if self.keys is None:  # never opened (Redis unreachable, a bad setting)
             return threads.deferToThread(self._close_connections)
         try:
-            if self._prefetched:  # popped but never handed out: their leases end now
-                self.queue.renew([lease for _, lease in self._prefetched], 0.0)
-                self._prefetched.clear()
+            self._hand_back_prefetched()
             self._far.flush(timeout=60)
             self._flush()
             self.registry.remove(self.worker_id)
@@ -383,6 +383,13 @@ class Scheduler(RedisScheduler):
         self._tier_stats()
         self.queue.close()
         return threads.deferToThread(self._close_connections)
+
+    def _hand_back_prefetched(self) -> None:
+        """Requests popped but not handed to the engine: their leases end now, and the
+        next step that pops their shard queues them again (closing, or paused)."""
+        if self._prefetched:
+            self.queue.renew([lease for _, lease in self._prefetched], 0.0)
+            self._prefetched.clear()
 
     def _submit(self, func: Any) -> Future[None]:
         """Run ``func`` (store I/O, with the store's retries) on the mover thread, off the
@@ -590,11 +597,12 @@ class Scheduler(RedisScheduler):
         return request
 
     def has_pending_requests(self) -> bool:
-        """Whether this worker has requests to hand out, or a step may pop one now (as far
-        as it knows: :meth:`HostQueue.has_work`, which reads Redis no more often than its
-        looks).  Scrapy asks whenever it finds nothing in flight, about once a second for
-        a worker with little to do; no: the engine sends spider_idle, whose check
-        (:meth:`_on_idle`) keeps the worker open while the crawl has work anywhere."""
+        """Whether this worker has requests to hand out, or a step may pop one within a
+        second (as far as it knows: :meth:`HostQueue.has_work`, which reads Redis no more
+        often than its looks).  Scrapy asks whenever it finds nothing in flight, about
+        once a second for a worker with little to do; no: the engine sends spider_idle,
+        whose check (:meth:`_on_idle`) keeps the worker open while the crawl has work
+        anywhere, and sends crawl_out_of_work when it has none."""
         if self._prefetched or self._refusals or self._local:
             return True
         if self.one_off:
@@ -604,7 +612,7 @@ class Scheduler(RedisScheduler):
             if self.outbox.held():
                 return True  # Redis is unreachable and we hold requests
         try:
-            return self.queue.has_work(seeds=False)
+            return self.queue.has_work(seeds=False, within=self.queue.refresh)
         except RedisError as exc:
             self._outage("ask whether the crawl has work now", exc)
             return True  # do not let an outage look like the end of the crawl
@@ -731,8 +739,8 @@ class Scheduler(RedisScheduler):
         return not self.outbox.pending()
 
     def _mark_busy(self) -> None:
-        if self._busy_marked:
-            return
+        if self._busy_marked or self.one_off:  # (a scrapy shell never goes idle: it
+            return  # would keep the crawl open for as long as it is left open)
         try:
             self.registry.mark_busy(self.worker_id, time.time())
             self._busy_marked = True
@@ -826,6 +834,11 @@ class Scheduler(RedisScheduler):
             # workers started together (scrapyd, a deploy): the one with the seeds
             # may still be starting; closing now would leave it alone
             raise DontCloseSpider("the crawl has no URL yet: waiting for its seeds")
+        answers = self.crawler.signals.send_catch_log(
+            crawl_out_of_work, spider=spider, dont_log=DontCloseSpider
+        )
+        if any(isinstance(a, Failure) and a.check(DontCloseSpider) for _, a in answers):
+            raise DontCloseSpider("work to do before the crawl ends")
         logger.info("Crawl %r has no work left anywhere: closing this worker", self.keys.crawl)
 
     def _crawl_is_new(self) -> bool:
@@ -875,8 +888,11 @@ class Scheduler(RedisScheduler):
         pages = int(stats.get("response_received_count", 0))
         rate = (pages - last_pages) / max(now - last_time, 1e-9)
         self._last_beat = (now, pages)
-        info = worker_info(self._started, stats, now, rate, idle=self._idle, pops=self.pops())
+        pops = self.pops()
+        info = worker_info(self._started, stats, now, rate, idle=self._idle, pops=pops)
         self.registry.beat(self.worker_id, info, self.heartbeat_ttl)
+        if not pops:  # paused: what it popped for later goes to the others now
+            self._hand_back_prefetched()
         self.stats.set_value("frontier/redis_round_trips", RoundTrips.count)  # for the metrics
         self._tier_stats()
         leases = [
@@ -903,6 +919,10 @@ class Scheduler(RedisScheduler):
         a failure, those it had: a preference is never worth a failed heartbeat)."""
         if self.one_off:
             return  # it pops nothing of the shared crawl (nor do the others count it)
+        if not self.pops():  # paused: the others share its shards (pops, its heartbeat)
+            self.queue.prefer(frozenset(), workers=self.queue.workers)
+            self.stats.set_value("frontier/owned_shards", 0)
+            return
         try:
             live = popping(self.registry.live())
         except (RedisError, ValueError, KeyError, TypeError) as exc:
