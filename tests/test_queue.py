@@ -444,6 +444,27 @@ def test_a_busy_worker_asks_its_own_shards_each_second_and_the_others_in_a_round
     assert sum(rounds) / len(rounds) == pytest.approx(per_second, rel=0.25)
 
 
+def test_a_lone_worker_asks_its_empty_shards_every_few_seconds_while_busy(redis_client):
+    """A worker that owns every shard (alone in the crawl) asks those it knows no work in
+    each HELP_AFTER / 2 seconds while one keeps it busy, not every shard each second (128
+    PEEKs a second, about one a page for a lone worker crawling a few hosts)."""
+    queue, keys = make(redis_client, shards=16)
+    asked = _counting_calls(queue)
+    own = keys.shard_of("a")
+    queue.step(now=0, pushes=[entry(queue, f"http://a/{i}") for i in range(100)], pop=False)
+    queue.prefer(frozenset(range(16)), workers=1)
+    looks = []
+    for t in range(20):
+        asked.clear()
+        assert queue.step(now=t, default_delay=0.5).request is not None
+        looks.append(sorted(asked))
+    assert looks[0] == list(range(16))  # its first look asks every shard
+    empty = sorted(set(range(16)) - {own})
+    assert all(look in ([], empty) for look in looks[1:]), looks
+    times = [t for t, look in enumerate(looks) if look]
+    assert {b - a for a, b in itertools.pairwise(times)} == {math.ceil(HELP_AFTER / 2)}
+
+
 def test_a_dead_owners_shard_gets_help_from_several_of_many_busy_workers(redis_client):
     """Forty workers over 80 shards, each busy with its own (every shard always has a host
     ready).  One owner stops popping (killed, or draining); until the registry would move

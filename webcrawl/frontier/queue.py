@@ -423,8 +423,7 @@ class HostQueue:
         busy = self._own_busy(clock)
         base = HELP_AFTER if busy else self.refresh
         span = base * max(1.0, self._workers / LOOKERS)  # seconds a round takes
-        others = n - len(owned)
-        if not self._looked <= clock < self._looked + span or not others:
+        if not self._looked <= clock < self._looked + span:
             return None  # (the first look; a round's time since the last; a clock gone back)
         helping = self._helping
         ring = n - len(owned | helping)  # the others' shards that it is not helping
