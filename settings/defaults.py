@@ -191,22 +191,22 @@ FRONTIER_REDIS_TIMEOUT = 0.25
 # Shards of the frontier: a host's queue, politeness turn, leases, revisits and
 # fingerprints live in one shard (a hash of the host), and each shard's keys
 # share one Redis Cluster hash tag, so a cluster spreads shards over its masters.
-# Fixed when the crawl is created (a worker with another count is refused): 16
-# spread evenly over 1 to about 8 masters; use ~4 per master beyond that, and at
-# least one per worker (each worker owns a share of the shards and its seen cache
-# knows their hosts' links; one that owns none only helps): 128 for 100 workers.
-# Measured (`webcrawl bench frontier --rate R --hosts 20000`, 2-core machine, 16 shards
-# against 128, two runs each): 100 workers at 3 pages/s each kept 12 % of their links
-# local against 75 %, Redis 533-638 against 531-624 us a page, client CPU 4.9-5.6
-# against 2.7-3.1 ms; 32 workers at 10 pages/s, 38 % against 75 %, Redis 518-542
-# against 638-674 us; 4 workers at 50 pages/s, Redis 369-387 against 489-527 us (a
-# paced worker's links for a shard leave each FRONTIER_SHARD_WAIT: a call a second to
-# each shard it has links for); 4 workers unpaced, 215-277 against 249-294 us.  But
-# with many shards, the Bloom dupefilter's per-shard filters (twice a shard's even
-# share of BLOOM_CAPACITY) overflow on a large host, and a worker's idle checks count
-# every shard: 16 suits up to 16 workers; give more workers more shards, with an exact
-# dupefilter.
-FRONTIER_SHARDS = 16
+# Fixed when the crawl is created (a worker with another count is refused), so chosen
+# for the fleet a crawl may grow to: each worker owns a share of the shards and its
+# seen cache knows their hosts' links, and one that owns none only helps.  128 gives
+# up to 128 workers a share each and spreads evenly over 1 to 32 masters (use ~4 per
+# master beyond that).  Measured (`webcrawl bench frontier --rate R --hosts 20000`,
+# 2-core machine, 16 shards against 128): 100 workers at 3 pages/s each keep 12 %
+# of their links local against 75 %, at 5.2 against 3.4 ms of client CPU a page, and
+# Redis 545-638 against 531-674 us a page; 32 workers at 10 pages/s, 38 % against
+# 75 %, Redis 502-542 against 638-674 us; 4 workers at 50 pages/s, Redis 369-406
+# against 489-527 us (a paced worker's links for a shard leave each
+# FRONTIER_SHARD_WAIT: a call a second to each shard it has links for, which fewer
+# shards share); 4 workers unpaced (1 100+ pages/s), 215-301 against 249-317 us.  So
+# small paced fleets pay Redis up to a third more a page with 128, at a rate far from
+# what one Redis core coordinates (under 10 % of it), for ownership that works at 100
+# workers.  Give a crawl of more workers at least one shard each.
+FRONTIER_SHARDS = 128
 # Replicas that must have a step's new links before the leases of the pages that
 # produced them are acknowledged (Redis WAIT): with a replica per master, 1 makes
 # a master's failover lose no URL (pages whose links were not confirmed are

@@ -280,7 +280,7 @@ def test_a_shard_count_other_than_the_crawls_is_refused_naming_both(
     first = crawls.run(demo.seeds, data, f"REDIS_URL={redis_server.url}", "DEPTH_LIMIT=0")
     assert first.returncode == 0, first.stderr[-2000:]
     other = crawls.run(demo.seeds, data, f"REDIS_URL={redis_server.url}", "FRONTIER_SHARDS=8")
-    assert "created with FRONTIER_SHARDS = 16, this worker has FRONTIER_SHARDS = 8" in other.stderr
+    assert "created with FRONTIER_SHARDS = 128, this worker has FRONTIER_SHARDS = 8" in other.stderr
     assert not read_items_of(other)
     assert sum(frontier_totals(redis_client).values()) > 0  # nothing of the crawl touched
 

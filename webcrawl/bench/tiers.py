@@ -1,8 +1,8 @@
 """``webcrawl bench tiers``: a frontier of millions of URLs through its two tiers.
 
 Pushes ``--urls`` synthetic links over ``--hosts`` hosts into the real frontier (one
-Redis, 16 shards, the Bloom dupefilter sized for them, FRONTIER_HOT_PER_HOST and
-FRONTIER_HOT_BUDGET at their defaults or as given) with the cold tier in SQLite, as
+Redis, FRONTIER_SHARDS, FRONTIER_HOT_PER_HOST and FRONTIER_HOT_BUDGET at their defaults
+or as given, the Bloom dupefilter sized for them) with the cold tier in SQLite, as
 one process: the Redis memory per URL the crawl knows, the store's rows and bytes.
 Then pops and acknowledges for ``--duration`` seconds as a worker does, and compares
 the refills' throughput with the pop rate: refills must not be what bounds pages/s.
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from webcrawl.bench.common import tcp_redis
+from webcrawl.settings import defaults
 
 
 def _entries(hosts: int, params: Any, start: int, stop: int) -> list[tuple]:
@@ -97,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     from webcrawl.frontier.queue import HostQueue
     from webcrawl.store.sqlite import SQLiteStore
 
-    n, hosts, shards = args.urls, args.hosts, 16
+    n, hosts, shards = args.urls, args.hosts, defaults.FRONTIER_SHARDS
     workdir = Path(tempfile.mkdtemp(prefix="webcrawl-bench-"))
     db = workdir / "webtable.sqlite3"
     try:
