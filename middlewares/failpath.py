@@ -226,6 +226,8 @@ class FailPathMiddleware:
         self._final_probe = False  # done, or taken by another worker
         self._final_waiting = False
         self._late: list[tuple[Any, Any]] = []  # (delayed call, its function): send-backs
+        self._sending: set[Any] = set()  # send-backs running (their Deferreds)
+        self._wake: Any = None  # the engine's wake-up while a final re-probe waits
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FailPathMiddleware:
@@ -254,6 +256,8 @@ class FailPathMiddleware:
         for call, _ in self._late:
             if call.active():
                 call.cancel()
+        if self._wake is not None and self._wake.active():
+            self._wake.cancel()
         pending, self._pending_ok = self._pending_ok, {}
 
         def flush_and_close() -> None:
@@ -489,18 +493,26 @@ class FailPathMiddleware:
     # -- the re-probe -----------------------------------------------------------
 
     def _idle(self, spider: Spider) -> None:
-        """A worker with nothing to do now stays while its re-probe runs, or while it
-        sends back the links of recovered paths."""
+        """A worker with nothing to do now (Scrapy's spider_idle: while others crawl, too)
+        stays while its re-probe runs, or while it has links of recovered paths to send
+        back (at their time: other workers' copies of the site's counts must have been
+        read again first)."""
         if self._probing:
             raise DontCloseSpider("failed-path re-probe running")
-        if self._run_late():
+        if self._sending or any(call.active() for call, _ in self._late):
             raise DontCloseSpider("sending back the links of recovered paths")
 
     def _out_of_work(self, spider: Spider) -> None:
         """Before a finite crawl ends (the scheduler's crawl_out_of_work: no work left
-        anywhere), one last re-probe (one worker per interval, after any re-probe still
-        running): paths that recovered since their last probe come back instead of being
-        lost."""
+        anywhere): the links of recovered paths waiting to be sent back go now, and then
+        one last re-probe (one worker per interval, after any re-probe still running):
+        paths that recovered since their last probe come back instead of being lost.
+        Not while this worker's own re-probe or send-backs run (they wake the engine
+        when they end)."""
+        if self._probing or self._sending:
+            raise DontCloseSpider("failed-path re-probe or send-back running")
+        if self._run_late():
+            raise DontCloseSpider("sending back the links of recovered paths")
         frontier = self._frontier()
         if self._final_probe or frontier is None or frontier.continuous:
             return
@@ -519,7 +531,8 @@ class FailPathMiddleware:
                 )
             from twisted.internet import reactor  # the running one (installed by now)
 
-            reactor.callLater(1.0, frontier._wake_engine)  # look again soon, not in 5 s
+            if self._wake is None or not self._wake.active():  # (one: each wake is a check)
+                self._wake = reactor.callLater(1.0, frontier._wake_engine)  # soon, not in 5 s
             raise DontCloseSpider("waiting for the failed-path re-probe of another worker")
         self._final_probe = True
         if turn == ProbeTurns.STARTED:
@@ -663,9 +676,18 @@ class FailPathMiddleware:
             d.addErrback(
                 lambda f: logger.error("Failed-path send-back failed:\n%s", f.getTraceback())
             )
+            if not d.called:  # running: the worker stays until it ends
+                self._sending.add(d)
+                d.addBoth(lambda _: self._sent(d))
 
         self._late = [(c, f) for c, f in self._late if c.active()]
         self._late.append((reactor.callLater(delay, run), run))
+
+    def _sent(self, d: Any) -> None:
+        self._sending.discard(d)
+        frontier = self._frontier()
+        if frontier is not None:
+            frontier._wake_engine()  # an idle engine looks again now
 
     def _run_late(self) -> bool:
         """Run the pending delayed send-backs now; whether there were any."""

@@ -166,8 +166,8 @@ FRONTIER_EXPECTED_URLS = 0
 # and its false-positive rate there (10 million at 0.1 %: 18 MB of filter).  Each
 # shard has its own filter, sized for twice its even share (hosts are not spread
 # evenly) plus two hosts at their full FRONTIER_MAX_PAGES_PER_HOST (a shard may hold
-# some of the largest; a host's links past its budget stay out of the filter), within
-# twice its share again: 36 to 72 MB in all (72 over 128 shards).
+# some of the largest; a host's links past its budget stay out of the filter), one only
+# beyond twice its share again: 36 to 72 MB in all (72 over 128 shards).
 BLOOM_CAPACITY = 10_000_000
 BLOOM_ERROR_RATE = 0.001
 # Clear the crawl's queue and dupefilter when a worker starts (dangerous in a cluster).

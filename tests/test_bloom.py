@@ -131,8 +131,8 @@ def test_the_expected_url_count_chooses_and_sizes_the_dupefilter():
         (10_000_000, 16, 100_000, 1_250_000 + 200_000),  # twice the share, two full hosts
         (10_000_000, 128, 100_000, 2 * 156_250),  # ... but at most twice the share again
         (10_000_000, 128, 0, 156_250),  # no budget: no host's size is known
-        (100_000, 16, 100_000, 25_000),
-        (100_000, 1, 100_000, 100_000),  # at most the whole crawl
+        (1_000_000, 128, 100_000, 15_625 + 100_000),  # one full host beyond a small share
+        (100_000, 16, 100_000, 100_000),  # at most the whole crawl
     ],
 )
 def test_each_shards_filter_holds_twice_its_share_and_two_hosts_at_their_budget(
@@ -140,12 +140,13 @@ def test_each_shards_filter_holds_twice_its_share_and_two_hosts_at_their_budget(
 ):
     """One host puts at most its budget (FRONTIER_MAX_PAGES_PER_HOST) into its shard's
     filter: a shard's filter has room for two such hosts beyond twice its even share,
-    within twice that share again (the filters hold at most four times the crawl's
-    capacity, however many shards), so a crawl of 10 million URLs over 128 shards (an
-    even share of 78 000) keeps its rate with two hosts at 100 000 in a shard."""
+    but for one only beyond twice that share again (the filters hold at most four times
+    the crawl's capacity, or twice it and a host a shard), so a crawl of 10 million
+    URLs over 128 shards (an even share of 78 000) keeps its rate with two hosts at
+    100 000 in a shard, and one of a million with one."""
     params = shard_bloom_params(capacity, 0.001, shards, budget)
     assert params.capacity == per_shard
-    assert shards * per_shard <= max(4 * capacity, shards * capacity)
+    assert shards * per_shard <= max(4 * capacity, 2 * capacity + shards * budget) + shards
     two_hosts_and_the_share = 2 * budget + capacity // shards
     if budget and capacity >= 10_000_000:
         assert params.false_positive_rate(two_hosts_and_the_share) <= 0.001 / 2
@@ -216,7 +217,7 @@ def test_a_crawl_with_the_bloom_dupefilter(demo, tmp_path, crawls):
     state = status(data, "-s", "BLOOM_CAPACITY=5")  # this command's settings do not matter
     filt = state["dupefilter"]
     assert (filt["kind"], filt["capacity"], filt["error_rate"]) == ("bloom", 100_000, 0.001)
-    assert filt["shard_capacity"] == 25_000  # twice the share, and as much for large hosts
+    assert filt["shard_capacity"] == 100_000  # (twice the share and a full host: all of it)
     # estimated from its bits; the crawl also saw URLs it did not store (links to 404s)
     assert len(urls) <= state["seen"] <= 1.2 * len(urls)
     assert filt["false_positives"] == 0  # a few hundred URLs in a filter for 100 000
@@ -224,7 +225,7 @@ def test_a_crawl_with_the_bloom_dupefilter(demo, tmp_path, crawls):
     again = crawls.run(demo.seeds, data)  # the default: the exact set
     assert again.returncode != 0
     assert (
-        "was created with a Bloom filter for 100000 URLs at 0.001 false positives (25000 "
+        "was created with a Bloom filter for 100000 URLs at 0.001 false positives (100000 "
         "URLs a shard) as its dupefilter, this worker has an exact set"
     ) in again.stderr
 

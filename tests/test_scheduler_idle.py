@@ -121,3 +121,51 @@ def test_a_scrapy_shell_never_marks_itself_busy(worker):
     shell.one_off = True
     shell._mark_busy()
     assert shell.server.hlen(shell.keys.busy) == 0
+
+
+def test_the_failed_path_final_re_probe_waits_for_the_crawl_to_be_out_of_work(worker):
+    """spider_idle while others crawl keeps a worker with links of recovered paths to
+    send back open, without sending them before their time (other workers' copies of
+    the site's counts must be read again first); crawl_out_of_work sends them now, and
+    takes the final re-probe turn only when nothing of the middleware's own runs; while
+    another worker's re-probe runs it waits, with one wake-up of the engine pending."""
+    from twisted.internet import reactor
+
+    from webcrawl.middlewares.failpath import FailPathMiddleware
+
+    scheduler = worker()
+    middleware = FailPathMiddleware(scheduler.crawler)
+    middleware._frontier = lambda: scheduler
+    sent = []
+
+    async def send_back() -> None:
+        sent.append(True)
+
+    middleware._later(60, send_back)
+    with pytest.raises(DontCloseSpider):
+        middleware._idle(scheduler.spider)
+    assert sent == []  # at its time, not now
+    with pytest.raises(DontCloseSpider):
+        middleware._out_of_work(scheduler.spider)
+    assert sent == [True]
+    final = scheduler.keys.failpath_probe + ":final"
+    middleware._probing = True  # its own periodic re-probe runs: not the final one yet
+    with pytest.raises(DontCloseSpider):
+        middleware._out_of_work(scheduler.spider)
+    assert not scheduler.server.exists(final)
+    middleware._probing = False
+    other = middleware._probe_turns(scheduler).lock.__class__(
+        scheduler.server, scheduler.keys.failpath_probe + ":running", 60, owner="other"
+    )
+    assert other.acquire()  # another worker's re-probe runs
+    wakes = lambda: [c for c in reactor.getDelayedCalls() if c is middleware._wake]  # noqa: E731
+    try:
+        for _ in range(3):
+            with pytest.raises(DontCloseSpider):
+                middleware._out_of_work(scheduler.spider)
+        assert len(wakes()) == 1
+    finally:
+        middleware._wake.cancel()
+    other.release()
+    scheduler.server.set(final, "another worker")  # the final turn was taken: nothing to do
+    middleware._out_of_work(scheduler.spider)

@@ -202,11 +202,13 @@ def shard_bloom_params(
     full ``host_budget`` (FRONTIER_MAX_PAGES_PER_HOST: the most URLs one host puts in
     its shard's filter, 0: no limit), for a shard that holds some of the crawl's
     largest hosts (at 128 shards the even share of ten million URLs is 78 000, less
-    than one such host), but no more than twice its even share again: the filters hold
-    at most four times the crawl's capacity (with many shards, few of them can get a
-    large host); at most the whole capacity."""
+    than one such host); but only one such host beyond twice the share again, so that
+    the filters hold at most four times the crawl's capacity, or twice it and a host's
+    budget a shard (with many shards, few of them can get a large host); at most
+    the whole capacity."""
     share = -(-2 * capacity // shards)
-    return BloomParams(min(capacity, share + min(2 * host_budget, share)), error_rate)
+    extra = min(2 * host_budget, max(share, host_budget))
+    return BloomParams(min(capacity, share + extra), error_rate)
 
 
 def dupefilter_class(settings: BaseSettings) -> type[RedisDupeFilter]:

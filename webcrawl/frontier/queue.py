@@ -159,7 +159,7 @@ class HostQueue:
         # nothing as far as we know (another worker's push is found by the next look)
         self._due = [0.0] * keys.shards
         self._looked = float("-inf")  # when this worker last looked (_look_if_due)
-        self._counted = float("-inf")  # when crawl_done last counted the shards, found work
+        self._counted = float("-inf")  # when crawl_done last counted the shards
         self._asked = [float("-inf")] * keys.shards  # ... when it last asked each shard
         self._tried = [float("-inf")] * keys.shards  # ... when it last popped each
         self._unreachable: set[int] = set()  # shards whose last call failed
@@ -261,6 +261,12 @@ class HostQueue:
         ``workers``: how many pop the crawl (they share the looks at each shard)."""
         self._owned = shards
         self._workers = max(1, workers)
+
+    def expect_work(self, shards: Collection[int], *, now: float | None = None) -> None:
+        """``shards`` may have work now (leases handed back): the next step looks there."""
+        clock = self._clock(now)
+        for shard in shards:
+            self._due[shard] = min(self._due[shard], clock)
 
     @property
     def workers(self) -> int:
@@ -719,19 +725,19 @@ class HostQueue:
         :meth:`idle_check` counts is all 0).  The shards are counted only when no other
         worker is busy and no seed waits: an idle worker that polls while others crawl
         reads the crawl-wide keys, not every shard.  Nor more than once per
-        ``HELP_AFTER`` seconds while they had work when last counted: then work is queued
-        for later, or a dead worker's leases wait to expire, which the looks find (and
-        when the last busy worker finishes, the shards are counted at once)."""
+        ``HELP_AFTER`` seconds: when they had work, it is queued for later or a dead
+        worker's leases wait to expire, which the looks find; when they had none and the
+        worker did not close, something else keeps it open (a final re-probe), which
+        wakes it when it ends.  When the last busy worker finishes, the shards are
+        counted at once."""
         if any(self._mark_idle(worker_id)):
             self._counted = float("-inf")
             return False
         clock = self._clock(now)
         if self._counted <= clock < self._counted + HELP_AFTER:
             return False
-        if any(self.counts(now=now)):
-            self._counted = clock
-            return False
-        return True
+        self._counted = clock
+        return not any(self.counts(now=now))
 
     def _mark_idle(self, worker_id: str) -> tuple[int, int]:
         """The crawl-wide half of an idle check: (submitted seeds, busy live workers)."""

@@ -56,7 +56,7 @@ from webcrawl.frontier.known import SeenCache, by_url, url_key, url_key_of
 from webcrawl.frontier.layout import join_crawl
 from webcrawl.frontier.outbox import Outbox
 from webcrawl.frontier.ownership import owned
-from webcrawl.frontier.queue import HostQueue, StepResult
+from webcrawl.frontier.queue import HostQueue, StepResult, lease_shard
 from webcrawl.frontier.redisconn import CrawlRedis, RoundTrips
 from webcrawl.frontier.requeue import Requeue
 from webcrawl.frontier.signals import crawl_out_of_work
@@ -388,8 +388,10 @@ class Scheduler(RedisScheduler):
         """Requests popped but not handed to the engine: their leases end now, and the
         next step that pops their shard queues them again (closing, or paused)."""
         if self._prefetched:
-            self.queue.renew([lease for _, lease in self._prefetched], 0.0)
+            leases = [lease for _, lease in self._prefetched]
+            self.queue.renew(leases, 0.0)
             self._prefetched.clear()
+            self.queue.expect_work({lease_shard(lease)[0] for lease in leases})
 
     def _submit(self, func: Any) -> Future[None]:
         """Run ``func`` (store I/O, with the store's retries) on the mover thread, off the
@@ -919,10 +921,9 @@ class Scheduler(RedisScheduler):
         a failure, those it had: a preference is never worth a failed heartbeat)."""
         if self.one_off:
             return  # it pops nothing of the shared crawl (nor do the others count it)
-        if not self.pops():  # paused: the others share its shards (pops, its heartbeat)
-            self.queue.prefer(frozenset(), workers=self.queue.workers)
-            self.stats.set_value("frontier/owned_shards", 0)
-            return
+        if not self.pops():  # paused: the others share its shards (pops, its heartbeat);
+            self.stats.set_value("frontier/owned_shards", 0)  # its own view is kept for
+            return  # when it resumes
         try:
             live = popping(self.registry.live())
         except (RedisError, ValueError, KeyError, TypeError) as exc:
