@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from webcrawl.frontier.embedded_redis import EmbeddedRedis
 from webcrawl.frontier.keys import CrawlKeys
 from webcrawl.monitor.server import HostCheck
+from webcrawl.settings import defaults
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -173,7 +174,7 @@ def test_the_page_shows_the_workers_and_the_count_grows(slow_demo, tmp_path, cra
     assert worker[1]["webcrawl_frontier_round_trips_total[]"] > 0
     assert (tmp_path / "monitor.png").stat().st_size > 10_000
     assert families["webcrawl_crawl_workers_alive"].samples[0].value == 1
-    assert len(families["webcrawl_crawl_queued"].samples) == 16  # one per shard
+    assert len(families["webcrawl_crawl_queued"].samples) == defaults.FRONTIER_SHARDS  # a shard
     assert families["webcrawl_crawl_stored_pages"].samples[0].value > 0
 
 
