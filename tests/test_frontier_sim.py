@@ -19,6 +19,7 @@ import os
 import threading
 from collections import Counter
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import redis
@@ -56,6 +57,8 @@ STEPS = int(os.environ.get("WEBCRAWL_SIM_STEPS", "100"))
 CLUSTER = os.environ.get("WEBCRAWL_SIM_CLUSTER") == "1"
 WORKERS = 3
 HOSTS = ["a", "b", "c", "d"]
+# FRONTIER_MAX_PAGES_PER_HOST: long examples take a host past it
+MAX_PAGES = 15
 # 6: past a turn hold's first deadline but not a renewed one's; 31: past the revisit
 # mover's lock (30 s)
 TICKS = [0.5, 3.0, 6.0, LEASE + 1, 31.0, 200.0]
@@ -113,6 +116,7 @@ class FrontierMachine(RuleBasedStateMachine):
             hot_per_host=2,
             budget=6,
             replica=self.replica,
+            max_pages_per_host=MAX_PAGES,
             # the outbox's holding (Outbox.shard_batch, shard_wait): none, a few links
             # or seconds, links held past a lease's timeout
             **HOLDING[(len(self.workers) + len(self.dead)) % len(HOLDING)],
@@ -471,6 +475,20 @@ class FrontierMachine(RuleBasedStateMachine):
             skip = p.moved[host] | p.cold_revisits.get(host, set())
             twice = {u for seq, u in rows.items() if seq not in skip} & hot
             assert not twice, f"in the store and in a host queue: {sorted(twice)}"
+
+    @invariant()
+    def a_hosts_urls_in_the_dupefilter_are_those_its_budget_took(self):
+        """FRONTIER_MAX_PAGES_PER_HOST: the URLs of a host that the dupefilter holds are
+        the new URLs the host took (its count, at most the budget): one dropped over the
+        budget is not recorded as seen."""
+        if "a_hosts_urls_in_the_dupefilter_are_those_its_budget_took" in SKIP:
+            return
+        p = self.places()
+        per_host = Counter(urlsplit(url).hostname for url in p.seen)
+        for host in HOSTS:
+            assert per_host[host] == p.host_pages.get(host, 0) <= MAX_PAGES, (
+                f"host {host}: {per_host[host]} URLs seen, {p.host_pages.get(host, 0)} taken"
+            )
 
     @invariant()
     def every_revisit_is_somewhere(self):

@@ -78,6 +78,7 @@ class SimWorker:
         replica: Replica | None = None,
         shard_batch: int = 1,
         shard_wait: float = 0.0,
+        max_pages_per_host: int = 0,
     ) -> None:
         self.name = name
         self.process = Process(name)
@@ -95,6 +96,7 @@ class SimWorker:
             store=GatedStore(store, self.process),
             hot_per_host=hot_per_host,
             hot_budget=budget,
+            max_pages_per_host=max_pages_per_host,
             wait_replicas=1 if replica else 0,  # FRONTIER_REDIS_WAIT_REPLICAS
             wait_timeout=0.001,
         )
@@ -307,6 +309,7 @@ class Places:
     revisits_redis: set[str] = field(default_factory=set)  # URL keys
     revisits_store: set[str] = field(default_factory=set)
     seen: set[str] = field(default_factory=set)
+    host_pages: dict[str, int] = field(default_factory=dict)  # FRONTIER_MAX_PAGES_PER_HOST
     counters: dict[str, int] = field(default_factory=dict)
     cold_count: dict[str, int] = field(default_factory=dict)  # host -> the `cold` hash
     spilling: dict[str, int] = field(default_factory=dict)
@@ -349,6 +352,7 @@ def read_places(client: redis.Redis, store: Any, keys: CrawlKeys) -> Places:  # 
         p.claims |= {(k.shard, c.decode()) for c in client.hkeys(k.spill_done)}
         p.revisits_redis |= {key.decode() for key in client.hkeys(k.revisit_requests)}
         p.seen |= {fp.decode() for fp in client.smembers(k.seen)}
+        p.host_pages |= {h.decode(): int(n) for h, n in client.hgetall(k.host_pages).items()}
         for name, key in (
             ("queued", k.queued),
             ("cold_total", k.cold_total),
