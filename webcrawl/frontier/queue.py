@@ -262,17 +262,6 @@ class HostQueue:
         self._owned = shards
         self._workers = max(1, workers)
 
-    def expect_work(self, shards: Collection[int], *, now: float | None = None) -> None:
-        """``shards`` may have work now (leases handed back): the next step looks there."""
-        clock = self._clock(now)
-        for shard in shards:
-            self._due[shard] = min(self._due[shard], clock)
-
-    @property
-    def workers(self) -> int:
-        """How many workers pop the crawl, as :meth:`prefer` was last told."""
-        return self._workers
-
     def _pop_order(self, clock: float) -> list[int]:
         """Shards that may have work now, in turn from the cursor: the preferred first,
         but for others' whose due work their owner had not popped for ``HELP_AFTER``
@@ -667,8 +656,9 @@ class HostQueue:
         now: float | None = None,
     ) -> None:
         """Leases still in progress (only those that exist) run ``timeout`` seconds more
-        (0: they expire now, and their requests go back at the next step); so do the
-        turns held, ``(host, holder)``, whose requests are still in flight."""
+        (0: they expire now, and their requests go back at the next step, which pops
+        their shards); so do the turns held, ``(host, holder)``, whose requests are
+        still in flight."""
         by_shard: dict[int, tuple[list[str], list[str]]] = {}
         for lease in leases:
             shard, ident = lease_shard(lease)
@@ -685,6 +675,11 @@ class HostQueue:
         for call in self.router.run(calls):
             if call.error is not None:
                 raise call.error
+        if timeout <= 0:
+            clock = self._clock(now)
+            for shard, (ids, _) in by_shard.items():
+                if ids:
+                    self._due[shard] = min(self._due[shard], clock)
 
     def counts(self, *, now: float | None = None) -> tuple[int, int, int]:
         """Over all shards: (queued: host queues, delayed and the cold tier; revisits due

@@ -56,7 +56,7 @@ from webcrawl.frontier.known import SeenCache, by_url, url_key, url_key_of
 from webcrawl.frontier.layout import join_crawl
 from webcrawl.frontier.outbox import Outbox
 from webcrawl.frontier.ownership import owned
-from webcrawl.frontier.queue import HostQueue, StepResult, lease_shard
+from webcrawl.frontier.queue import HostQueue, StepResult
 from webcrawl.frontier.redisconn import CrawlRedis, RoundTrips
 from webcrawl.frontier.requeue import Requeue
 from webcrawl.frontier.signals import crawl_out_of_work
@@ -388,10 +388,8 @@ class Scheduler(RedisScheduler):
         """Requests popped but not handed to the engine: their leases end now, and the
         next step that pops their shard queues them again (closing, or paused)."""
         if self._prefetched:
-            leases = [lease for _, lease in self._prefetched]
-            self.queue.renew(leases, 0.0)
+            self.queue.renew([lease for _, lease in self._prefetched], 0.0)
             self._prefetched.clear()
-            self.queue.expect_work({lease_shard(lease)[0] for lease in leases})
 
     def _submit(self, func: Any) -> Future[None]:
         """Run ``func`` (store I/O, with the store's retries) on the mover thread, off the
@@ -905,7 +903,7 @@ class Scheduler(RedisScheduler):
         # first: nothing below may skip it
         self.queue.renew(leases, self.lease_timeout, holds=list(self.turn_holds.items()))
         self._move_revisits_up()
-        self._own()
+        self._own(pops)
 
     def pops(self) -> bool:
         """Whether this worker pops the shared crawl now, as its heartbeat says: not a
@@ -916,14 +914,12 @@ class Scheduler(RedisScheduler):
         it, and a worker with work of its own does not give it)."""
         return not self.one_off and not getattr(self.crawler.engine, "paused", False)
 
-    def _own(self) -> None:
+    def _own(self, pops: bool) -> None:
         """The shards this worker pops first, from the live workers in the registry (on
         a failure, those it had: a preference is never worth a failed heartbeat)."""
-        if self.one_off:
-            return  # it pops nothing of the shared crawl (nor do the others count it)
-        if not self.pops():  # paused: the others share its shards (pops, its heartbeat);
-            self.stats.set_value("frontier/owned_shards", 0)  # its own view is kept for
-            return  # when it resumes
+        if not pops:  # a scrapy shell, or paused: the others share its shards (its
+            self.stats.set_value("frontier/owned_shards", 0)  # heartbeat says it does not
+            return  # pop); a paused worker's own view is kept for when it resumes
         try:
             live = popping(self.registry.live())
         except (RedisError, ValueError, KeyError, TypeError) as exc:
