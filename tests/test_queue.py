@@ -109,6 +109,29 @@ def test_bloom_duplicates_are_found_before_the_step_too(redis_client):
     assert len(queue) == 35
 
 
+@pytest.mark.parametrize("mode", ["set", "bloom"])
+def test_a_steps_own_duplicates_are_taken_once(redis_client, mode):
+    """A fingerprint twice in one step, or (Bloom) one whose bits the step's earlier URLs
+    set, is taken once: the step's own additions count as seen."""
+    queue, keys = make(redis_client, shards=1)
+    if mode == "bloom":
+        fps = [b"1,2,3", b"3,2,1", b"1,2,4", b"5,5", b"1,2,3", b"4,5"]
+    else:
+        fps = [b"a", b"a", b"b", b"c", b"a", b"c"]
+    pushes = [entry(queue, f"http://h/{i}", fp=fp) for i, fp in enumerate(fps)]
+    assert queue.step(now=1, pushes=pushes, pop=False, seen_mode=mode).added == 3
+    assert len(queue) == 3
+    assert queue.step(now=1, pushes=pushes, pop=False, seen_mode=mode).added == 0
+    (shard,) = keys.all_shards()
+    if mode == "bloom":
+        bits = redis_client.get(shard.bloom)
+        assert [n for n in range(8 * len(bits)) if bits[n // 8] >> (7 - n % 8) & 1] == [
+            1, 2, 3, 4, 5
+        ]
+    else:
+        assert redis_client.smembers(shard.seen) == {b"a", b"b", b"c"}
+
+
 def test_a_redis_without_smismember_still_filters_in_the_script(tmp_path):
     """Before Redis 6.2 there is no SMISMEMBER: the pre-check is given up (logged once), the
     step script finds the duplicates as before.  (A real server with the command renamed
