@@ -7,6 +7,7 @@ import importlib
 import sys
 
 from webcrawl.bench import add_crawl_arguments, add_frontier_arguments, add_site_arguments
+from webcrawl.settings import defaults
 
 HELP = {
     "compare": "webcrawl bench crawl's table with a plain Scrapy spider, the web spider on "
@@ -25,6 +26,9 @@ HELP = {
     "changing demo web",
     "warc_members": "µs and bytes of a WARC record's gzip member: zlib-ng (a compressed "
     "payload stored) against the standard library's zlib, plain and gzip-encoded pages",
+    "redis_profile": "the frontier's Redis work a page in instructions (callgrind), not "
+    "time: bench frontier's workload for a fixed number of pages, split into commands, the "
+    "Lua around them and the rest; the same count on any machine",
     "sitemaps": "revisits wasted and changes caught with and without sitemaps, for a truthful "
     "and a lying host of the changing demo web; a worker's memory reading the largest and "
     "the most hostile sitemaps",
@@ -120,6 +124,25 @@ def _sitemaps(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _redis_profile(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--hosts",
+        type=int,
+        default=None,
+        help="synthetic hosts (default 25000: as many as each of bench frontier's 4 workers "
+        "owns, and its seen cache holds their navigation links); with --graph, hosts of "
+        "its copies (default 1000, as bench frontier's)",
+    )
+    p.add_argument("--graph", metavar="FILE", help="replay a recorded link graph instead")
+    p.add_argument("--pages", type=int, default=2000, help="pages measured")
+    p.add_argument("--shards", type=int, default=defaults.FRONTIER_SHARDS)
+    p.add_argument("--links", type=int, default=60, help="links per page (synthetic)")
+    p.add_argument("--prefetch", type=int, default=defaults.FRONTIER_PREFETCH)
+    p.add_argument("--redis-server", metavar="PATH", help="the redis-server to profile")
+    p.add_argument("--shown", type=int, default=8, help="commands shown")
+    p.add_argument("--keep", metavar="FILE", help="keep callgrind's profile in FILE")
+
+
 ARGUMENTS = {
     "compare": add_crawl_arguments,
     "stages": _stages,
@@ -130,6 +153,7 @@ ARGUMENTS = {
     "incremental": _incremental,
     "warc": _warc,
     "warc_members": _warc_members,
+    "redis_profile": _redis_profile,
     "sitemaps": _sitemaps,
 }
 

@@ -240,7 +240,6 @@ class Worker:
         running (a recorded graph's crawl starts from nothing).  That worker is the host's
         owner (with ``--no-ownership``, any worker: its share of the hosts here), and its
         cache knows as many of them as it holds for sure (half its size)."""
-        from webcrawl.frontier.known import url_key_of
 
         if self.graph is not None:
             return
@@ -254,6 +253,14 @@ class Worker:
             for start in range(0, len(fps), PREFILL_BATCH):
                 pipe.sadd(self.keys.shard(shard).seen, *fps[start : start + PREFILL_BATCH])
             pipe.execute()
+        self.prefill_cache()
+
+    def prefill_cache(self) -> None:
+        """The seen cache's part of :meth:`prefill` (the seen set's is in Redis already)."""
+        from webcrawl.frontier.known import url_key_of
+
+        if self.graph is not None:
+            return
         mine = self.my_hosts()
         if self.cfg.ownership:
             mine = (
