@@ -126,7 +126,11 @@ def test_a_steps_own_duplicates_are_taken_once(redis_client, mode):
     if mode == "bloom":
         bits = redis_client.get(shard.bloom)
         assert [n for n in range(8 * len(bits)) if bits[n // 8] >> (7 - n % 8) & 1] == [
-            1, 2, 3, 4, 5
+            1,
+            2,
+            3,
+            4,
+            5,
         ]
     else:
         assert redis_client.smembers(shard.seen) == {b"a", b"b", b"c"}

@@ -11,10 +11,12 @@ what the Lua around them costs, the rest (reading requests, writing replies, the
 loop), and shows the costliest commands and functions.
 
 Deterministic by construction: the worker's random numbers are seeded, a shard's links
-leave by batch size only (``FRONTIER_SHARD_WAIT`` is set beyond the run), and politeness
-is off, so no lease or delay expires.  The seen set and the seeds are loaded natively and
-saved; only the measured pages run under valgrind (``--instr-atstart=no``), from that
-snapshot.  Compare two checkouts by running it in each (``git worktree add``).
+leave by batch size only (``FRONTIER_SHARD_WAIT`` is set beyond the run), and the
+frontier runs on a simulated clock (its scripts' "now" included) that each page moves on
+by a millisecond, so its looks and every score are the same whatever valgrind's speed.
+The seen set and the seeds are loaded natively and saved; only the measured pages run
+under valgrind (``--instr-atstart=no``), from that snapshot.  Compare two checkouts by
+running it in each (``git worktree add``).
 Needs valgrind (``apt-get install valgrind``).
 """
 
@@ -37,7 +39,10 @@ from webcrawl.bench.common import tcp_redis
 from webcrawl.frontier.embedded_redis import COMPACT_QUEUES, redis_server_binary
 
 HOSTS = 25_000  # synthetic hosts: as many as each of bench frontier's 4 workers owns
-SHARD_WAIT = 1e9  # links leave by batch size only: the run must not depend on time
+SHARD_WAIT = 1e9  # links leave by batch size only
+# the frontier's clock while measured (the scripts' "now" too): a time after the seeds',
+# moved on by a millisecond a page (a worker's 1 000 pages/s)
+START, PAGE_TIME = 4e9, 0.001
 # callgrind_annotate's function names (file:function; 'N: a recursion's inner level)
 _LINE = re.compile(r"^\s*([\d,]+) \([\s\d.]+%\)\s+(\S+)")
 
@@ -79,12 +84,15 @@ def worker(cfg: bf.Config) -> bf.Worker:
 
 
 def drive(w: bf.Worker, pages: int) -> None:
-    """``pages`` pages of ``bench frontier``'s worker loop, then its links and acks out."""
+    """``pages`` pages of ``bench frontier``'s worker loop, then its links and acks out,
+    on a simulated clock that a page moves on by ``PAGE_TIME``."""
     done = 0
+    w.now = START
     while done < pages:
         while w.prefetched and done < pages:
             w.process(*w.prefetched.popleft())
             done += 1
+            w.now += PAGE_TIME
         if done >= pages:
             break
         result = w.step(pop=w.cfg.prefetch)

@@ -209,6 +209,9 @@ class Worker:
         self.fresh = 0  # new links made (with new_links)
         self.began: float | None = None  # when the first page was paced (with a rate)
         self.paced = 0  # pages paced so far
+        # the frontier's clock: None, the real one (Redis's TIME); else a simulated time
+        # (tools.bench redis_profile's, for a run that does not depend on time)
+        self.now: float | None = None
 
     def my_hosts(self) -> range:
         return range(self.cfg.index, self.cfg.hosts, self.cfg.workers)
@@ -351,7 +354,7 @@ class Worker:
             data = self.queue.encode(Request(url, priority=-depth, meta={"depth": depth}))
             pushes = self.outbox.pushes
             pushes.append((fingerprint(url), scope_key(url, "host"), -depth, 0.0, data, key))
-            if len(pushes) >= BATCH_SIZE and self.outbox.ripe():
+            if len(pushes) >= BATCH_SIZE and self.outbox.ripe(self.now):
                 self.step(pop=False)
         self.finished.append(lease)
 
@@ -361,7 +364,7 @@ class Worker:
         pops."""
         outbox = self.outbox
         for lease in self.finished:
-            outbox.finished(lease)
+            outbox.finished(lease, now=self.now)
         self.finished = []
         began, cpu = time.perf_counter(), time.process_time()
         sent = outbox.step(
@@ -371,6 +374,7 @@ class Worker:
             default_delay=0.0,
             lease_timeout=LEASE_TIMEOUT,
             seen_mode="set",
+            now=self.now,
         )
         result = sent.result
         self.counts["step_wall"] += time.perf_counter() - began
