@@ -8,7 +8,7 @@ local function earliest(names)
   for _, name in ipairs(names) do
     -- ZCARD first: a script's ZRANGE costs several times more, and most of these are empty
     if redis.call('ZCARD', name) > 0 then
-      local top = redis.call('ZRANGE', name, 0, 0, 'WITHSCORES')
+      local top = redis.call('ZRANGE', name, '0', '0', 'WITHSCORES')
       if best == nil or tonumber(top[2]) < best then best = tonumber(top[2]) end
     end
   end

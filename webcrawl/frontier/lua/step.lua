@@ -30,6 +30,13 @@ local max_grants = tonumber(ARGV[11])
 local max_pages = tonumber(ARGV[12])
 local id_prefix = ARGV[13]
 local owner = ARGV[14] == '1'
+-- Numbers go to Redis as text, printed once: redis.call prints a Lua number with '%.17g'
+-- (glibc's exact decimal conversion, thousands of instructions), and Lua prints one it
+-- joins to a string with '%.14g'; '%d' prints an integer for a fraction of that.
+-- Constants are written as text.  (tools.bench redis_profile counts the difference.)
+local now_s = string.format('%.17g', now)
+local lease_until = string.format('%.17g', now + lease_timeout)
+local function int(n) return string.format('%d', n) end
 
 -- Lease ids, spill claim tokens and refill lease tokens: the call's prefix, a number
 -- from lease_seq (one per call that makes any: a call that redis-py sends again after
@@ -107,7 +114,7 @@ local function enqueue_all(host, entries, force)
       spilled[#spilled + 1] = host .. '\n' .. entries[s] .. '\n' .. entries[s + 1]
     end
     zadd_all(K.spill, spilled, 1, #spilled)
-    redis.call('HINCRBY', K.spilling, host, n - room)
+    redis.call('HINCRBY', K.spilling, host, int(n - room))
     add_cold(host, n - room)
   end
   return n
@@ -123,10 +130,10 @@ local function claim_spills()
   -- {token, entries}: a claim's token names the rows its worker writes; a claim that
   -- expires and is taken again is dead, and the rows its worker may still write (a
   -- late store write) are left out of every refill (SPILLED and REFILL check it)
-  local claimed = redis.call('ZRANGEBYSCORE', K.spill, '-inf', now, 'LIMIT', 0, spill_batch)
+  local claimed = redis.call('ZRANGEBYSCORE', K.spill, '-inf', now_s, 'LIMIT', '0', ARGV[10])
   if #claimed == 0 then return {} end
   local token = new_id()
-  local until_ = string.format('%.17g', now + lease_timeout)
+  local until_ = lease_until
   for _, entry in ipairs(claimed) do
     local old = redis.call('HGET', K.spill_claim, entry)
     if old then redis.call('SREM', K.spill_live, old) end  -- dead: taken again
@@ -145,13 +152,13 @@ end
 local function grant_refills()
   local grants = {}
   if hot_per_host <= 0 then return grants end
-  for _, h in ipairs(redis.call('ZRANGEBYSCORE', K.refilling, '-inf', now, 'LIMIT', 0, 20)) do
+  for _, h in ipairs(redis.call('ZRANGEBYSCORE', K.refilling, '-inf', now_s, 'LIMIT', '0', '20')) do
     -- the worker of this refill died: the host waits again
     redis.call('ZREM', K.refilling, h)
     local lease = redis.call('HGET', K.refill, h)
     if lease then add_count(K.reserved, -tonumber(string.match(lease, '^[^|]*|(%d+)'))) end
     redis.call('HDEL', K.refill, h)
-    redis.call('ZADD', K.refill_wait, 'NX', string.format('%.17g', now), h)
+    redis.call('ZADD', K.refill_wait, 'NX', now_s, h)
   end
   local room_left, looked = budget_room(budget), 0
   while #grants < max_grants and room_left > 0 and looked < 4 * max_grants do
@@ -172,7 +179,7 @@ local function grant_refills()
       -- the host's rows in the store now: its count, less what is on its way there
       local stored = num(redis.call('HGET', K.cold, h)) - num(redis.call('HGET', K.spilling, h))
       redis.call('HSET', K.refill, h, token .. '|' .. room .. '|' .. math.max(0, stored))
-      redis.call('ZADD', K.refilling, string.format('%.17g', now + lease_timeout), h)
+      redis.call('ZADD', K.refilling, lease_until, h)
       add_count(K.reserved, room)
       room_left = room_left - room
       grants[#grants + 1] = {h, token, room, redis.call('SMEMBERS', K.moved .. h)}
@@ -215,7 +222,7 @@ end
 local added, over_budget = 0, 0
 local n_push, n_hosts = tonumber(ARGV[i]), tonumber(ARGV[i+1]); i = i + 2
 local seq = 0
-if n_push > 0 then seq = redis.call('INCRBY', K.seq, n_push) - n_push end
+if n_push > 0 then seq = redis.call('INCRBY', K.seq, ARGV[i - 2]) - n_push end
 for _ = 1, n_hosts do
   local host, count = ARGV[i], tonumber(ARGV[i+1]); i = i + 2
   local entries = {}
@@ -239,7 +246,7 @@ for _ = 1, n_hosts do
       -- below 2^53, in 0.14 us against 0.34 (a step formats one per new link)
       local score = string.format('%d', -prio * 1e12 + seq)
       -- the sequence number prefix keeps identical (dont_filter) requests apart
-      local member = seq .. '|' .. data
+      local member = int(seq) .. '|' .. data
       if wait > 0 then
         local entry = host .. '\n' .. score .. '\n' .. member
         redis.call('ZADD', K.delayed, string.format('%.17g', now + wait), entry)
@@ -251,7 +258,7 @@ for _ = 1, n_hosts do
     end
   end
   if #entries > 0 then enqueue_all(host, entries) end
-  if counted > 0 then redis.call('HINCRBY', K.host_pages, host, counted) end
+  if counted > 0 then redis.call('HINCRBY', K.host_pages, host, int(counted)) end
   if over_budget > over_before then redis.call('SADD', K.over_budget, host) end
 end
 
@@ -268,7 +275,7 @@ end
 -- when the shard's owner last popped it (HostQueue._pop_order: other workers help a
 -- shard whose due work its owner leaves unpopped; their own pops do not count, so a
 -- dead owner's shard stays neglected until the registry gives it to another)
-if want_pop > 0 and owner then redis.call('SET', K.popped, string.format('%.17g', now)) end
+if want_pop > 0 and owner then redis.call('SET', K.popped, now_s) end
 
 -- 4. expired leases, due delayed requests and due revisits go to their host queues;
 -- only in a call that pops (a shard with such work is due in every worker's map, so
@@ -283,7 +290,7 @@ if want_pop == 0 then
   end
   return {added, requeued, revisited, '', {}, spills, over_budget}
 end
-local expired = redis.call('ZRANGEBYSCORE', K.leases, '-inf', now, 'LIMIT', 0, requeue_limit)
+local expired = redis.call('ZRANGEBYSCORE', K.leases, '-inf', now_s, 'LIMIT', '0', ARGV[5])
 for _, id in ipairs(expired) do
   local entry = redis.call('HGET', K.leased, id)
   redis.call('ZREM', K.leases, id)
@@ -295,13 +302,13 @@ for _, id in ipairs(expired) do
     requeued = requeued + 1
   end
 end
-local due = redis.call('ZRANGEBYSCORE', K.delayed, '-inf', now, 'LIMIT', 0, requeue_limit)
+local due = redis.call('ZRANGEBYSCORE', K.delayed, '-inf', now_s, 'LIMIT', '0', ARGV[5])
 for _, entry in ipairs(due) do
   redis.call('ZREM', K.delayed, entry)
   local host, score, member = string.match(entry, '^([^\n]*)\n([^\n]*)\n(.*)$')
   enqueue(host, score, member)
 end
-local revisits = redis.call('ZRANGEBYSCORE', K.revisits, '-inf', now, 'LIMIT', 0, requeue_limit)
+local revisits = redis.call('ZRANGEBYSCORE', K.revisits, '-inf', now_s, 'LIMIT', '0', ARGV[5])
 for _, key in ipairs(revisits) do
   local entry = redis.call('HGET', K.revisit_requests, key)
   redis.call('ZREM', K.revisits, key)
@@ -309,7 +316,7 @@ for _, key in ipairs(revisits) do
   if entry then
     local host, prio, data = string.match(entry, '^([^\n]*)\n([^\n]*)\n(.*)$')
     local n = redis.call('INCR', K.seq)
-    enqueue(host, string.format('%d', -tonumber(prio) * 1e12 + n), n .. '|' .. data)
+    enqueue(host, int(-tonumber(prio) * 1e12 + n), int(n) .. '|' .. data)
     revisited = revisited + 1
   end
 end
@@ -321,7 +328,7 @@ local out = {added, requeued, revisited, false, false, false, over_budget}
 local tries, taken = 0, 0
 while #out < 7 + 2 * want_pop and tries < 10 + 2 * want_pop do
   tries = tries + 1
-  local top = redis.call('ZRANGE', K.ready, 0, 0, 'WITHSCORES')
+  local top = redis.call('ZRANGE', K.ready, '0', '0', 'WITHSCORES')
   if #top == 0 or tonumber(top[2]) > now then break end
   local host = top[1]
   local item = redis.call('ZPOPMIN', K.hq .. host)
@@ -335,13 +342,13 @@ while #out < 7 + 2 * want_pop and tries < 10 + 2 * want_pop do
     local sent = tonumber(redis.call('HGET', K.next, host) or '0')
     local nxt = math.max(now + host_delay(host), sent)
     if redis.call('EXISTS', K.hq .. host) == 1 then
-      redis.call('ZADD', K.ready, string.format('%.17g', nxt), host)
+      redis.call('ZADD', K.ready, nxt == now and now_s or string.format('%.17g', nxt), host)
     else
       redis.call('ZREM', K.ready, host)
     end
     want_refill(host, hot_per_host, now)
     local id = new_id()
-    redis.call('ZADD', K.leases, string.format('%.17g', now + lease_timeout), id)
+    redis.call('ZADD', K.leases, lease_until, id)
     redis.call('HSET', K.leased, id, host .. '\n' .. item[2] .. '\n' .. item[1])
     out[#out + 1] = item[1]
     out[#out + 1] = id

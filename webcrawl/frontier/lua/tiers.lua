@@ -16,7 +16,7 @@ local function count_of(key)
 end
 -- (n 0 writes nothing: -0, which a negated 0 is, is no integer to INCRBY)
 local function add_count(key, n)
-  if n ~= 0 then counts[key] = redis.call('INCRBY', key, n) end
+  if n ~= 0 then counts[key] = redis.call('INCRBY', key, string.format('%d', n)) end
 end
 
 -- queue places left under the shard's budget (budget 0: no limit)
@@ -37,6 +37,7 @@ local function want_refill(host, per_host, now)
 end
 
 local function add_cold(host, n)
+  n = string.format('%d', n)
   if redis.call('HINCRBY', K.cold, host, n) <= 0 then redis.call('HDEL', K.cold, host) end
   redis.call('INCRBY', K.cold_total, n)
 end
