@@ -37,6 +37,7 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured, StopDownload
 from scrapy.http import Response
 
+from webcrawl.frontier.signals import crawl_may_end
 from webcrawl.middlewares.bodylimit import BodyLimitMiddleware, content_encodings
 from webcrawl.settings_check import positive_int
 from webcrawl.sitemaps.scope import origin_of
@@ -89,6 +90,7 @@ class SitemapMemoryMiddleware:
         connect(middleware._bytes_received, signal=signals.bytes_received)
         connect(middleware._left, signal=signals.request_left_downloader)
         connect(middleware._idle, signal=signals.spider_idle)
+        connect(middleware._idle, signal=crawl_may_end)  # (the frontier's: a finite crawl's end)
         connect(middleware._closed, signal=signals.spider_closed)
         return middleware
 
@@ -176,6 +178,9 @@ class SitemapMemoryMiddleware:
             self._lost([request])
 
     def _idle(self, spider: Any = None) -> None:
+        """spider_idle, and the frontier's crawl_may_end: sitemaps waiting for memory keep
+        the worker open, and keep a finite crawl from ending (and the failed-path
+        middleware from its final re-probe) before they are read."""
         if any(call.active() for call in self._parked):
             raise DontCloseSpider
 

@@ -12,7 +12,7 @@ from test_scheduler_input import _crawler
 
 from webcrawl.frontier.layout import join_crawl, store_record
 from webcrawl.frontier.scheduler import Scheduler
-from webcrawl.frontier.signals import crawl_out_of_work
+from webcrawl.frontier.signals import crawl_may_end, crawl_out_of_work
 
 
 @pytest.fixture
@@ -90,7 +90,17 @@ def test_a_worker_with_nothing_to_do_now_says_the_crawl_is_out_of_work_only_at_i
         raise DontCloseSpider("a last thing to do")
 
     b.crawler.signals.connect(not_yet, signal=crawl_out_of_work)
-    assert not idle(b)
+    assert not idle(b) and ends == [b.spider] * 2
+    b.crawler.signals.disconnect(not_yet, signal=crawl_out_of_work)
+
+    def may_add_work(spider: Spider) -> None:
+        raise DontCloseSpider("a sitemap waits for memory")
+
+    # a component that may still add work holds the end: crawl_out_of_work is not sent
+    b.crawler.signals.connect(may_add_work, signal=crawl_may_end)
+    assert not idle(b) and ends == [b.spider] * 2
+    b.crawler.signals.disconnect(may_add_work, signal=crawl_may_end)
+    assert idle(b) and ends == [b.spider] * 3
 
 
 def test_a_paused_worker_hands_back_what_it_popped_and_owns_no_shard(worker):

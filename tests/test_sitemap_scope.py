@@ -7,9 +7,12 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from scrapy import signals
+from scrapy.exceptions import DontCloseSpider
 from scrapy.http import Request, Response
 from scrapy.utils.test import get_crawler
 
+from webcrawl.frontier.signals import crawl_may_end
 from webcrawl.middlewares.sitemaps import (
     TOKEN,
     SitemapBusy,
@@ -178,9 +181,18 @@ def test_a_sitemap_waits_while_its_host_has_one_in_flight_and_so_does_a_stopped_
         with pytest.raises(SitemapWait):
             middleware.process_exception(first, SitemapBusy())
         assert len(middleware._parked) == 2 and memory.held == 0 and TOKEN not in first.meta
+        # parked sitemaps keep the worker open, and a finite crawl from its end (the
+        # frontier's crawl_may_end: before crawl_out_of_work and its final re-probe)
+        for signal in (signals.spider_idle, crawl_may_end):
+            answers = middleware.crawler.signals.send_catch_log(signal, spider=None)
+            assert [type(answer.value) for _, answer in answers] == [DontCloseSpider]
     finally:
         for call in list(middleware._parked):
             call.cancel()
+    for signal in (signals.spider_idle, crawl_may_end):  # read (here: cancelled): no hold
+        assert middleware.crawler.signals.send_catch_log(signal, spider=None) == [
+            (middleware._idle, None)
+        ]
 
 
 def test_a_sitemap_body_goes_to_the_spider_as_it_came_with_its_coding():

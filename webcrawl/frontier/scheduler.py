@@ -59,7 +59,7 @@ from webcrawl.frontier.ownership import owned
 from webcrawl.frontier.queue import HostQueue, StepResult
 from webcrawl.frontier.redisconn import CrawlRedis, RoundTrips
 from webcrawl.frontier.requeue import Requeue
-from webcrawl.frontier.signals import crawl_out_of_work
+from webcrawl.frontier.signals import crawl_may_end, crawl_out_of_work
 from webcrawl.frontier.workers import WorkerRegistry, new_worker_id, popping, worker_info
 from webcrawl.settings_check import (
     non_negative_float,
@@ -214,6 +214,11 @@ def lease_settings(settings: Any) -> tuple[float, float, float]:
             f"STATUS_HEARTBEAT_INTERVAL ({interval}): leases are renewed with each heartbeat"
         )
     return lease_timeout, interval, ttl
+
+
+def _held(answers: list[tuple[Any, Any]]) -> bool:
+    """Whether a handler of a signal raised DontCloseSpider (send_catch_log's answers)."""
+    return any(isinstance(a, Failure) and a.check(DontCloseSpider) for _, a in answers)
 
 
 class Scheduler(RedisScheduler):
@@ -834,10 +839,10 @@ class Scheduler(RedisScheduler):
             # workers started together (scrapyd, a deploy): the one with the seeds
             # may still be starting; closing now would leave it alone
             raise DontCloseSpider("the crawl has no URL yet: waiting for its seeds")
-        answers = self.crawler.signals.send_catch_log(
-            crawl_out_of_work, spider=spider, dont_log=DontCloseSpider
-        )
-        if any(isinstance(a, Failure) and a.check(DontCloseSpider) for _, a in answers):
+        send = self.crawler.signals.send_catch_log
+        if _held(send(crawl_may_end, spider=spider, dont_log=DontCloseSpider)):
+            raise DontCloseSpider("a component may still add work")
+        if _held(send(crawl_out_of_work, spider=spider, dont_log=DontCloseSpider)):
             raise DontCloseSpider("work to do before the crawl ends")
         logger.info("Crawl %r has no work left anywhere: closing this worker", self.keys.crawl)
 

@@ -1,5 +1,12 @@
-"""The frontier's own Scrapy signal (a module of its own: importing the scheduler
+"""The frontier's own Scrapy signals (a module of their own: importing the scheduler
 installs a reactor, which a middleware's import must not)."""
+
+# Sent by the scheduler's spider_idle check when the whole crawl has no work left, just
+# before crawl_out_of_work.  A component that may still add work to the crawl (the
+# sitemap middleware with sitemaps waiting for memory) raises DontCloseSpider: the worker
+# stays, and crawl_out_of_work waits for a later check.  (The handlers of spider_idle do
+# not see each other's answers, so a hold there cannot keep crawl_out_of_work back.)
+crawl_may_end = object()
 
 # Sent by the scheduler's spider_idle check when the whole crawl has no work left
 # (nothing queued, leased or submitted, no other worker busy) and this worker is about to
