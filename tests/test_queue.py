@@ -1053,3 +1053,20 @@ def test_entries_naming_a_class_outside_the_allow_list_are_refused_unimported(
     form = HostQueue(redis_client, S(), keys, rules)
     assert type(form.decode(b"1|" + planted)).__name__ == "Evil"
     assert type(queue.decode(b"1|" + queue.encode(FormRequest("http://a/f")))) is FormRequest
+
+
+def test_sequence_numbers_past_10_to_the_14_keep_identical_requests_apart(redis_client):
+    """A member carries its shard's sequence number in full ('%d'). Lua's own printing of
+    a number ('%.14g') made 10^14 '1e+14': identical requests (dont_filter) past it became
+    one member while the queue counted them all, and the cold tier could not read it."""
+    queue, keys = make(redis_client, shards=1)
+    (shard,) = keys.all_shards()
+    redis_client.set(shard.seq, 99_999_999_999_999)
+    same = entry(queue, "http://h.example/a", fp=b"")
+    assert queue.step(now=1, pushes=[same, same, same], pop=False).added == 3
+    members = redis_client.zrange(shard.host_queue("h.example"), 0, -1)
+    assert len(queue) == 3 and [m.split(b"|")[0] for m in members] == [
+        b"100000000000000",
+        b"100000000000001",
+        b"100000000000002",
+    ]
