@@ -178,9 +178,10 @@ class SitemapMemoryMiddleware:
             self._lost([request])
 
     def _idle(self, spider: Any = None) -> None:
-        """spider_idle, and the frontier's crawl_may_end: sitemaps waiting for memory keep
-        the worker open, and keep a finite crawl from ending (and the failed-path
-        middleware from its final re-probe) before they are read."""
+        """spider_idle, and the frontier's crawl_may_end: sitemaps parked here for memory
+        keep this worker open, and its failed-path middleware from the final re-probe,
+        until they are read.  (The frontier takes most sitemaps back, with a lease, and
+        counts them as work; parked here are those it could not.)"""
         if any(call.active() for call in self._parked):
             raise DontCloseSpider
 

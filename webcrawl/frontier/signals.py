@@ -2,9 +2,11 @@
 installs a reactor, which a middleware's import must not)."""
 
 # Sent by the scheduler's spider_idle check when the whole crawl has no work left, just
-# before crawl_out_of_work.  A component that may still add work to the crawl (the
-# sitemap middleware with sitemaps waiting for memory) raises DontCloseSpider: the worker
-# stays, and crawl_out_of_work waits for a later check.  (The handlers of spider_idle do
+# before crawl_out_of_work.  A component of this worker that may still add work to the
+# crawl (the sitemap middleware with sitemaps parked for memory: those the frontier could
+# not take back, which it therefore does not count) raises DontCloseSpider: the worker
+# stays, and its crawl_out_of_work waits for a later check.  It holds this worker only:
+# another finds the crawl out of work on its own.  (The handlers of spider_idle do
 # not see each other's answers, so a hold there cannot keep crawl_out_of_work back.)
 crawl_may_end = object()
 
