@@ -101,6 +101,27 @@ def _known(fps: list[bytes], reply: list[int], seen_mode: str) -> set[bytes]:
     return known
 
 
+def _by_host_and_group(pushes: Sequence[tuple]) -> list[object]:
+    """The step script's pushes: how many hosts, then per host (in the order of their
+    first push) the host and how many groups, and per group (a run of its pushes with
+    the same priority and wait) the priority, the wait, how many, then (fingerprint,
+    data) per push.  A host's pushes keep their order: each takes the next sequence
+    number, as if sent one by one."""
+    runs: dict[str, list[list]] = {}
+    for fingerprint, host, priority, wait, data, *_ in pushes:
+        group = (max(-MAX_PRIORITY, min(MAX_PRIORITY, int(priority))), max(0.0, float(wait)))
+        of_host = runs.setdefault(host, [])
+        if not of_host or of_host[-1][0] != group:
+            of_host.append([group])
+        of_host[-1] += (fingerprint, data)
+    args: list[object] = [len(runs)]
+    for host, of_host in runs.items():
+        args += [host, len(of_host)]
+        for (priority, wait), *items in of_host:
+            args += [priority, wait, len(items) // 2, *items]
+    return args
+
+
 def lease_shard(lease: str) -> tuple[int, str]:
     """``(shard, id)`` of a lease (``<shard>:<id>``)."""
     shard, _, ident = lease.partition(":")
@@ -549,19 +570,7 @@ class HostQueue:
             ]
             for lease, wait in w.nacks:
                 args += [lease, max(0.0, float(wait))]
-            by_host: dict[str, list[object]] = {}
-            for fingerprint, host, priority, wait, data, *_ in w.pushes:
-                by_host.setdefault(host, []).extend(
-                    (
-                        fingerprint,
-                        max(-MAX_PRIORITY, min(MAX_PRIORITY, int(priority))),
-                        max(0.0, float(wait)),
-                        data,
-                    )
-                )
-            args += [len(w.pushes), len(by_host)]
-            for host, entries in by_host.items():
-                args += [host, len(entries) // 4, *entries]
+            args += [len(w.pushes), *_by_host_and_group(w.pushes)]
             args.append(len(w.revisits))
             for key, host, priority, due, data in w.revisits:
                 args += [

@@ -35,7 +35,12 @@ local owner = ARGV[14] == '1'
 -- joins to a string with '%.14g'; '%d' prints an integer for a fraction of that.
 -- Constants are written as text.  (tools.bench redis_profile counts the difference.)
 local now_s = string.format('%.17g', now)
-local lease_until = string.format('%.17g', now + lease_timeout)
+-- (the lease deadline: in calls that pop or claim, printed when first wanted)
+local lease_text = nil
+local function lease_until()
+  if lease_text == nil then lease_text = string.format('%.17g', now + lease_timeout) end
+  return lease_text
+end
 local function int(n) return string.format('%d', n) end
 
 -- Lease ids, spill claim tokens and refill lease tokens: the call's prefix, a number
@@ -105,7 +110,7 @@ local function enqueue_all(host, entries, force)
   if room > 0 then
     zadd_all(K.hq .. host, entries, 1, 2 * room)
     add_count(K.queued, room)
-    schedule(host, now)
+    schedule(host, now, now_s)
   end
   if room < n then
     local spilled = {}
@@ -137,7 +142,7 @@ local function claim_spills()
     local old = redis.call('HGET', K.spill_claim, entry)
     if old then redis.call('SREM', K.spill_live, old) end  -- dead: taken again
     redis.call('HSET', K.spill_claim, entry, token)
-    redis.call('ZADD', K.spill, 'XX', lease_until, entry)
+    redis.call('ZADD', K.spill, 'XX', lease_until(), entry)
   end
   redis.call('SADD', K.spill_live, token)
   return {token, claimed}
@@ -178,7 +183,7 @@ local function grant_refills()
       -- the host's rows in the store now: its count, less what is on its way there
       local stored = num(redis.call('HGET', K.cold, h)) - num(redis.call('HGET', K.spilling, h))
       redis.call('HSET', K.refill, h, token .. '|' .. room .. '|' .. math.max(0, stored))
-      redis.call('ZADD', K.refilling, lease_until, h)
+      redis.call('ZADD', K.refilling, lease_until(), h)
       add_count(K.reserved, room)
       room_left = room_left - room
       grants[#grants + 1] = {h, token, room, redis.call('SMEMBERS', K.moved .. h)}
@@ -211,48 +216,56 @@ for _ = 1, n_nacks do
   i = i + 2
 end
 
--- 2. new requests, by host: n requests, n hosts, then per host: host, count, and
--- count times (fingerprint, priority, seconds to wait, data); a host's new requests
--- go into its queue together.  A host takes at most max_pages new URLs in all
--- (FRONTIER_MAX_PAGES_PER_HOST, 0: no limit); beyond, new URLs are dropped and the
+-- 2. new requests, by host: n requests, n hosts, then per host: host, n groups, and per
+-- group: priority, seconds to wait, count, and count times (fingerprint, data); a host's
+-- new requests go into its queue together.  A host takes at most max_pages new URLs in
+-- all (FRONTIER_MAX_PAGES_PER_HOST, 0: no limit); beyond, new URLs are dropped and the
 -- host joins the set of hosts over their budget.  A dropped URL stays out of the
 -- dupefilter: a host's links beyond its budget would otherwise fill its shard's Bloom
 -- filter without end, and other hosts' new URLs there would be taken for seen.
+-- (A link costs its two arguments, its SADD and the text of its sequence number: what
+-- its group shares is read and printed once.)
 local added, over_budget = 0, 0
 local n_push, n_hosts = tonumber(ARGV[i]), tonumber(ARGV[i+1]); i = i + 2
 local seq = 0
 if n_push > 0 then seq = redis.call('INCRBY', K.seq, ARGV[i - 2]) - n_push end
 for _ = 1, n_hosts do
-  local host, count = ARGV[i], tonumber(ARGV[i+1]); i = i + 2
+  local host, n_groups = ARGV[i], tonumber(ARGV[i+1]); i = i + 2
   local entries = {}
   local pages, counted, over_before = 0, 0, over_budget
   if max_pages > 0 then pages = num(redis.call('HGET', K.host_pages, host)) end
-  for _ = 1, count do
-    local fp, data = ARGV[i], ARGV[i+3]
-    local prio, wait = tonumber(ARGV[i+1]), tonumber(ARGV[i+2])
-    i = i + 4
-    local new
-    if max_pages > 0 and fp ~= '' and pages + counted >= max_pages then
-      new = false
-      if not is_known(fp) then over_budget = over_budget + 1 end
-    else
-      new = is_new(fp)
-      if new and max_pages > 0 and fp ~= '' then counted = counted + 1 end
-    end
-    if new then
-      seq = seq + 1
-      -- (HostQueue sends whole priorities: the score is an integer)
-      local score = int(-prio * 1e12 + seq)
-      -- the sequence number prefix keeps identical (dont_filter) requests apart
-      local member = int(seq) .. '|' .. data
-      if wait > 0 then
-        local entry = host .. '\n' .. score .. '\n' .. member
-        redis.call('ZADD', K.delayed, string.format('%.17g', now + wait), entry)
+  for _ = 1, n_groups do
+    -- (HostQueue sends whole priorities: a score is an integer, base + seq)
+    local base, wait, count = -tonumber(ARGV[i]) * 1e12, tonumber(ARGV[i+1]), tonumber(ARGV[i+2])
+    i = i + 3
+    local due = wait > 0 and string.format('%.17g', now + wait)
+    for _ = 1, count do
+      local fp, data = ARGV[i], ARGV[i+1]
+      i = i + 2
+      local new
+      if fp == '' then
+        new = true
+      elseif max_pages > 0 and pages + counted >= max_pages then
+        new = false
+        if not is_known(fp) then over_budget = over_budget + 1 end
       else
-        entries[#entries + 1] = score
-        entries[#entries + 1] = member
+        if bloom then new = is_new(fp) else new = redis.call('SADD', K.seen, fp) == 1 end
+        if new and max_pages > 0 then counted = counted + 1 end
       end
-      added = added + 1
+      if new then
+        seq = seq + 1
+        -- the sequence number prefix keeps identical (dont_filter) requests apart
+        local n = int(seq)
+        local score = base == 0 and n or int(base + seq)
+        local member = n .. '|' .. data
+        if due then
+          redis.call('ZADD', K.delayed, due, host .. '\n' .. score .. '\n' .. member)
+        else
+          entries[#entries + 1] = score
+          entries[#entries + 1] = member
+        end
+        added = added + 1
+      end
     end
   end
   if #entries > 0 then enqueue_all(host, entries) end
@@ -346,7 +359,7 @@ while #out < 7 + 2 * want_pop and tries < 10 + 2 * want_pop do
     end
     want_refill(host, hot_per_host, now)
     local id = new_id()
-    redis.call('ZADD', K.leases, lease_until, id)
+    redis.call('ZADD', K.leases, lease_until(), id)
     redis.call('HSET', K.leased, id, host .. '\n' .. item[2] .. '\n' .. item[1])
     out[#out + 1] = item[1]
     out[#out + 1] = id
