@@ -235,7 +235,8 @@ FRONTIER_LEASE_TIMEOUT = 60.0
 FRONTIER_HOT_PER_HOST = 100
 # Requests the host queues in Redis may hold in all (split evenly over the shards):
 # beyond it new requests go to the store, and hosts wait for room to be refilled.
-# About 120 bytes of Redis memory each (500 000: ~60 MB, 5 000 hosts with full queues).
+# About 200 bytes of Redis memory each in queues past 16 (500 000: ~100 MB, 5 000 hosts
+# with full queues; docs/concepts.md, "Small queue entries").
 # 0: no budget (only FRONTIER_HOT_PER_HOST).
 FRONTIER_HOT_BUDGET = 500_000
 # Seconds ahead that the revisit schedule in Redis holds: revisits due later wait in

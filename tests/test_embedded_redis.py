@@ -86,15 +86,21 @@ def test_a_socket_directory_another_can_write_is_refused(tmp_path, monkeypatch):
         server.join(server.client())
 
 
-def test_host_queues_of_small_entries_are_kept_compact(tmp_path):
-    """A host queue of typical entries (~120 bytes, past Redis's default 64) stays a
-    compact list: about 120 bytes a queued URL instead of about 200."""
+def test_short_host_queues_of_small_entries_are_kept_compact(tmp_path):
+    """A host queue of up to 16 typical entries (~120 bytes, past Redis's default 64)
+    stays a compact list: about 120 bytes a queued URL instead of about 200.  A longer
+    one is a skiplist, where a ZADD does not search the whole queue."""
     server = EmbeddedRedis(tmp_path)
     client = server.client()
     server.join(client)
     try:
-        assert client.config_get("zset-max-ziplist-value") == {"zset-max-ziplist-value": "256"}
-        client.zadd("q", {b"%d|" % i + b"x" * 110: i for i in range(100)})
+        assert client.config_get("zset-max-ziplist-*") == {
+            "zset-max-ziplist-value": "256",
+            "zset-max-ziplist-entries": "16",
+        }
+        client.zadd("q", {b"%d|" % i + b"x" * 110: i for i in range(16)})
         assert client.object("encoding", "q") in (b"ziplist", b"listpack")
+        client.zadd("q", {b"16|" + b"x" * 110: 16})
+        assert client.object("encoding", "q") == b"skiplist"
     finally:
         server.leave(client)

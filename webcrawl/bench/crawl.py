@@ -337,6 +337,7 @@ def run_memory(args: argparse.Namespace) -> int:
             for name, hosts in (
                 ("queue, 50 hosts (long queues)", 50),
                 ("hot queues, 100 per host", max(1, n // 100)),
+                ("short queues, 10 per host", max(1, n // 10)),
             ):
                 keys = CrawlKeys(f"mem{hosts}")
                 queue = HostQueue(client, spider, keys)

@@ -37,10 +37,18 @@ logger = logging.getLogger(__name__)
 _MAX_SOCKET_PATH = 100
 
 
-# Host queues of up to 128 entries of up to 256 bytes kept as one compact list
-# (Redis's ziplist/listpack: ~120 bytes a typical queued link, against ~210 as a
-# skiplist past the default 64-byte entries).  Redis 7 reads the old name too.
-COMPACT_QUEUES = ("--zset-max-ziplist-value", "256")
+# Host queues of up to 16 entries of up to 256 bytes kept as one compact list (Redis's
+# ziplist/listpack: ~120 bytes a typical queued link, against ~200 as a skiplist past
+# the default 64-byte entries), longer ones as skiplists.  A compact list is searched
+# from its head: a ZADD of a link into one of 100 entries costs Redis ~92 000
+# instructions (Redis 7's listpack ~54 000), into a skiplist ~8 000, into a compact list
+# of 10 ~15 000 (each a command of its own, its request read, counted with
+# callgrind), and the new links of a crawl whose hosts keep tens of requests queued
+# (FRONTIER_HOT_PER_HOST: 100) would be most of its Redis work.  With Redis's default
+# of 128 entries, `python -m tools.bench redis_profile --graph` counted 2 446 thousand
+# instructions a page, 1 416 of them in ZADD; with 16, 1 252 (docs/benchmarks.md).
+# Redis 7 reads the old names too.
+COMPACT_QUEUES = ("--zset-max-ziplist-value", "256", "--zset-max-ziplist-entries", "16")
 
 
 def redis_server_binary() -> str:
