@@ -13,7 +13,7 @@ import redis
 from conftest import free_port
 from scrapy import FormRequest, Request, Spider
 
-from webcrawl.frontier import scripts
+from webcrawl.frontier import members, scripts
 from webcrawl.frontier.bloom import BloomParams
 from webcrawl.frontier.entry import DEFAULT_REQUEST_CLASSES, EntryRules
 from webcrawl.frontier.keys import CrawlKeys
@@ -199,26 +199,43 @@ def test_priority_then_fifo_within_a_host(redis_client):
     ]
 
 
-def test_scores_are_exact_at_the_priority_limits(redis_client):
-    """A host queue's score is -priority * 1e12 + the push's sequence number, exactly,
-    for every priority the queue keeps (beyond the limits it clamps): the step formats
-    it as an integer, and a lossy format would merge neighbours or break FIFO order."""
-    queue, keys = make(redis_client)
-    redis_client.set(keys.shard(keys.shard_of("a")).seq, 2**40)  # a long-lived crawl's
-    prios = [MAX_PRIORITY, -MAX_PRIORITY, 10**9, -(10**9), 1, 0]
+def test_a_score_is_the_priority_and_the_sequence_number_orders_within_it(redis_client):
+    """A host queue's score is -priority (clamped to MAX_PRIORITY), exactly; its requests
+    of one priority pop in the order pushed, whatever the step call they came in, since
+    a member starts with its 20-digit sequence number: the call's (the shard's counter)
+    and its place in the call (members.py)."""
+    queue, keys = make(redis_client, shards=1)
+    (shard,) = keys.all_shards()
+    prios = [MAX_PRIORITY + 5, -MAX_PRIORITY, 10**9, -(10**9), 1, 0]
     pushes = [entry(queue, f"http://a/{i}", p) for i, p in enumerate(prios)]
     pushes.append(entry(queue, "http://a/again", MAX_PRIORITY, fp=b""))  # dont_filter
     queue.step(now=1, pushes=pushes, pop=False)
-    host_queue = keys.shard(keys.shard_of("a")).host_queue_prefix + "a"
-    scored = redis_client.zrange(host_queue, 0, -1, withscores=True)
+    scored = redis_client.zrange(shard.host_queue("a"), 0, -1, withscores=True)
     clamp = [max(-MAX_PRIORITY, min(MAX_PRIORITY, p)) for p in prios] + [MAX_PRIORITY]
-    seqs = [int(member.split(b"|")[0]) for member, _ in scored]
-    assert sorted(seqs) == [2**40 + i for i in range(1, 8)]
-    by_seq = {int(m.split(b"|")[0]): score for m, score in scored}
-    assert [by_seq[2**40 + i + 1] for i in range(7)] == [
-        -p * 1e12 + 2**40 + i + 1 for i, p in enumerate(clamp)
-    ]
-    assert [s for _, s in scored] == sorted(s for _, s in scored)
+    by_url = {queue.decode(m).url: (m, score) for m, score in scored}
+    urls = [f"http://a/{i}" for i in range(len(prios))] + ["http://a/again"]
+    assert [by_url[u][1] for u in urls] == [-p for p in clamp]
+    assert [by_url[u][0][:21] for u in urls] == [b"000000000000001%05d|" % i for i in range(1, 8)]
+    # one priority, pushed over three calls (the shard's counter past 10**12): in order
+    redis_client.set(shard.seq, 10**12 - 2)
+    for n in range(3):
+        batch = [entry(queue, f"http://b/{n}-{i}", -3) for i in range(12)]
+        queue.step(now=1, pushes=batch, pop=False)
+    queued = [queue.decode(m).url for m in redis_client.zrange(shard.host_queue("b"), 0, -1)]
+    assert queued == [f"http://b/{n}-{i}" for n in range(3) for i in range(12)]
+
+
+def test_a_shards_pushes_past_a_calls_limit_go_in_calls_of_their_own(redis_client, monkeypatch):
+    """More pushes for a shard than one call numbers (members.PUSHES_PER_CALL) go in
+    several calls, in order: every one is queued, first pushed first popped."""
+    monkeypatch.setattr(members, "PUSHES_PER_CALL", 4)
+    queue, _ = make(redis_client, shards=1)
+    pushes = [entry(queue, f"http://a/{i}") for i in range(10)]
+    pushes += [entry(queue, "http://a/0", fp=b"")] * 3  # dont_filter: kept apart
+    result = queue.step(now=1, pushes=pushes, pop=False)
+    assert result.added == 13 and result.calls == 4
+    popped = drain(queue, now=1)
+    assert popped == [f"http://a/{i}" for i in range(10)] + ["http://a/0"] * 3
 
 
 def test_priorities_of_int_subclasses_go_to_redis_as_ints(redis_client):
@@ -1056,17 +1073,18 @@ def test_entries_naming_a_class_outside_the_allow_list_are_refused_unimported(
 
 
 def test_sequence_numbers_past_10_to_the_14_keep_identical_requests_apart(redis_client):
-    """A member carries its shard's sequence number in full ('%d'). Lua's own printing of
-    a number ('%.14g') made 10^14 '1e+14': identical requests (dont_filter) past it became
-    one member while the queue counted them all, and the cold tier could not read it."""
+    """A member carries its sequence number in full, 20 digits (members.py). Lua's own
+    printing of a number ('%.14g') once made 10^14 '1e+14': identical requests
+    (dont_filter) past it became one member while the queue counted them all, and the
+    cold tier could not read it."""
     queue, keys = make(redis_client, shards=1)
     (shard,) = keys.all_shards()
     redis_client.set(shard.seq, 99_999_999_999_999)
     same = entry(queue, "http://h.example/a", fp=b"")
     assert queue.step(now=1, pushes=[same, same, same], pop=False).added == 3
-    members = redis_client.zrange(shard.host_queue("h.example"), 0, -1)
-    assert len(queue) == 3 and [m.split(b"|")[0] for m in members] == [
-        b"100000000000000",
-        b"100000000000001",
-        b"100000000000002",
+    queued = redis_client.zrange(shard.host_queue("h.example"), 0, -1)
+    assert len(queue) == 3 and [m.split(b"|")[0] for m in queued] == [
+        b"10000000000000000001",
+        b"10000000000000000002",
+        b"10000000000000000003",
     ]

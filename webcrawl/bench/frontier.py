@@ -686,12 +686,13 @@ def native_floor(
     (SADD, ZADD into a host queue).  What one Redis core of this machine can do at best."""
     from scrapy import Request
 
+    from webcrawl.frontier import members
     from webcrawl.urls.scope import scope_key
 
     rng = random.Random(1)
     keys = queue.keys
     sample = _floor_sample(cfg)
-    data = b"1|" + queue.encode(Request(f"http://{host_name(0)}/a/1", meta={"depth": 1}))
+    data = queue.encode(Request(f"http://{host_name(0)}/a/1", meta={"depth": 1}))
     cpu = lambda: sum(client.info("cpu")[k] for k in ("used_cpu_user", "used_cpu_sys"))  # noqa: E731
     began = cpu()
     pipe = client.pipeline(transaction=False)
@@ -701,7 +702,7 @@ def native_floor(
         k = keys.shard(keys.shard_of(host))
         lease = f"floor-{page}"
         pipe.zpopmin(k.ready).zpopmin(k.host_queue(host)).zadd(k.ready, {host: page})
-        pipe.zadd(k.leases, {lease: page}).hset(k.leased, lease, data)
+        pipe.zadd(k.leases, {lease: page}).hset(k.leased, lease, members.member(page, data))
         pipe.zrem(k.leases, lease).hdel(k.leased, lease)
         for url in links:
             checks.setdefault(keys.shard_of(scope_key(url, "host")), []).append(fingerprint(url))
@@ -709,7 +710,7 @@ def native_floor(
             other = rng.choice(hosts)
             ko = keys.shard(keys.shard_of(other))
             pipe.sadd(ko.seen, fingerprint(f"http://{other}/floor/{page}-{n}"))
-            pipe.zadd(ko.host_queue(other), {b"%d|" % (page * 100 + n) + data: page})
+            pipe.zadd(ko.host_queue(other), {members.member(page * 100 + n, data): page})
         if page % cfg.prefetch == cfg.prefetch - 1 or page == pages - 1:
             for shard, fps in checks.items():
                 pipe.execute_command("SMISMEMBER", keys.shard(shard).seen, *fps)

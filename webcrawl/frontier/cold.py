@@ -3,11 +3,11 @@
 holds, and revisits due beyond the horizon (:func:`revisit_key`).
 
 A key sorts as the host queue does: by crawl, shard, host, then priority
-(highest first), then arrival (the shard's sequence number), so a scan of a
+(highest first), then arrival (the request's sequence number: members.py), so a scan of a
 host's prefix yields its next requests in the order Redis would have popped
 them::
 
-    <crawl>/<shard, 4 hex digits>/<host>/<11 digits: OFFSET - priority>/<16 digits: seq>/<claim>
+    <crawl>/<shard, 4 hex digits>/<host>/<11 digits: OFFSET - priority>/<20 digits: seq>/<claim>
 
 ``claim`` is the token of the spill claim under which a worker wrote the row: a claim
 that expired and was taken again is dead, and its rows are never refilled.
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 PRIORITY_LIMIT = 10**10  # |priority| below this (Scrapy's are small integers)
 _OFFSET = 5 * 10**10  # OFFSET - priority: 11 digits, higher priorities first
-_SEQ_LIMIT = 10**16
+_SEQ_LIMIT = 10**20
 
 
 def crawl_prefix(crawl: str) -> str:
@@ -45,15 +45,15 @@ def host_prefix(crawl: str, shard: int, host: str) -> str:
 
 
 def cold_key(crawl: str, shard: int, host: str, priority: int, seq: int, *, claim: str) -> str:
-    """The key of a queued request of ``host`` with ``priority`` that arrived as
-    ``seq``-th of its shard, written under the spill claim ``claim``."""
+    """The key of a queued request of ``host`` with ``priority`` and sequence number
+    ``seq``, written under the spill claim ``claim``."""
     if not -PRIORITY_LIMIT < priority < PRIORITY_LIMIT:
         raise ValueError(f"priority {priority} out of range (|priority| < {PRIORITY_LIMIT})")
     if not 0 <= seq < _SEQ_LIMIT:
         raise ValueError(f"sequence number {seq} out of range")
     if not claim or "/" in claim:
         raise ValueError(f"not a claim token: {claim!r}")
-    return f"{host_prefix(crawl, shard, host)}{_OFFSET - priority:011d}/{seq:016d}/{claim}"
+    return f"{host_prefix(crawl, shard, host)}{_OFFSET - priority:011d}/{seq:020d}/{claim}"
 
 
 def parse_cold_key(key: str) -> tuple[str, int, str, int, int, str]:

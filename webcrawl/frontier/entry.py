@@ -1,5 +1,5 @@
-"""A request as a host queue's entry (``<seq>|<serialised dict>``, the dict kept small),
-and back: only what the crawl allows (:class:`EntryRules`).
+"""A request as a host queue's entry (``<seq>|<serialised dict>``, members.py; the dict
+kept small), and back: only what the crawl allows (:class:`EntryRules`).
 
 Queue entries come from Redis and from the store's cold tier, which whoever can
 write them fills (HBase's Thrift gateway usually has no authentication).  So an

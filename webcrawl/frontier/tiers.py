@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import redis
 
-from webcrawl.frontier import scripts
+from webcrawl.frontier import members, scripts
 from webcrawl.frontier.cold import (
     cold_key,
     host_prefix,
@@ -108,7 +108,7 @@ class Tiers:
         stats.refill_seconds += time.perf_counter() - moved
 
     def spill(self, shard: int, claim: str, entries: list[bytes], *, now: float | None) -> None:
-        """Store spill entries (``host\\nscore\\n<seq>|data``) claimed under the token
+        """Store spill entries (``host\\nscore\\nmember``: members.py) claimed under the token
         ``claim`` in the cold tier, then take them out of the spill set (if the claim is
         still ours).  The claim is checked first (CLAIMED), and confirmed by the replicas:
         rows of a claim a failover lost would be counted and refilled by nobody.  If this
@@ -119,9 +119,10 @@ class Tiers:
         rows = []
         for entry in entries:
             host, score, member = entry.split(b"\n", 2)
-            seq, data = member.split(b"|", 1)
-            priority = round((int(seq) - float(score)) / 1e12)
-            key = cold_key(crawl, shard, host.decode(), priority, int(seq), claim=claim)
+            seq, data = members.split(member)
+            key = cold_key(
+                crawl, shard, host.decode(), members.priority_of(score), seq, claim=claim
+            )
             rows.append((key, data))
         k = self.keys.shard(shard)
         if not self._claim_holds(k, claim, entries, now=now):
@@ -196,7 +197,7 @@ class Tiers:
             ]
             for key, data in rows:
                 priority, seq = parse_cold_key(key)[3:5]
-                args += [key, repr(float(-priority * 10**12 + seq)), b"%d|%s" % (seq, data)]
+                args += [key, members.score(priority), members.member(seq, data)]
             result, confirmed = scripts.REFILL.run_confirmed(self.router, k, args)
             moved, keep = int(result[0]), {key.decode() for key in result[1:]}
             if moved == -1:

@@ -217,31 +217,31 @@ for _ = 1, n_nacks do
 end
 
 -- 2. new requests, by host: n requests, n hosts, then per host: host, n groups, and per
--- group: priority, seconds to wait, count, and count times (fingerprint, data); a host's
--- new requests go into its queue together.  A host takes at most max_pages new URLs in
--- all (FRONTIER_MAX_PAGES_PER_HOST, 0: no limit); beyond, new URLs are dropped and the
+-- group (a run of the host's pushes with one priority and wait): score (-priority),
+-- seconds to wait, count, and count times (fingerprint, the push's place in the call
+-- and its data: '<5 digits>|<data>'); a host's new requests go into its queue
+-- together.  A member is this call's number (15 digits) joined to what was sent: its
+-- sequence number, which orders a host's requests of one score (members.py); nothing
+-- is printed a request.  A host takes at most max_pages new URLs in all
+-- (FRONTIER_MAX_PAGES_PER_HOST, 0: no limit); beyond, new URLs are dropped and the
 -- host joins the set of hosts over their budget.  A dropped URL stays out of the
 -- dupefilter: a host's links beyond its budget would otherwise fill its shard's Bloom
 -- filter without end, and other hosts' new URLs there would be taken for seen.
--- (A link costs its two arguments, its SADD and the text of its sequence number: what
--- its group shares is read and printed once.)
 local added, over_budget = 0, 0
 local n_push, n_hosts = tonumber(ARGV[i]), tonumber(ARGV[i+1]); i = i + 2
-local seq = 0
-if n_push > 0 then seq = redis.call('INCRBY', K.seq, ARGV[i - 2]) - n_push end
+local call_seq = ''
+if n_push > 0 then call_seq = string.format('%015d', redis.call('INCR', K.seq)) end
 for _ = 1, n_hosts do
   local host, n_groups = ARGV[i], tonumber(ARGV[i+1]); i = i + 2
   local entries = {}
   local pages, counted, over_before = 0, 0, over_budget
   if max_pages > 0 then pages = num(redis.call('HGET', K.host_pages, host)) end
   for _ = 1, n_groups do
-    -- (HostQueue sends whole priorities: a score is an integer, base + seq)
-    local base, wait, count = -tonumber(ARGV[i]) * 1e12, tonumber(ARGV[i+1]), tonumber(ARGV[i+2])
+    local score, wait, count = ARGV[i], tonumber(ARGV[i+1]), tonumber(ARGV[i+2])
     i = i + 3
     local due = wait > 0 and string.format('%.17g', now + wait)
     for _ = 1, count do
-      local fp, data = ARGV[i], ARGV[i+1]
-      i = i + 2
+      local fp = ARGV[i]
       local new
       if fp == '' then
         new = true
@@ -253,11 +253,7 @@ for _ = 1, n_hosts do
         if new and max_pages > 0 then counted = counted + 1 end
       end
       if new then
-        seq = seq + 1
-        -- the sequence number prefix keeps identical (dont_filter) requests apart
-        local n = int(seq)
-        local score = base == 0 and n or int(base + seq)
-        local member = n .. '|' .. data
+        local member = call_seq .. ARGV[i+1]
         if due then
           redis.call('ZADD', K.delayed, due, host .. '\n' .. score .. '\n' .. member)
         else
@@ -266,6 +262,7 @@ for _ = 1, n_hosts do
         end
         added = added + 1
       end
+      i = i + 2
     end
   end
   if #entries > 0 then enqueue_all(host, entries) end
@@ -326,8 +323,9 @@ for _, key in ipairs(revisits) do
   redis.call('HDEL', K.revisit_requests, key)
   if entry then
     local host, prio, data = string.match(entry, '^([^\n]*)\n([^\n]*)\n(.*)$')
-    local n = redis.call('INCR', K.seq)
-    enqueue(host, int(-tonumber(prio) * 1e12 + n), int(n) .. '|' .. data)
+    -- (its own call number: place 00000 of it)
+    local member = string.format('%015d00000|', redis.call('INCR', K.seq)) .. data
+    enqueue(host, int(-tonumber(prio)), member)
     revisited = revisited + 1
   end
 end
