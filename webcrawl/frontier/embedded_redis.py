@@ -46,7 +46,8 @@ _MAX_SOCKET_PATH = 100
 # callgrind), and the new links of a crawl whose hosts keep tens of requests queued
 # (FRONTIER_HOT_PER_HOST: 100) would be most of its Redis work.  With Redis's default
 # of 128 entries, `python -m tools.bench redis_profile --graph` counted 2 446 thousand
-# instructions a page, 1 416 of them in ZADD; with 16, 1 252 (docs/benchmarks.md).
+# instructions a page, 1 416 of them in ZADD; with 16, 1 246 (docs/benchmarks.md,
+# "Redis's work a page, counted").
 # Redis 7 reads the old names too.
 COMPACT_QUEUES = ("--zset-max-ziplist-value", "256", "--zset-max-ziplist-entries", "16")
 
