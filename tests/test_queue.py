@@ -225,17 +225,31 @@ def test_a_score_is_the_priority_and_the_sequence_number_orders_within_it(redis_
     assert queued == [f"http://b/{n}-{i}" for n in range(3) for i in range(12)]
 
 
-def test_a_shards_pushes_past_a_calls_limit_go_in_calls_of_their_own(redis_client, monkeypatch):
-    """More pushes for a shard than one call numbers (members.PUSHES_PER_CALL) go in
-    several calls, in order: every one is queued, first pushed first popped."""
+def test_a_shards_pushes_past_a_numbers_limit_take_more_numbers_in_one_call(
+    redis_client, monkeypatch
+):
+    """More pushes for a shard than one call number holds (members.PUSHES_PER_CALL) take
+    more numbers, in the same call (all or nothing): every one is queued, first pushed
+    first popped."""
     monkeypatch.setattr(members, "PUSHES_PER_CALL", 4)
-    queue, _ = make(redis_client, shards=1)
+    queue, keys = make(redis_client, shards=1)
+    (shard,) = keys.all_shards()
     pushes = [entry(queue, f"http://a/{i}") for i in range(10)]
     pushes += [entry(queue, "http://a/0", fp=b"")] * 3  # dont_filter: kept apart
     result = queue.step(now=1, pushes=pushes, pop=False)
-    assert result.added == 13 and result.calls == 4
-    popped = drain(queue, now=1)
-    assert popped == [f"http://a/{i}" for i in range(10)] + ["http://a/0"] * 3
+    assert result.added == 13 and result.calls == 1
+    assert int(redis_client.get(shard.seq)) == 4  # ceil(13 / 4) numbers
+    assert drain(queue, now=1) == [f"http://a/{i}" for i in range(10)] + ["http://a/0"] * 3
+
+
+def test_a_shard_out_of_call_numbers_refuses_pushes(redis_client):
+    """Past 10**15 call numbers a shard's pushes fail, said so, rather than sort before
+    older requests (members.py)."""
+    queue, keys = make(redis_client, shards=1)
+    (shard,) = keys.all_shards()
+    redis_client.set(shard.seq, 10**15 - 1)
+    with pytest.raises(redis.ResponseError, match="used every call number"):
+        queue.step(now=1, pushes=[entry(queue, "http://a/1")], pop=False)
 
 
 def test_priorities_of_int_subclasses_go_to_redis_as_ints(redis_client):

@@ -8,6 +8,7 @@ from scrapy import Request, Spider
 
 from webcrawl.frontier.keys import CrawlKeys, check_crawl_name, hash_slot, shard_of
 from webcrawl.frontier.layout import (
+    LAYOUT,
     CrawlLayoutError,
     existing_crawl,
     join_crawl,
@@ -87,6 +88,16 @@ def test_the_shard_count_is_recorded_and_another_refused(redis_client):
         CrawlLayoutError, match="FRONTIER_SHARDS = 8, this worker has FRONTIER_SHARDS = 16"
     ):
         join_crawl(redis_client, "c", 16)
+
+
+def test_a_crawl_of_another_key_layout_is_refused(redis_client):
+    """A crawl whose keys another version of webcrawl laid out (its queue members in
+    another format) is refused, with the way out, not misread."""
+    join_crawl(redis_client, "c", 8)
+    assert redis_client.hget(CrawlKeys("c", 8).meta, "layout") == LAYOUT.encode()
+    redis_client.hset(CrawlKeys("c", 8).meta, "layout", "shards/1")
+    with pytest.raises(CrawlLayoutError, match=r"another version.*'shards/1'.*webcrawl reset"):
+        join_crawl(redis_client, "c", 8)
 
 
 SET = {"dupefilter": "set"}

@@ -161,7 +161,10 @@ class SimWorker:
 
     def entry(self, url: str, *, revisit: bool = False) -> tuple:
         data = self.queue.encode(Request(url, meta={"rv": 1} if revisit else {}))
-        return (url.encode(), host_of(url), 0, 0.0, data, None)
+        # a URL's priority, one of three (its hash's): a host's queue holds several, and
+        # its members and scores go through the spills, refills and requeues of each
+        priority = -(hashlib.sha1(url.encode()).digest()[0] % 3)
+        return (url.encode(), host_of(url), priority, 0.0, data, None)
 
     def step(self, pop: int = 0, *, flush: bool = False) -> Any:
         """Scheduler._step: the pages done with go to the outbox, which steps."""

@@ -4,12 +4,13 @@ A crawl's shard count is fixed when its first worker starts: a host's shard
 is its hash modulo the count, so a worker with another count would queue a
 host's URLs in another shard than the one holding its queue, leases and
 fingerprints.  It is recorded in the crawl's ``meta`` hash and every worker
-checks it.  So is its dupefilter (an exact set, or a Bloom filter of a given
-size): a worker with another would not know the URLs the crawl has seen.  And
-so is its store (by the store's own id, :meth:`Store.identity`): the frontier's
-cold tier and the pages are there, so a worker with another store (two
-machines with their own SQLite files) would spill requests where no other
-worker refills them from, and refill from a store that does not have them.
+checks it, with the format of the crawl's keys (``LAYOUT``).  So is its
+dupefilter (an exact set, or a Bloom filter of a given size): a worker with
+another would not know the URLs the crawl has seen.  And so is its store (by
+the store's own id, :meth:`Store.identity`): the frontier's cold tier and the
+pages are there, so a worker with another store (two machines with their own
+SQLite files) would spill requests where no other worker refills them from,
+and refill from a store that does not have them.
 """
 
 from __future__ import annotations
@@ -23,7 +24,10 @@ from webcrawl.frontier.keys import CrawlKeys
 if TYPE_CHECKING:
     from webcrawl.store.base import Store
 
-LAYOUT = "shards/1"
+# The format of the crawl's keys in Redis (its queue members: members.py), recorded when
+# the crawl is created: a worker refuses a crawl of another (it would misread its
+# queues).  Changed with the format.
+LAYOUT = "shards/2"
 
 
 class CrawlLayoutError(ValueError):
@@ -47,6 +51,14 @@ def join_crawl(
         client.hsetnx(keys.meta, "shards", shards)
         client.hsetnx(keys.meta, "layout", LAYOUT)
         recorded = client.hget(keys.meta, "shards")  # another worker may have been first
+    layout = client.hget(keys.meta, "layout")  # (None: its creator is writing it now)
+    if layout is not None and layout.decode() != LAYOUT:
+        raise CrawlLayoutError(
+            f"crawl {crawl!r} was created by another version of webcrawl (its keys' layout "
+            f"is {layout.decode()!r}, this worker's {LAYOUT!r}): this worker would misread "
+            f"its queues; finish it with the version that made it, or start over with "
+            f"`webcrawl reset --crawl {crawl} --yes`"
+        )
     if int(recorded) != shards:
         raise CrawlLayoutError(
             f"crawl {crawl!r} was created with FRONTIER_SHARDS = {int(recorded)}, this worker "

@@ -116,38 +116,32 @@ class _ShardWork:
 
 
 def _by_host_and_group(pushes: Sequence[tuple]) -> list[object]:
-    """The step script's pushes: how many hosts, then per host (in the order of their
-    first push) the host and how many groups, and per group (a run of its pushes with
-    the same priority and wait) its score, the wait, how many, then per push its
-    fingerprint and ``members.indexed`` data: its place among ``pushes`` (at most
-    ``PUSHES_PER_CALL``), which orders a host's requests of one score."""
+    """The step script's pushes: how many call numbers they take, how many hosts, then
+    per host (in the order of their first push) the host and how many groups, and per
+    group (a run of its pushes with the same priority, wait and call number) its score,
+    the wait, how many, which of the call's numbers (0, 1, ...; only when they take more
+    than one), then per push its
+    fingerprint and ``members.indexed`` data: its place among the pushes of its number
+    (``PUSHES_PER_CALL`` a number), which orders a host's requests of one score."""
+    limit = members.PUSHES_PER_CALL
     runs: dict[str, list[list]] = {}
-    for index, (fingerprint, host, priority, wait, data, *_) in enumerate(pushes, 1):
-        group = (max(-MAX_PRIORITY, min(MAX_PRIORITY, int(priority))), max(0.0, float(wait)))
+    for at, (fingerprint, host, priority, wait, data, *_) in enumerate(pushes):
+        part, index = divmod(at, limit)
+        group = (max(-MAX_PRIORITY, min(MAX_PRIORITY, int(priority))), max(0.0, float(wait)), part)
         of_host = runs.setdefault(host, [])
         if not of_host or of_host[-1][0] != group:
             of_host.append([group])
-        of_host[-1] += (fingerprint, members.indexed(index, data))
-    args: list[object] = [len(runs)]
+        of_host[-1] += (fingerprint, members.indexed(index + 1, data))
+    numbers = -(-len(pushes) // limit)
+    args: list[object] = [numbers, len(runs)]
     for host, of_host in runs.items():
         args += [host, len(of_host)]
-        for (priority, wait), *items in of_host:
-            args += [members.score(priority), wait, len(items) // 2, *items]
+        for (priority, wait, part), *items in of_host:
+            args += [members.score(priority), wait, len(items) // 2]
+            if numbers > 1:
+                args.append(part)
+            args += items
     return args
-
-
-def _parts(w: _ShardWork) -> list[_ShardWork]:
-    """A shard's work as step calls: one, but for pushes past ``PUSHES_PER_CALL``, which
-    follow in calls of their own (in order: each call's number is the next)."""
-    limit = members.PUSHES_PER_CALL
-    if len(w.pushes) <= limit:
-        return [w]
-    first = _ShardWork(w.acks, w.nacks, w.pushes[:limit], w.revisits)
-    rest = [
-        _ShardWork(pushes=w.pushes[start : start + limit])
-        for start in range(limit, len(w.pushes), limit)
-    ]
-    return [first, *rest]
 
 
 class HostQueue:
@@ -562,48 +556,47 @@ class HostQueue:
         strict: bool,
     ) -> None:
         calls = []
-        for shard, whole in work.items():
-            for part, w in enumerate(_parts(whole)):
-                args: list[object] = [
-                    now_arg(now),
-                    default_delay,
-                    lease_timeout,
-                    want if shard == pop_shard and not part else 0,
-                    int(requeue_limit),  # (LIMIT takes it and SPILL_BATCH as they come)
-                    slack,
-                    seen_mode,
-                    self.hot_per_host,
-                    self.shard_budget,
-                    int(SPILL_BATCH),
-                    REFILLS_PER_STEP,
-                    self.max_pages_per_host,
-                    f"{self.id_prefix}{next(self._steps)}.",
-                    1 if not self._owned or shard in self._owned else 0,
-                    len(w.acks),
-                    *w.acks,
-                    len(w.nacks),
+        for shard, w in work.items():
+            args: list[object] = [
+                now_arg(now),
+                default_delay,
+                lease_timeout,
+                want if shard == pop_shard else 0,
+                int(requeue_limit),  # (LIMIT takes it and SPILL_BATCH as they come)
+                slack,
+                seen_mode,
+                self.hot_per_host,
+                self.shard_budget,
+                int(SPILL_BATCH),
+                REFILLS_PER_STEP,
+                self.max_pages_per_host,
+                f"{self.id_prefix}{next(self._steps)}.",
+                1 if not self._owned or shard in self._owned else 0,
+                len(w.acks),
+                *w.acks,
+                len(w.nacks),
+            ]
+            for lease, wait in w.nacks:
+                args += [lease, max(0.0, float(wait))]
+            args += [len(w.pushes), *_by_host_and_group(w.pushes)]
+            args.append(len(w.revisits))
+            for key, host, priority, due, data in w.revisits:
+                args += [
+                    key,
+                    host,
+                    max(-MAX_PRIORITY, min(MAX_PRIORITY, int(priority))),
+                    repr(float(due)),
+                    data,
                 ]
-                for lease, wait in w.nacks:
-                    args += [lease, max(0.0, float(wait))]
-                args += [len(w.pushes), *_by_host_and_group(w.pushes)]
-                args.append(len(w.revisits))
-                for key, host, priority, due, data in w.revisits:
-                    args += [
-                        key,
-                        host,
-                        max(-MAX_PRIORITY, min(MAX_PRIORITY, int(priority))),
-                        repr(float(due)),
-                        data,
-                    ]
-                calls.append(
-                    scripts.STEP.call(
-                        self.keys.shard(shard),
-                        args,
-                        seen_mode=seen_mode,
-                        confirm=bool(w.pushes or w.revisits),
-                        strict=strict,
-                    )
+            calls.append(
+                scripts.STEP.call(
+                    self.keys.shard(shard),
+                    args,
+                    seen_mode=seen_mode,
+                    confirm=bool(w.pushes or w.revisits),
+                    strict=strict,
                 )
+            )
         self.router.run(calls)
         result.calls += len(calls)
         clock = self._clock(now)

@@ -216,21 +216,30 @@ for _ = 1, n_nacks do
   i = i + 2
 end
 
--- 2. new requests, by host: n requests, n hosts, then per host: host, n groups, and per
--- group (a run of the host's pushes with one priority and wait): score (-priority),
--- seconds to wait, count, and count times (fingerprint, the push's place in the call
--- and its data: '<5 digits>|<data>'); a host's new requests go into its queue
--- together.  A member is this call's number (15 digits) joined to what was sent: its
--- sequence number, which orders a host's requests of one score (members.py); nothing
--- is printed a request.  A host takes at most max_pages new URLs in all
+-- 2. new requests, by host: n requests, n call numbers they take (one a
+-- PUSHES_PER_CALL of them), n hosts, then per host: host, n groups, and per group (a
+-- run of the host's pushes with one priority, wait and call number): score
+-- (-priority), seconds to wait, count, which of the call's numbers (0, 1, ...; only when
+-- it takes more than one), and count times (fingerprint, the push's place among those of its number and its data:
+-- '<5 digits>|<data>'); a host's new requests go into its queue together.  A member is
+-- its number (15 digits, the shard's counter) joined to what was sent: its sequence
+-- number, which orders a host's requests of one score (members.py); nothing is printed
+-- a request.  A host takes at most max_pages new URLs in all
 -- (FRONTIER_MAX_PAGES_PER_HOST, 0: no limit); beyond, new URLs are dropped and the
 -- host joins the set of hosts over their budget.  A dropped URL stays out of the
 -- dupefilter: a host's links beyond its budget would otherwise fill its shard's Bloom
 -- filter without end, and other hosts' new URLs there would be taken for seen.
 local added, over_budget = 0, 0
-local n_push, n_hosts = tonumber(ARGV[i]), tonumber(ARGV[i+1]); i = i + 2
-local call_seq = ''
-if n_push > 0 then call_seq = string.format('%015d', redis.call('INCR', K.seq)) end
+local n_push, n_numbers, n_hosts = tonumber(ARGV[i]), tonumber(ARGV[i+1]), tonumber(ARGV[i+2])
+i = i + 3
+local first_number, single = 0, nil
+if n_push > 0 then
+  first_number = redis.call('INCRBY', K.seq, ARGV[i - 2]) - n_numbers + 1
+  if first_number + n_numbers > 1e15 then  -- (30 000 years at a thousand calls a second)
+    return redis.error_reply('the shard has used every call number (members.py)')
+  end
+  if n_numbers == 1 then single = string.format('%015d', first_number) end
+end
 for _ = 1, n_hosts do
   local host, n_groups = ARGV[i], tonumber(ARGV[i+1]); i = i + 2
   local entries = {}
@@ -238,7 +247,13 @@ for _ = 1, n_hosts do
   if max_pages > 0 then pages = num(redis.call('HGET', K.host_pages, host)) end
   for _ = 1, n_groups do
     local score, wait, count = ARGV[i], tonumber(ARGV[i+1]), tonumber(ARGV[i+2])
-    i = i + 3
+    local prefix = single
+    if prefix then
+      i = i + 3
+    else
+      prefix = string.format('%015d', first_number + tonumber(ARGV[i+3]))
+      i = i + 4
+    end
     local due = wait > 0 and string.format('%.17g', now + wait)
     for _ = 1, count do
       local fp = ARGV[i]
@@ -253,7 +268,7 @@ for _ = 1, n_hosts do
         if new and max_pages > 0 then counted = counted + 1 end
       end
       if new then
-        local member = call_seq .. ARGV[i+1]
+        local member = prefix .. ARGV[i+1]
         if due then
           redis.call('ZADD', K.delayed, due, host .. '\n' .. score .. '\n' .. member)
         else
