@@ -58,6 +58,10 @@ LOOKERS = 8
 MAX_PRIORITY = 8000
 
 
+def _clamped(priority: int) -> int:
+    return max(-MAX_PRIORITY, min(MAX_PRIORITY, int(priority)))
+
+
 @dataclass
 class StepResult:
     popped: list[tuple[Request, str]] = field(default_factory=list)  # (request, lease)
@@ -120,14 +124,14 @@ def _by_host_and_group(pushes: Sequence[tuple]) -> list[object]:
     per host (in the order of their first push) the host and how many groups, and per
     group (a run of its pushes with the same priority, wait and call number) its score,
     the wait, how many, which of the call's numbers (0, 1, ...; only when they take more
-    than one), then per push its
-    fingerprint and ``members.indexed`` data: its place among the pushes of its number
-    (``PUSHES_PER_CALL`` a number), which orders a host's requests of one score."""
+    than one), then per push its fingerprint and ``members.indexed`` data: its place
+    among the pushes of its number (``PUSHES_PER_CALL`` a number), which orders a host's
+    requests of one score."""
     limit = members.PUSHES_PER_CALL
     runs: dict[str, list[list]] = {}
     for at, (fingerprint, host, priority, wait, data, *_) in enumerate(pushes):
         part, index = divmod(at, limit)
-        group = (max(-MAX_PRIORITY, min(MAX_PRIORITY, int(priority))), max(0.0, float(wait)), part)
+        group = (_clamped(priority), max(0.0, float(wait)), part)
         of_host = runs.setdefault(host, [])
         if not of_host or of_host[-1][0] != group:
             of_host.append([group])
@@ -584,7 +588,7 @@ class HostQueue:
                 args += [
                     key,
                     host,
-                    max(-MAX_PRIORITY, min(MAX_PRIORITY, int(priority))),
+                    _clamped(priority),
                     repr(float(due)),
                     data,
                 ]

@@ -55,11 +55,9 @@ local function new_id()
   return id_base .. ids
 end
 
--- is a request new?  '' (dont_filter) always; else add it to the seen set, or
--- set its bits in the Bloom filter: new if any bit was 0
-local function is_new(fp)
-  if fp == '' then return true end
-  if not bloom then return redis.call('SADD', K.seen, fp) == 1 end
+-- is a request new?  Its bits set in the Bloom filter: new if any was 0 (the seen
+-- set's SADD is called where a push is read: a link's Lua function call saved)
+local function bloom_add(fp)
   local new = false
   for offset in string.gmatch(fp, '%d+') do
     if redis.call('SETBIT', K.seen, tonumber(offset), 1) == 0 then new = true end
@@ -219,12 +217,12 @@ end
 -- 2. new requests, by host: n requests, n call numbers they take (one a
 -- PUSHES_PER_CALL of them), n hosts, then per host: host, n groups, and per group (a
 -- run of the host's pushes with one priority, wait and call number): score
--- (-priority), seconds to wait, count, which of the call's numbers (0, 1, ...; only when
--- it takes more than one), and count times (fingerprint, the push's place among those of its number and its data:
--- '<5 digits>|<data>'); a host's new requests go into its queue together.  A member is
--- its number (15 digits, the shard's counter) joined to what was sent: its sequence
--- number, which orders a host's requests of one score (members.py); nothing is printed
--- a request.  A host takes at most max_pages new URLs in all
+-- (-priority), seconds to wait, count, which of the call's numbers (0, 1, ...; only
+-- when it takes more than one), and count times (fingerprint, then the push's place
+-- among those of its number and its data: '<5 digits>|<data>'); a host's new requests
+-- go into its queue together.  A member is its number (15 digits, the shard's counter)
+-- joined to what was sent: its sequence number, which orders a host's requests of one
+-- score (members.py); nothing is printed a request.  A host takes at most max_pages new URLs in all
 -- (FRONTIER_MAX_PAGES_PER_HOST, 0: no limit); beyond, new URLs are dropped and the
 -- host joins the set of hosts over their budget.  A dropped URL stays out of the
 -- dupefilter: a host's links beyond its budget would otherwise fill its shard's Bloom
@@ -264,7 +262,7 @@ for _ = 1, n_hosts do
         new = false
         if not is_known(fp) then over_budget = over_budget + 1 end
       else
-        if bloom then new = is_new(fp) else new = redis.call('SADD', K.seen, fp) == 1 end
+        if bloom then new = bloom_add(fp) else new = redis.call('SADD', K.seen, fp) == 1 end
         if new and max_pages > 0 then counted = counted + 1 end
       end
       if new then
