@@ -243,13 +243,19 @@ def test_a_shards_pushes_past_a_numbers_limit_take_more_numbers_in_one_call(
 
 
 def test_a_shard_out_of_call_numbers_refuses_pushes(redis_client):
-    """Past 10**15 call numbers a shard's pushes fail, said so, rather than sort before
-    older requests (members.py)."""
+    """Past 10**15 call numbers a shard's pushes and due revisits fail, said so, rather
+    than sort before older requests (members.py)."""
     queue, keys = make(redis_client, shards=1)
     (shard,) = keys.all_shards()
     redis_client.set(shard.seq, 10**15 - 1)
     with pytest.raises(redis.ResponseError, match="used every call number"):
         queue.step(now=1, pushes=[entry(queue, "http://a/1")], pop=False)
+    # nor does a revisit come due then: it stays in the schedule
+    redis_client.set(shard.seq, 10**15 - 1)
+    queue.step(now=1, revisits=[("k", "a", 0, 5.0, queue.encode(Request("http://a/r")))], pop=False)
+    with pytest.raises(redis.ResponseError, match="used every call number"):
+        queue.step(now=10)
+    assert redis_client.zcard(shard.revisits) == 1
 
 
 def test_priorities_of_int_subclasses_go_to_redis_as_ints(redis_client):

@@ -98,6 +98,10 @@ def test_a_crawl_of_another_key_layout_is_refused(redis_client):
     redis_client.hset(CrawlKeys("c", 8).meta, "layout", "shards/1")
     with pytest.raises(CrawlLayoutError, match=r"another version.*'shards/1'.*webcrawl reset"):
         join_crawl(redis_client, "c", 8)
+    # a creator that died between its two writes: the next worker records the layout
+    redis_client.hdel(CrawlKeys("c", 8).meta, "layout")
+    assert join_crawl(redis_client, "c", 8).shards == 8
+    assert redis_client.hget(CrawlKeys("c", 8).meta, "layout") == LAYOUT.encode()
 
 
 SET = {"dupefilter": "set"}

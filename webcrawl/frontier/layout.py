@@ -48,11 +48,15 @@ def join_crawl(
     keys = CrawlKeys(crawl, shards)
     recorded = client.hget(keys.meta, "shards")
     if recorded is None:
-        client.hsetnx(keys.meta, "shards", shards)
+        # the layout first: a worker that finds the shard count finds the layout too
         client.hsetnx(keys.meta, "layout", LAYOUT)
+        client.hsetnx(keys.meta, "shards", shards)
         recorded = client.hget(keys.meta, "shards")  # another worker may have been first
-    layout = client.hget(keys.meta, "layout")  # (None: its creator is writing it now)
-    if layout is not None and layout.decode() != LAYOUT:
+    layout = client.hget(keys.meta, "layout")
+    if layout is None:  # (its creator died between the two writes: this one's, then)
+        client.hsetnx(keys.meta, "layout", LAYOUT)
+        layout = client.hget(keys.meta, "layout")
+    if layout.decode() != LAYOUT:
         raise CrawlLayoutError(
             f"crawl {crawl!r} was created by another version of webcrawl (its keys' layout "
             f"is {layout.decode()!r}, this worker's {LAYOUT!r}): this worker would misread "

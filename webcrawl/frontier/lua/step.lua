@@ -222,9 +222,9 @@ end
 -- among those of its number and its data: '<5 digits>|<data>'); a host's new requests
 -- go into its queue together.  A member is its number (15 digits, the shard's counter)
 -- joined to what was sent: its sequence number, which orders a host's requests of one
--- score (members.py); nothing is printed a request.  A host takes at most max_pages new URLs in all
--- (FRONTIER_MAX_PAGES_PER_HOST, 0: no limit); beyond, new URLs are dropped and the
--- host joins the set of hosts over their budget.  A dropped URL stays out of the
+-- score (members.py); nothing is printed a request.  A host takes at most max_pages
+-- new URLs in all (FRONTIER_MAX_PAGES_PER_HOST, 0: no limit); beyond, new URLs are
+-- dropped and the host joins the set of hosts over their budget.  A dropped URL stays out of the
 -- dupefilter: a host's links beyond its budget would otherwise fill its shard's Bloom
 -- filter without end, and other hosts' new URLs there would be taken for seen.
 local added, over_budget = 0, 0
@@ -332,12 +332,17 @@ end
 local revisits = redis.call('ZRANGEBYSCORE', K.revisits, '-inf', now_s, 'LIMIT', '0', requeue_limit)
 for _, key in ipairs(revisits) do
   local entry = redis.call('HGET', K.revisit_requests, key)
+  -- (its own call number, place 00000 of it; taken before the revisit leaves the
+  -- schedule: a shard out of numbers keeps it there)
+  local number = entry and redis.call('INCR', K.seq)
+  if number and number >= 1e15 then
+    return redis.error_reply('the shard has used every call number (members.py)')
+  end
   redis.call('ZREM', K.revisits, key)
   redis.call('HDEL', K.revisit_requests, key)
   if entry then
     local host, prio, data = string.match(entry, '^([^\n]*)\n([^\n]*)\n(.*)$')
-    -- (its own call number: place 00000 of it)
-    local member = string.format('%015d00000|', redis.call('INCR', K.seq)) .. data
+    local member = string.format('%015d00000|', number) .. data
     enqueue(host, int(-tonumber(prio)), member)
     revisited = revisited + 1
   end
