@@ -8,8 +8,7 @@ dupefilter) and the snippets of ``lua/`` it uses::
     --! uses: clock tiers
 
 Its source is ``local K = {ready = KEYS[1], next = KEYS[2], ...}``, the snippets, then
-the file (in a function, for a script that uses ``tiers``: the counts it changed are
-written when it returns); :meth:`Script.keys_for` gives the KEYS in the same order.
+the file; :meth:`Script.keys_for` gives the KEYS in the same order.
 """
 
 from __future__ import annotations
@@ -83,8 +82,6 @@ class Script(Lua):
         _check(name, text, self.key_names, uses, header)
         table = ", ".join(f"{key} = KEYS[{i}]" for i, key in enumerate(self.key_names, 1))
         snippets = "".join(_read(snippet) for snippet in uses)
-        if "tiers" in uses:  # its counts' changes are written as the script returns
-            text = f"local result = (function()\n{text}\nend)()\nflush_counts()\nreturn result\n"
         super().__init__(f"local K = {{{table}}}\n{snippets}{text}")
 
     def keys_for(self, keys: ShardKeys | CrawlKeys, seen_mode: str = "set") -> list[str]:

@@ -1,32 +1,22 @@
 -- The cold tier (FRONTIER_HOT_PER_HOST), with the keys of the script that uses it:
--- budget_room reads queued and reserved (add_count changes them, flush_counts writes
--- the changes); want_refill cold, spilling, hq and refill_wait; add_cold writes cold
--- and cold_total.
+-- budget_room reads queued and reserved (add_count writes them); want_refill cold,
+-- spilling, hq and refill_wait; add_cold writes cold and cold_total.
 local function num(v) return tonumber(v or '0') or 0 end
 
 -- queued and reserved as this call last read or wrote them: read once a call, then
--- kept with its own changes (a step stores the links of many hosts), which are
--- written once, when the script returns (flush_counts: scripts.py wraps every script
--- that uses this snippet), not one INCRBY a host
-local counts, pending = {}, {}
+-- kept with its own changes (a step stores the links of many hosts)
+local counts = {}
 local function count_of(key)
   local v = counts[key]
   if v == nil then
-    v = num(redis.call('GET', key)) + (pending[key] or 0)
+    v = num(redis.call('GET', key))
     counts[key] = v
   end
   return v
 end
+-- (n 0 writes nothing: -0, which a negated 0 is, is no integer to INCRBY)
 local function add_count(key, n)
-  pending[key] = (pending[key] or 0) + n
-  if counts[key] ~= nil then counts[key] = counts[key] + n end
-end
--- (a change of 0 writes nothing: -0, which a negated 0 is, is no integer to INCRBY)
-local function flush_counts()
-  for key, n in pairs(pending) do
-    if n ~= 0 then redis.call('INCRBY', key, string.format('%d', n)) end
-  end
-  pending = {}
+  if n ~= 0 then counts[key] = redis.call('INCRBY', key, string.format('%d', n)) end
 end
 
 -- queue places left under the shard's budget (budget 0: no limit)
