@@ -732,3 +732,26 @@ def test_a_step_sent_again_after_a_lost_reply_makes_new_lease_ids(redis_server, 
     assert set(fetched) == set(urls("h", 2))
     assert_drained(client, store)
     client.close()
+
+
+def test_a_refill_that_keeps_more_rows_than_lua_can_unpack_completes(redis_client):
+    """Found by the review of 22a145c: REFILL returned ``{n, unpack(keep)}``, and Lua's
+    unpack fails past ~8 000 values, so a refill that kept more rows of claims still in
+    progress (FRONTIER_HOT_PER_HOST of 8 000 or more) failed after it had moved its rows
+    up; its lease then held the room and the store rows were asked for again."""
+    keys = CrawlKeys("t", 1)
+    k = keys.shard(0)
+    room = 9000
+    redis_client.set(k.reserved, room)  # as the grant left it
+    redis_client.hset(k.refill, "h", f"tok|{room}|1")  # one row stored of h
+    redis_client.hset(k.cold, "h", 8001)
+    redis_client.set(k.cold_total, 8001)
+    redis_client.hset(k.spill_done, "D", 1)  # a completed claim of one row
+    redis_client.sadd(k.spill_live, "L")  # a claim in progress: its rows are kept
+    args = ["0", "h", "tok", room, "0", "t/0000/h/x/1/D", "0", "00000000000000100001|d"]
+    for i in range(8000):
+        args += [f"t/0000/h/x/{i + 2}/L", "0", f"{i:020d}|l"]
+    reply = scripts.REFILL.run(scripts.ShardRouter(redis_client, keys), k, args)
+    assert reply[0] == 1 and len(reply) == 8001
+    assert redis_client.zcard(k.host_queue_prefix + "h") == 1
+    assert redis_client.get(k.queued) == b"1" and redis_client.get(k.reserved) == b"0"

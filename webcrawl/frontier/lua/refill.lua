@@ -75,4 +75,6 @@ if ARGV[5] == '1' then
   if extra > 0 then add_cold(host, -extra) end
 end
 if redis.call('EXISTS', K.hq .. host) == 1 then schedule(host, now) end
-return {n, unpack(keep)}
+-- (not {n, unpack(keep)}: unpack fails past ~8 000 values)
+table.insert(keep, 1, n)
+return keep
