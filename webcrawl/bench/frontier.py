@@ -650,8 +650,14 @@ def measure(srv: Servers, cfg: Config, workdir: Path, warmup: float, duration: f
         floor = None
         if len(srv.masters) == 1:  # last: it changes what the run left
             added = Result(srv.name, [], {}, first, last, [], 0, 0, {}, {}, 0.0)
-            per_page = added.delta("added") / max(added.delta("acked"), 1)
-            floor = native_floor(next(iter(srv.masters.values())), queue, cfg, per_page)
+            pages = max(added.delta("acked"), 1)
+            floor = native_floor(
+                next(iter(srv.masters.values())),
+                queue,
+                cfg,
+                added.delta("added") / pages,
+                added.delta("pushed") / pages,
+            )
     finally:
         parent.close()
     shards_of = {
@@ -675,14 +681,22 @@ def measure(srv: Servers, cfg: Config, workdir: Path, warmup: float, duration: f
 
 
 def native_floor(
-    client: Any, queue: Any, cfg: Config, new_per_page: float, pages: int = FLOOR_PAGES
+    client: Any,
+    queue: Any,
+    cfg: Config,
+    new_per_page: float,
+    sent_per_page: float,
+    *,
+    pages: int = FLOOR_PAGES,
 ) -> float:
     """Redis CPU per page (us) of the least a page's frontier work can be as plain
     pipelined commands, on the keyspace the run left: the same keys and sizes, no
     scripts and no atomicity.  Per page: its host's turn and request popped (ZPOPMIN
     the shard's ready set and the host queue, ZADD the host back), a lease taken and
-    acknowledged (ZADD, HSET, ZREM, HDEL); the fingerprints of its links looked up
-    (one SMISMEMBER per shard per step of ``cfg.prefetch`` pages); its new links added
+    acknowledged (ZADD, HSET, ZREM, HDEL); the fingerprints of the links that must be
+    shared looked up: as many of its links as the run's workers sent to Redis a page
+    (``sent_per_page``: their seen caches' drops are known without Redis), one
+    SMISMEMBER per shard per step of ``cfg.prefetch`` pages; its new links added
     (SADD, ZADD into a host queue).  What one Redis core of this machine can do at best."""
     from scrapy import Request
 
@@ -704,7 +718,8 @@ def native_floor(
         pipe.zpopmin(k.ready).zpopmin(k.host_queue(host)).zadd(k.ready, {host: page})
         pipe.zadd(k.leases, {lease: page}).hset(k.leased, lease, members.member(page, data))
         pipe.zrem(k.leases, lease).hdel(k.leased, lease)
-        for url in links:
+        sent = int(sent_per_page) + (rng.random() < sent_per_page % 1)
+        for url in rng.sample(links, min(sent, len(links))):
             checks.setdefault(keys.shard_of(scope_key(url, "host")), []).append(fingerprint(url))
         for n in range(int(new_per_page) + (rng.random() < new_per_page % 1)):
             other = rng.choice(hosts)
@@ -951,8 +966,9 @@ def report(results: list[Result], cfg: Config, warmup: float, duration: float) -
         "decoding); bound: Redis when a server is near a full core, else cores when the "
         "machine's are all busy (and who uses most), else round trips; native floor: the "
         "least Redis work of a page as plain pipelined commands on the same keys (pop, "
-        "lease, ack, a lookup per link, the new links added), no scripts: what one Redis "
-        "core of this machine can coordinate at best)"
+        "lease, ack, a lookup per link that must be shared: as many as the workers pushed "
+        "a page, the new links added), no scripts: what one Redis core of this machine "
+        "can coordinate at best)"
     )
     print(
         f"\n{'setup':<20} {'cmds/page':>10} {'scripts/pg':>10} {'trips/page':>10} "
