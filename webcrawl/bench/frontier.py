@@ -696,8 +696,9 @@ def native_floor(
     acknowledged (ZADD, HSET, ZREM, HDEL); the fingerprints of the links that must be
     shared looked up: as many of its links as the run's workers sent to Redis a page
     (``sent_per_page``: their seen caches' drops are known without Redis), one
-    SMISMEMBER per shard per step of ``cfg.prefetch`` pages; its new links added
-    (SADD, ZADD into a host queue).  What one Redis core of this machine can do at best."""
+    SMISMEMBER per shard per step of ``cfg.prefetch`` pages; its new links added (one
+    SADD per shard per step, one ZADD per host a page).  What one Redis core of this
+    machine can do at best."""
     from scrapy import Request
 
     from webcrawl.frontier import members
@@ -711,6 +712,7 @@ def native_floor(
     began = cpu()
     pipe = client.pipeline(transaction=False)
     checks: dict[int, list[bytes]] = {}
+    adds: dict[int, list[bytes]] = {}
     for page in range(pages):
         host, links, hosts = sample(rng)
         k = keys.shard(keys.shard_of(host))
@@ -721,15 +723,20 @@ def native_floor(
         sent = int(sent_per_page) + (rng.random() < sent_per_page % 1)
         for url in rng.sample(links, min(sent, len(links))):
             checks.setdefault(keys.shard_of(scope_key(url, "host")), []).append(fingerprint(url))
+        queued: dict[str, dict[bytes, int]] = {}
         for n in range(int(new_per_page) + (rng.random() < new_per_page % 1)):
             other = rng.choice(hosts)
-            ko = keys.shard(keys.shard_of(other))
-            pipe.sadd(ko.seen, fingerprint(f"http://{other}/floor/{page}-{n}"))
-            pipe.zadd(ko.host_queue(other), {members.member(page * 100 + n, data): page})
+            shard = keys.shard_of(other)
+            adds.setdefault(shard, []).append(fingerprint(f"http://{other}/floor/{page}-{n}"))
+            queued.setdefault(other, {})[members.member(page * 100 + n, data)] = page
+        for other, entries in queued.items():
+            pipe.zadd(keys.shard(keys.shard_of(other)).host_queue(other), entries)
         if page % cfg.prefetch == cfg.prefetch - 1 or page == pages - 1:
             for shard, fps in checks.items():
                 pipe.execute_command("SMISMEMBER", keys.shard(shard).seen, *fps)
-            checks = {}
+            for shard, fps in adds.items():
+                pipe.sadd(keys.shard(shard).seen, *fps)
+            checks, adds = {}, {}
             pipe.execute()
     return (cpu() - began) / pages * 1e6
 
@@ -753,7 +760,12 @@ def _floor_sample(cfg: Config) -> Callable[[random.Random], tuple[str, list[str]
         host = host_name(rng.randrange(cfg.hosts))
         links = nav_urls(host, cfg.nav) + article_urls(host, cfg.own)
         others = [host_name(rng.randrange(cfg.hosts)) for _ in range(cfg.cross)]
-        return host, links + [f"http://{other}/" for other in others], others or [host]
+        # (new links go where the workload's do: its own articles, and other hosts)
+        return (
+            host,
+            links + [f"http://{other}/" for other in others],
+            [host] * cfg.own + others or [host],
+        )
 
     return synthetic
 
