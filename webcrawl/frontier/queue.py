@@ -126,8 +126,7 @@ def _by_host_and_group(pushes: Sequence[tuple]) -> list[object]:
     the wait, how many, which of the call's numbers (0, 1, ...; only when they take more
     than one), then per push its fingerprint and ``members.indexed`` data: its place
     among the pushes of its number (``PUSHES_PER_CALL`` a number), which orders a host's
-    requests of one score.  A host whose pushes are one group of priority 0, no wait and
-    the first number sends minus its count instead of the groups' headers."""
+    requests of one score."""
     limit = members.PUSHES_PER_CALL
     runs: dict[str, list[list]] = {}
     for at, (fingerprint, host, priority, wait, data, *_) in enumerate(pushes):
@@ -140,10 +139,6 @@ def _by_host_and_group(pushes: Sequence[tuple]) -> list[object]:
     numbers = -(-len(pushes) // limit)
     args: list[object] = [numbers, len(runs)]
     for host, of_host in runs.items():
-        if len(of_host) == 1 and of_host[0][0] == (0, 0.0, 0):
-            # (most hosts' pushes: one run of priority 0, no wait, the first number)
-            args += [host, -(len(of_host[0]) // 2), *of_host[0][1:]]
-            continue
         args += [host, len(of_host)]
         for (priority, wait, part), *items in of_host:
             args += [members.score(priority), wait, len(items) // 2]

@@ -219,43 +219,39 @@ end
 -- run of the host's pushes with one priority, wait and call number): score
 -- (-priority), seconds to wait, count, which of the call's numbers (0, 1, ...; only
 -- when it takes more than one), and count times (fingerprint, then the push's place
--- among those of its number and its data: '<5 digits>|<data>'); a host with one group
--- of score 0, no wait and the first number (most) sends -count for n groups and no
--- group header.  A host's new requests go into its queue together.  A member is its number (15 digits, the shard's counter)
+-- among those of its number and its data: '<5 digits>|<data>'); a host's new requests
+-- go into its queue together.  A member is its number (15 digits, the shard's counter)
 -- joined to what was sent: its sequence number, which orders a host's requests of one
 -- score (members.py); nothing is printed a request.  A host takes at most max_pages
 -- new URLs in all (FRONTIER_MAX_PAGES_PER_HOST, 0: no limit); beyond, new URLs are
--- dropped and the host joins the set of hosts over their budget.  A dropped URL stays out of the
--- dupefilter: a host's links beyond its budget would otherwise fill its shard's Bloom
--- filter without end, and other hosts' new URLs there would be taken for seen.
+-- dropped and the host joins the set of hosts over their budget.  A dropped URL stays
+-- out of the dupefilter: a host's links beyond its budget would otherwise fill its
+-- shard's Bloom filter without end, and other hosts' new URLs there would be taken for
+-- seen.
 local added, over_budget = 0, 0
 local n_push, n_numbers, n_hosts = tonumber(ARGV[i]), tonumber(ARGV[i+1]), tonumber(ARGV[i+2])
 i = i + 3
-local first_number, first, single = 0, nil, nil
+local first_number, single = 0, nil
 if n_push > 0 then
   first_number = redis.call('INCRBY', K.seq, ARGV[i - 2]) - n_numbers + 1
   if first_number + n_numbers > 1e15 then  -- (30 000 years at a thousand calls a second)
     return redis.error_reply('the shard has used every call number (members.py)')
   end
-  first = string.format('%015d', first_number)
-  if n_numbers == 1 then single = first end
+  if n_numbers == 1 then single = string.format('%015d', first_number) end
 end
 for _ = 1, n_hosts do
-  -- (n groups < 0: one group of -n groups pushes, score 0, no wait, the first number)
   local host, n_groups = ARGV[i], tonumber(ARGV[i+1]); i = i + 2
   local entries = {}
   local pages, counted, over_before = 0, 0, over_budget
   if max_pages > 0 then pages = num(redis.call('HGET', K.host_pages, host)) end
-  for _ = 1, math.max(n_groups, 1) do
-    local score, wait, count, prefix = '0', 0, -n_groups, first
-    if n_groups > 0 then
-      score, wait, count, prefix = ARGV[i], tonumber(ARGV[i+1]), tonumber(ARGV[i+2]), single
-      if prefix then
-        i = i + 3
-      else
-        prefix = string.format('%015d', first_number + tonumber(ARGV[i+3]))
-        i = i + 4
-      end
+  for _ = 1, n_groups do
+    local score, wait, count = ARGV[i], tonumber(ARGV[i+1]), tonumber(ARGV[i+2])
+    local prefix = single
+    if prefix then
+      i = i + 3
+    else
+      prefix = string.format('%015d', first_number + tonumber(ARGV[i+3]))
+      i = i + 4
     end
     local due = wait > 0 and string.format('%.17g', now + wait)
     for _ = 1, count do
