@@ -41,6 +41,7 @@ from support.frontier_sim import (
 )
 from support.gates import CRASH, FAIL_AFTER, FAIL_BEFORE, GO, Replica
 
+from webcrawl.frontier.cold import host_prefix, revisit_prefix
 from webcrawl.frontier.keys import CrawlKeys
 from webcrawl.frontier.lock import RedisLock
 from webcrawl.frontier.ownership import owned
@@ -83,6 +84,7 @@ class FrontierMachine(RuleBasedStateMachine):
         self.replica = Replica(self.client)
         self.now = 1000.0
         self.n_urls = 0
+        self.n_junk = 0  # records no worker wrote (the junk rule)
         self.workers: list[SimWorker] = []
         self.dead: list[SimWorker] = []
         self.stores: list[SQLiteStore] = [self.store]
@@ -430,6 +432,30 @@ class FrontierMachine(RuleBasedStateMachine):
             self.replica.catch_up()
             self.history.append("replica catches up")
 
+    @rule(
+        kind=st.sampled_from(["spill", "cold", "revisit"]),
+        shard=st.integers(0, 1),
+        host=st.sampled_from(HOSTS),
+    )
+    def junk(self, kind, shard, host):
+        """A record no worker wrote (a corrupted or foreign one) appears: in a shard's
+        spill set (with no host: counted nowhere), under a host's prefix in the store's
+        cold tier (sorting before its rows), or among the revisits in the store.  No
+        worker can read it: the move that meets it drops it, and stalls nothing else
+        (the invariants and the final drain say so)."""
+        if "junk" in SKIP:
+            return
+        self.n_junk += 1
+        if kind == "spill":
+            self.client.zadd(self.keys.shard(shard).spill, {b"junk-%d" % self.n_junk: 0})
+        elif kind == "cold":
+            prefix = host_prefix(self.keys.crawl, self.keys.shard_of(host), host)
+            self.store.frontier_put([(f"{prefix}0junk-{self.n_junk}", b"junk")])
+        else:
+            key = f"{revisit_prefix(self.keys.crawl)}0000000000000x/junk-{self.n_junk}"
+            self.store.frontier_put([(key, b"junk")])
+        self.history.append(f"junk {kind} {self.n_junk}")
+
     @rule(dt=st.sampled_from(TICKS))
     def tick(self, dt):
         self.now += dt
@@ -552,6 +578,7 @@ class FrontierMachine(RuleBasedStateMachine):
                 refills=t.refills,
                 recovered=t.recovered,
                 errors=t.errors,
+                unreadable=t.unreadable,
             )
             log = w.gate.log + w.mover.log
             STATS.update(line.split(":")[0] for line in log)
@@ -624,6 +651,8 @@ class FrontierMachine(RuleBasedStateMachine):
         }
         assert not any(left.values()), f"the crawl says it is done, but {left}"
         assert not any(p.cold.values()), f"left in the store: {dict(p.cold)}"
+        junk = [e for k in self.keys.all_shards() for e in self.client.zrange(k.spill, 0, -1)]
+        assert not junk, f"left in the spill sets: {junk}"
         # no turn is held for ever: every host's comes back (its holds expired or released)
         self.now += LEASE + DELAY
         worker = self.workers[0]

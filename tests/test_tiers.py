@@ -384,3 +384,94 @@ def test_moves_run_where_the_mover_says(redis_client, store):
             moves.pop(0)()
     assert urls == [f"http://a/{i}" for i in range(8)]
     assert len(queue) == 0 and store.frontier_scan("t/", 10) == []
+
+
+def _spill_entries(redis_client, k):
+    return redis_client.zrange(k.spill, 0, -1)
+
+
+def test_unreadable_spill_entries_are_dropped_and_stall_nothing(redis_client, store, caplog):
+    """A spill entry no worker can read (a corrupted or foreign record in Redis) would fail
+    its claim's whole move at every try, and the requests claimed with it would never
+    reach the store: it is dropped (logged, counted), the rest move and come back."""
+    queue, keys = make(redis_client, store, shards=1, per_host=3)
+    k = keys.shard_for("a")
+    urls = [f"http://a/{i}" for i in range(10)]
+    queue.step(now=0, pushes=[entry(queue, u) for u in urls], pop=False)
+    spilled = _spill_entries(redis_client, k)
+    assert len(spilled) == 7  # on their way to the store, none claimed yet
+    # one of them corrupted (its score is no number: it was counted, and its URL is
+    # lost), and a record no step wrote (no host: counted nowhere)
+    host, _, member = spilled[3].split(b"\n", 2)
+    redis_client.zrem(k.spill, spilled[3])
+    redis_client.zadd(k.spill, {b"%s\nNaN\n%s" % (host, member): 0, b"junk": 0})
+    caplog.set_level("ERROR", logger="webcrawl.frontier.tiers")
+    popped = drain(queue)
+    assert popped == urls[:6] + urls[7:]  # in order, the corrupted one's URL gone
+    assert queue.tier_stats.unreadable == 2 and queue.tier_stats.spilled == 6
+    assert "Dropped 2 unreadable spill entries" in caplog.text
+    assert _spill_entries(redis_client, k) == [] and store.frontier_scan("t/", 10) == []
+    # counts: the corrupted entry's place in cold was taken off by a refill
+    assert len(queue) == 0 and redis_client.hgetall(k.cold) == {}
+    assert redis_client.hgetall(k.spill_done) == {} and not queue.has_work(now=1000)
+
+
+def test_unreadable_cold_rows_are_dropped_and_the_hosts_refills_go_on(redis_client, store, caplog):
+    """A row under a host's prefix in the store whose key no worker can read would fail
+    every refill of the host (its requests in the store would never come back): it is
+    deleted (logged, counted), and the host's other rows are refilled in order."""
+    from webcrawl.frontier.cold import host_prefix
+
+    queue, keys = make(redis_client, store, shards=1, per_host=2)
+    urls = [f"http://a/{i}" for i in range(8)]
+    queue.step(now=0, pushes=[entry(queue, u) for u in urls], pop=False)
+    first = queue.step(now=1000)  # pops a/0; claims the spill set, which is stored
+    assert first.request.url == urls[0]
+    rows = store.frontier_scan("t/", 100)
+    assert len(rows) == 6 and rows[2][1] == queue.encode(Request(urls[4]))
+    prefix = host_prefix("t", 0, "a")
+    # a row of the store's corrupted (counted in cold: its URL is lost), and two no
+    # worker wrote, one sorting before the host's rows and one after
+    key, data = rows[2]
+    store.frontier_delete([key])
+    parts = key.split("/")
+    parts[3] = "5000000000x"  # the priority
+    store.frontier_put([("/".join(parts), data), (prefix + "0bad", b"x"), (prefix + "~", b"y")])
+    caplog.set_level("ERROR", logger="webcrawl.frontier.tiers")
+    popped = drain(queue, now=1000, check=None)
+    queue.step(now=1000, acks=[first.lease], pop=False)
+    lost = urls[4]  # the rows are a/2 to a/7
+    assert popped == [u for u in urls[1:] if u != lost]
+    assert queue.tier_stats.unreadable == 3
+    assert "unreadable rows of a in the store" in caplog.text
+    assert store.frontier_scan("t/", 10) == []
+    k = keys.shard_for("a")
+    assert len(queue) == 0 and redis_client.hgetall(k.cold) == {}
+    assert not queue.has_work(now=1000)
+
+
+def test_unreadable_revisit_rows_are_dropped_and_the_others_move_up(redis_client, store, caplog):
+    """A revisit row in the store that no worker can read would fail every move of the
+    revisits beyond the horizon (none would reach Redis again): it is deleted (logged,
+    counted), and the others move up, across batches."""
+    queue, keys = make(redis_client, store)
+    day, now = 86400.0, 1.7e9
+    far = [
+        (f"k{i}", "a", -1, now + day * (2 + i), queue.encode(Request(f"http://a/{i}")))
+        for i in range(3)
+    ]
+    queue.put_far_revisits(far)
+    store.frontier_put(
+        [
+            ("t/~r/0000000000000x/bad-due", b"a\n-1\nx"),  # sorts first
+            ("t/~r/00000000000001/bad-value", b"no lines"),
+            ("t/~r/00000000000002/bad-priority", b"a\nhigh\nx"),
+            ("t/~r/no-due", b"a\n-1\nx"),  # sorts last
+        ]
+    )
+    caplog.set_level("ERROR", logger="webcrawl.frontier.tiers")
+    assert queue.move_revisits_up(10 * day, now=now, batch=2) == 3
+    assert queue.tier_stats.unreadable == 4
+    assert store.frontier_scan("t/", 10) == []
+    k = keys.shard_for("a")
+    assert sorted(redis_client.zrange(k.revisits, 0, -1)) == [b"k0", b"k1", b"k2"]

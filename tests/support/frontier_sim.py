@@ -344,6 +344,8 @@ def read_places(client: redis.Redis, store: Any, keys: CrawlKeys) -> Places:  # 
         for lease, entry in client.hgetall(k.leased).items():
             p.leased[f"{k.shard}:{lease.decode()}"] = _entry_url(entry.split(b"\n", 2)[2])
         for entry in client.zrange(k.spill, 0, -1):
+            if entry.startswith(b"junk-"):  # (the junk rule's: no request, no host)
+                continue
             host, _, member = entry.split(b"\n", 2)
             p.spill[host.decode()].add(int(member.split(b"|", 1)[0]))
             url, revisit = _entry_url(member)
@@ -372,6 +374,8 @@ def read_places(client: redis.Redis, store: Any, keys: CrawlKeys) -> Places:  # 
             p.refill_leases += 1
     p.counters.update(totals)
     for key, value in store.frontier_scan(crawl_prefix(keys.crawl), 10**6):
+        if "junk-" in key:  # (the junk rule's: no request)
+            continue
         if "/~r/" in key:
             p.revisits_store.add(parse_revisit_key(key)[1])
         else:

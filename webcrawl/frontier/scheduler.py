@@ -456,6 +456,7 @@ class Scheduler(RedisScheduler):
             ("refilled", tiers.refilled),
             ("tier_errors", tiers.errors),
             ("tier_outages", tiers.outages),
+            ("tier_unreadable", tiers.unreadable),
         ):
             if value:
                 self.stats.set_value(f"frontier/{name}", value)

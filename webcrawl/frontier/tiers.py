@@ -46,6 +46,7 @@ class TierStats:
     spill_seconds: float = 0.0  # time in spills (store and Redis)
     refill_seconds: float = 0.0  # time in refills (store and Redis)
     errors: int = 0  # spills or refills left to expire (store or Redis error)
+    unreadable: int = 0  # spill entries and store rows no worker can read, dropped
     outages: int = 0  # times moves began to fail (logged once each, until one succeeds)
 
 
@@ -84,6 +85,21 @@ class Tiers:
             exc,
         )
 
+    def _unreadable(self, what: str, bad: Sequence[tuple[bytes | str, Exception]]) -> None:
+        """Records no worker can read (a spill entry in Redis, a row in the store): each
+        would fail its whole move again at every try, and stall what moves with it, so
+        they are dropped, logged and counted (``frontier/tier_unreadable``)."""
+        self.stats.unreadable += len(bad)
+        record, exc = bad[0]
+        logger.error(
+            "Dropped %d unreadable %s (not written by this crawl's workers: a corrupted "
+            "or foreign record), e.g. %.200r: %s",
+            len(bad),
+            what,
+            record,
+            exc,
+        )
+
     def _succeeded(self) -> None:
         if self._failing:
             self._failing = False
@@ -116,27 +132,35 @@ class Tiers:
         claim takes the entries: ours is dead, and rows written under it, whenever they
         land, are never refilled (REFILL skips them; the refill deletes them)."""
         crawl = self.keys.crawl
-        rows = []
+        rows, read, unreadable = [], [], []
         for entry in entries:
-            host, score, member = entry.split(b"\n", 2)
-            seq, data = members.split(member)
-            key = cold_key(
-                crawl, shard, host.decode(), members.priority_of(score), seq, claim=claim
-            )
-            rows.append((key, data))
+            try:
+                host, score, member = entry.split(b"\n", 2)
+                seq, data = members.split(member)
+                priority = members.priority_of(score)
+                key = cold_key(crawl, shard, host.decode(), priority, seq, claim=claim)
+            except (ValueError, OverflowError) as exc:  # (UnicodeDecodeError is one)
+                unreadable.append((entry, exc))
+            else:
+                rows.append((key, data))
+                read.append(entry)
         k = self.keys.shard(shard)
         if not self._claim_holds(k, claim, entries, now=now):
             return
         started = time.perf_counter()
         try:
-            self.store.frontier_put(rows)
+            if rows:
+                self.store.frontier_put(rows)
             self.stats.store_seconds += time.perf_counter() - started
-            scripts.SPILLED.run(self.router, k, [now_arg(now), self.hot_per_host, claim, *entries])
+            args = [now_arg(now), self.hot_per_host, claim, len(unreadable), *read]
+            done = scripts.SPILLED.run(self.router, k, [*args, *(e for e, _ in unreadable)])
         except (StoreError, redis.RedisError) as exc:
             self._failed(f"move {len(entries)} requests to the store", exc)
             return
         self._succeeded()
         self.stats.spilled += len(rows)
+        if unreadable and done:  # they left the spill set with the rest, stored nowhere
+            self._unreadable(f"spill entries of shard {shard}", unreadable)
 
     def _claim_holds(
         self, k: ShardKeys, claim: str, entries: list[bytes], *, now: float | None
@@ -195,8 +219,13 @@ class Tiers:
                 self.hot_per_host,
                 "1" if len(rows) < room else "0",
             ]
+            unreadable = []  # (deleted with the rows moved: no refill could ever move them)
             for key, data in rows:
-                priority, seq = parse_cold_key(key)[3:5]
+                try:
+                    priority, seq = parse_cold_key(key)[3:5]
+                except ValueError as exc:
+                    unreadable.append((key, exc))
+                    continue
                 args += [key, members.score(priority), members.member(seq, data)]
             result, confirmed = scripts.REFILL.run_confirmed(self.router, k, args)
             moved, keep = int(result[0]), {key.decode() for key in result[1:]}
@@ -227,6 +256,8 @@ class Tiers:
             if done:
                 self.store.frontier_delete(sorted(done))
             self.stats.store_seconds += time.perf_counter() - started
+            if unreadable:
+                self._unreadable(f"rows of {host} in the store", unreadable)
             # moved nothing for claims in progress: ask again only if one of them is done
             again = (
                 ["0", *{key.rpartition("/")[2] for key in keep}] if moved == 0 and keep else ["1"]
@@ -279,18 +310,25 @@ class Tiers:
             while True:
                 clock = time.time() if now is None else now
                 rows = self.store.frontier_scan(revisit_prefix(k.crawl), batch)
-                due_rows = [
-                    (key, v) for key, v in rows if parse_revisit_key(key)[0] <= clock + horizon
-                ]
+                due_rows, revisits, unreadable = [], [], []
+                for key, value in rows:
+                    try:
+                        due, url_key = parse_revisit_key(key)
+                        host, priority, data = value.split(b"\n", 2)
+                        host_key, prio = host.decode(), int(priority)
+                    except ValueError as exc:  # (UnicodeDecodeError is one)
+                        unreadable.append((key, exc))
+                        continue
+                    if due <= clock + horizon:
+                        due_rows.append((key, value))
+                        revisits.append((url_key, host_key, prio, max(0.0, due - clock), data))
+                if unreadable:  # each would fail every move after: none would move again
+                    self.store.frontier_delete([key for key, _ in unreadable])
+                    self._unreadable("revisit rows in the store", unreadable)
                 if not due_rows:
+                    if unreadable and len(rows) == batch:
+                        continue  # the rows after them
                     return moved
-                revisits = []
-                for key, value in due_rows:
-                    due, url_key = parse_revisit_key(key)
-                    host, priority, data = value.split(b"\n", 2)
-                    revisits.append(
-                        (url_key, host.decode(), int(priority), max(0.0, due - clock), data)
-                    )
                 if not schedule(revisits):
                     logger.warning(
                         "Revisits moved to Redis were not confirmed by its replicas "
@@ -302,7 +340,7 @@ class Tiers:
                 if not lock.extend(now=now):
                     return moved + len(due_rows)  # another worker moves the rest
                 moved += len(due_rows)
-                if len(due_rows) < batch:
+                if len(due_rows) + len(unreadable) < batch:
                     return moved
         finally:
             lock.release(now=now)
