@@ -464,6 +464,9 @@ def test_unreadable_revisit_rows_are_dropped_and_the_others_move_up(redis_client
     store.frontier_put(
         [
             ("t/~r/0000000000000x/bad-due", b"a\n-1\nx"),  # sorts first
+            ("t/~r/" + "0" * 20 + "9" * 400 + "/huge-due", b"a\n-1\nx"),
+            ("t/~r/00000000000001/no-host", b"\n-1\nx"),
+            ("t/~r/00000000000001/host-with-a-slash", b"a/b\n-1\nx"),
             ("t/~r/00000000000001/bad-value", b"no lines"),
             ("t/~r/00000000000002/bad-priority", b"a\nhigh\nx"),
             ("t/~r/no-due", b"a\n-1\nx"),  # sorts last
@@ -471,7 +474,17 @@ def test_unreadable_revisit_rows_are_dropped_and_the_others_move_up(redis_client
     )
     caplog.set_level("ERROR", logger="webcrawl.frontier.tiers")
     assert queue.move_revisits_up(10 * day, now=now, batch=2) == 3
-    assert queue.tier_stats.unreadable == 4
+    assert queue.tier_stats.unreadable == 7
     assert store.frontier_scan("t/", 10) == []
     k = keys.shard_for("a")
     assert sorted(redis_client.zrange(k.revisits, 0, -1)) == [b"k0", b"k1", b"k2"]
+
+
+def test_a_refill_lease_for_a_host_no_request_has_is_dropped(redis_client, store, caplog):
+    """A refill lease handed out for a host name no request has (a corrupted count in
+    Redis) makes no store scan and raises nothing: the step's other moves go on."""
+    queue, _ = make(redis_client, store)
+    caplog.set_level("ERROR", logger="webcrawl.frontier.tiers")
+    for host in ("", "a/b", "a\nb"):
+        queue.tiers.refill(0, host, "token", 2, [], now=1000.0)
+    assert queue.tier_stats.unreadable == 3 and "unreadable refill lease" in caplog.text

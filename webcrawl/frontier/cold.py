@@ -35,13 +35,18 @@ def crawl_prefix(crawl: str) -> str:
     return crawl + "/"
 
 
+def check_host(host: str) -> str:
+    """``host`` if it can be a host key (``scope_key(url, "host")``), else ValueError."""
+    if not host or "/" in host or "\n" in host:
+        raise ValueError(f"not a host key: {host!r}")
+    return host
+
+
 def host_prefix(crawl: str, shard: int, host: str) -> str:
     """The prefix of every cold key of ``host`` (in ``shard`` of ``crawl``)."""
     if not 0 <= shard < 0x10000:
         raise ValueError(f"shard {shard} out of range")
-    if not host or "/" in host:
-        raise ValueError(f"not a host key: {host!r}")
-    return f"{crawl_prefix(crawl)}{shard:04x}/{host}/"
+    return f"{crawl_prefix(crawl)}{shard:04x}/{check_host(host)}/"
 
 
 def cold_key(crawl: str, shard: int, host: str, priority: int, seq: int, *, claim: str) -> str:
@@ -75,8 +80,10 @@ def revisit_key(crawl: str, due: float, url_key: str) -> str:
 
 
 def parse_revisit_key(key: str) -> tuple[float, str]:
-    """``(due, url key)`` of a revisit key."""
+    """``(due, url key)`` of a revisit key (ValueError for a key that is not one)."""
     due, url_key = key.rsplit("/", 2)[1:]
+    if len(due) != 14 or not (due.isascii() and due.isdigit()) or not url_key:
+        raise ValueError(f"not a revisit key: {key!r}")
     return int(due) / 1000, url_key
 
 

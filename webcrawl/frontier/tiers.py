@@ -13,6 +13,7 @@ import redis
 
 from webcrawl.frontier import members, scripts
 from webcrawl.frontier.cold import (
+    check_host,
     cold_key,
     host_prefix,
     parse_cold_key,
@@ -92,8 +93,7 @@ class Tiers:
         self.stats.unreadable += len(bad)
         record, exc = bad[0]
         logger.error(
-            "Dropped %d unreadable %s (not written by this crawl's workers: a corrupted "
-            "or foreign record), e.g. %.200r: %s",
+            "Dropped %d unreadable %s (corrupted, or not written by a worker), e.g. %.200r: %s",
             len(bad),
             what,
             record,
@@ -208,9 +208,14 @@ class Tiers:
         spill claim not completed yet (they may be stored again under another claim)
         stay in the store, for a later refill."""
         k = self.keys.shard(shard)
+        try:
+            prefix = host_prefix(self.keys.crawl, shard, host)
+        except ValueError as exc:  # a host no request has: its lease expires, unused
+            self._unreadable(f"refill lease of shard {shard}", [(host, exc)])
+            return
         started = time.perf_counter()
         try:
-            rows = self.store.frontier_scan(host_prefix(self.keys.crawl, shard, host), room)
+            rows = self.store.frontier_scan(prefix, room)
             self.stats.store_seconds += time.perf_counter() - started
             args: list[object] = [
                 now_arg(now),
@@ -222,8 +227,8 @@ class Tiers:
             unreadable = []  # (deleted with the rows moved: no refill could ever move them)
             for key, data in rows:
                 try:
-                    priority, seq = parse_cold_key(key)[3:5]
-                except ValueError as exc:
+                    priority, seq = parse_cold_key(key.encode().decode())[3:5]
+                except ValueError as exc:  # (a key of bytes no text has: UnicodeError)
                     unreadable.append((key, exc))
                     continue
                 args += [key, members.score(priority), members.member(seq, data)]
@@ -313,10 +318,10 @@ class Tiers:
                 due_rows, revisits, unreadable = [], [], []
                 for key, value in rows:
                     try:
-                        due, url_key = parse_revisit_key(key)
+                        due, url_key = parse_revisit_key(key.encode().decode())
                         host, priority, data = value.split(b"\n", 2)
-                        host_key, prio = host.decode(), int(priority)
-                    except ValueError as exc:  # (UnicodeDecodeError is one)
+                        host_key, prio = check_host(host.decode()), int(priority)
+                    except ValueError as exc:  # (UnicodeError is one)
                         unreadable.append((key, exc))
                         continue
                     if due <= clock + horizon:
@@ -326,7 +331,7 @@ class Tiers:
                     self.store.frontier_delete([key for key, _ in unreadable])
                     self._unreadable("revisit rows in the store", unreadable)
                 if not due_rows:
-                    if unreadable and len(rows) == batch:
+                    if unreadable and len(rows) == batch and lock.extend(now=now):
                         continue  # the rows after them
                     return moved
                 if not schedule(revisits):

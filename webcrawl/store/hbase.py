@@ -865,7 +865,13 @@ class HBaseStore(Store):
             )
 
         rows = self._call(f"scanning the frontier at {prefix!r}", scan)
-        return [(key.decode(), cells[ENTRY]) for key, cells in rows if ENTRY in cells]
+        # (a key that is no UTF-8, which no worker writes, keeps its bytes as surrogates:
+        # the frontier drops it as unreadable, and frontier_delete writes the same bytes)
+        return [
+            (key.decode(errors="surrogateescape"), cells[ENTRY])
+            for key, cells in rows
+            if ENTRY in cells
+        ]
 
     def frontier_delete(self, keys: Sequence[str]) -> None:
         """Row deletes.  A delete marker hides every put of the row at or before its
@@ -876,7 +882,7 @@ class HBaseStore(Store):
         def delete(conn: Any) -> None:
             with conn.table(FRONTIER).batch(batch_size=self.options["batch_size"]) as batch:
                 for key in keys:
-                    batch.delete(key.encode())
+                    batch.delete(key.encode(errors="surrogateescape"))
 
         self._call(f"deleting {len(keys)} frontier entries", delete)
 

@@ -21,10 +21,11 @@ for k = 5, #ARGV do
     redis.call('ZREM', K.spill, ARGV[k])
     done = done + 1
     if k <= stored_until then stored = stored + 1 end
-    -- (an unread entry was counted in its host's spilling and cold by the step that
-    -- spilled it: it leaves spilling here, and cold, which counts a row that is not
-    -- there, is set right by the host's next refill, which finds fewer rows than it
-    -- counts; one without a host no step wrote)
+    -- (an unread entry a step spilled was counted in its host's spilling and cold: it
+    -- leaves spilling here, and cold, which counts a row that is not there, is set right
+    -- by the host's next refill, which finds fewer rows than it counts.  One without a
+    -- host no step wrote; one whose host is damaged, or that no step wrote but names a
+    -- host, leaves counts that no refill sets right: see docs/frontier.md)
     local host = string.match(ARGV[k], '^([^\n]*)\n')
     if host then
       if redis.call('HINCRBY', K.spilling, host, -1) <= 0 then
