@@ -651,18 +651,21 @@ class FrontierMachine(RuleBasedStateMachine):
         }
         assert not any(left.values()), f"the crawl says it is done, but {left}"
         assert not any(p.cold.values()), f"left in the store: {dict(p.cold)}"
+
         # junk in a spill set is counted nowhere (the crawl is done without it), but its
         # shard has work while it is there: once its claim (if any) expires, the next
         # step claims it and the move drops it
+        def junk() -> list[bytes]:
+            return [e for k in self.keys.all_shards() for e in self.client.zrange(k.spill, 0, -1)]
+
         for _ in range(3):
-            junk = [e for k in self.keys.all_shards() for e in self.client.zrange(k.spill, 0, -1)]
-            if not junk:
+            if not junk():
                 break
             self.now += LEASE + 1
             for worker in self.workers:
                 worker.gate.start(lambda w=worker: w.fetch(3))
                 self.settle(worker)
-        assert not junk, f"left in the spill sets: {junk}"
+        assert not junk(), f"left in the spill sets: {junk()}"
         # no turn is held for ever: every host's comes back (its holds expired or released)
         self.now += LEASE + DELAY
         worker = self.workers[0]

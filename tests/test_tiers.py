@@ -436,13 +436,16 @@ def test_unreadable_cold_rows_are_dropped_and_the_hosts_refills_go_on(redis_clie
     store.frontier_delete([key])
     parts = key.split("/")
     parts[3] = "5000000000x"  # the priority
-    store.frontier_put([("/".join(parts), data), (prefix + "0bad", b"x"), (prefix + "~", b"y")])
+    huge = f"{prefix}4{'9' * 400}/{'0' * 20}/{parts[5]}"  # a priority no float holds
+    store.frontier_put(
+        [("/".join(parts), data), (prefix + "0bad", b"x"), (huge, b"z"), (prefix + "~", b"y")]
+    )
     caplog.set_level("ERROR", logger="webcrawl.frontier.tiers")
     popped = drain(queue, now=1000, check=None)
     queue.step(now=1000, acks=[first.lease], pop=False)
     lost = urls[4]  # the rows are a/2 to a/7
     assert popped == [u for u in urls[1:] if u != lost]
-    assert queue.tier_stats.unreadable == 3
+    assert queue.tier_stats.unreadable == 4
     assert "unreadable rows of a in the store" in caplog.text
     assert store.frontier_scan("t/", 10) == []
     k = keys.shard_for("a")
@@ -480,11 +483,24 @@ def test_unreadable_revisit_rows_are_dropped_and_the_others_move_up(redis_client
     assert sorted(redis_client.zrange(k.revisits, 0, -1)) == [b"k0", b"k1", b"k2"]
 
 
-def test_a_refill_lease_for_a_host_no_request_has_is_dropped(redis_client, store, caplog):
-    """A refill lease handed out for a host name no request has (a corrupted count in
-    Redis) makes no store scan and raises nothing: the step's other moves go on."""
-    queue, _ = make(redis_client, store)
+def test_a_refill_lease_for_a_host_no_request_has_is_given_back_and_its_count_cleared(
+    redis_client, store, caplog
+):
+    """A host name no request has, counted in the cold tier (a corrupted count in Redis:
+    empty, with a slash, bytes that are no UTF-8), is granted a refill lease: the refill
+    reads nothing, raises nothing, and tells Redis the store has none of its rows, so
+    its count goes and it is not granted again at every lease expiry."""
+    queue, keys = make(redis_client, store, shards=1)
+    k = keys.shard(0)
+    bad = [b"", b"a/b", b"\xff"]
+    for host in bad:
+        redis_client.hset(k.cold, host, 1)
+        redis_client.zadd(k.refill_wait, {host: 0})
+    redis_client.incrby(k.cold_total, len(bad))
     caplog.set_level("ERROR", logger="webcrawl.frontier.tiers")
-    for host in ("", "a/b", "a\nb"):
-        queue.tiers.refill(0, host, "token", 2, [], now=1000.0)
+    for t in (1000, 1100, 1200):  # past the refill leases' expiry
+        queue.step(now=t)
     assert queue.tier_stats.unreadable == 3 and "unreadable refill lease" in caplog.text
+    assert redis_client.hgetall(k.cold) == {} and int(redis_client.get(k.cold_total)) == 0
+    assert redis_client.hgetall(k.refill) == {} and int(redis_client.get(k.reserved) or 0) == 0
+    assert len(queue) == 0 and not queue.has_work(now=1300)

@@ -39,7 +39,12 @@ def check_host(host: str) -> str:
     """``host`` if it can be a host key (``scope_key(url, "host")``), else ValueError."""
     if not host or "/" in host or "\n" in host:
         raise ValueError(f"not a host key: {host!r}")
+    host.encode()  # (UnicodeEncodeError, a ValueError: bytes that were no UTF-8)
     return host
+
+
+def _digits(text: str, n: int) -> bool:
+    return len(text) == n and text.isascii() and text.isdigit()
 
 
 def host_prefix(crawl: str, shard: int, host: str) -> str:
@@ -62,9 +67,13 @@ def cold_key(crawl: str, shard: int, host: str, priority: int, seq: int, *, clai
 
 
 def parse_cold_key(key: str) -> tuple[str, int, str, int, int, str]:
-    """``(crawl, shard, host, priority, seq, claim)`` of a cold key."""
+    """``(crawl, shard, host, priority, seq, claim)`` of a cold key (ValueError for a key
+    that is not one)."""
     crawl, shard, host, priority, seq, claim = key.split("/")
-    return crawl, int(shard, 16), host, _OFFSET - int(priority), int(seq), claim
+    hex_shard = len(shard) == 4 and all(c in "0123456789abcdef" for c in shard)
+    if not (hex_shard and _digits(priority, 11) and _digits(seq, 20) and claim):
+        raise ValueError(f"not a cold key: {key!r}")
+    return crawl, int(shard, 16), check_host(host), _OFFSET - int(priority), int(seq), claim
 
 
 def revisit_prefix(crawl: str) -> str:
@@ -74,7 +83,7 @@ def revisit_prefix(crawl: str) -> str:
 
 def revisit_key(crawl: str, due: float, url_key: str) -> str:
     """The key of a revisit due at ``due`` (Unix time): they sort by due time."""
-    if not 0 <= due < 10**11 or "/" in url_key:
+    if not 0 <= round(due * 1000) < 10**14 or not url_key or "/" in url_key:
         raise ValueError(f"bad revisit: due {due!r}, URL key {url_key!r}")
     return f"{revisit_prefix(crawl)}{round(due * 1000):014d}/{url_key}"
 
@@ -82,7 +91,7 @@ def revisit_key(crawl: str, due: float, url_key: str) -> str:
 def parse_revisit_key(key: str) -> tuple[float, str]:
     """``(due, url key)`` of a revisit key (ValueError for a key that is not one)."""
     due, url_key = key.rsplit("/", 2)[1:]
-    if len(due) != 14 or not (due.isascii() and due.isdigit()) or not url_key:
+    if not _digits(due, 14) or not url_key:
         raise ValueError(f"not a revisit key: {key!r}")
     return int(due) / 1000, url_key
 

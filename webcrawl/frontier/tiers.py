@@ -35,6 +35,15 @@ SPILL_BATCH = 500
 REFILLS_PER_STEP = 4
 
 
+def _text(key: str) -> bool:
+    """Whether ``key`` is text, not the surrogates of bytes that were no UTF-8."""
+    try:
+        key.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 @dataclass
 class TierStats:
     """What a worker's queue moved between Redis and the store (the cold tier)."""
@@ -114,10 +123,10 @@ class Tiers:
         for host, token, room, stale in grants or ():
             self.refill(
                 shard,
-                host.decode(),
+                host.decode(errors="surrogateescape"),  # (checked by refill)
                 token.decode(),
                 int(room),
-                [k.decode() for k in stale],
+                [k.decode(errors="surrogateescape") for k in stale],
                 now=now,
             )
         stats.spill_seconds += moved - started
@@ -208,27 +217,31 @@ class Tiers:
         spill claim not completed yet (they may be stored again under another claim)
         stay in the store, for a later refill."""
         k = self.keys.shard(shard)
+        name = host.encode(errors="surrogateescape")  # the host as Redis has it
+        prefix = None
         try:
             prefix = host_prefix(self.keys.crawl, shard, host)
-        except ValueError as exc:  # a host no request has: its lease expires, unused
+        except ValueError as exc:  # (a corrupted count in Redis)
+            # a host no request has: nothing to read, and the refill tells Redis so (its
+            # cold count is taken off, the lease given back: not granted again for ever)
             self._unreadable(f"refill lease of shard {shard}", [(host, exc)])
-            return
+        unreadable = [(key, ValueError("not a cold key")) for key in stale if not _text(key)]
+        stale = [key for key in stale if _text(key)]
         started = time.perf_counter()
         try:
-            rows = self.store.frontier_scan(prefix, room)
+            rows = [] if prefix is None else self.store.frontier_scan(prefix, room)
             self.stats.store_seconds += time.perf_counter() - started
             args: list[object] = [
                 now_arg(now),
-                host,
+                name,
                 token,
                 self.hot_per_host,
                 "1" if len(rows) < room else "0",
             ]
-            unreadable = []  # (deleted with the rows moved: no refill could ever move them)
-            for key, data in rows:
+            for key, data in rows:  # (unreadable ones are deleted with the rows moved)
                 try:
-                    priority, seq = parse_cold_key(key.encode().decode())[3:5]
-                except ValueError as exc:  # (a key of bytes no text has: UnicodeError)
+                    priority, seq = parse_cold_key(key)[3:5]
+                except ValueError as exc:
                     unreadable.append((key, exc))
                     continue
                 args += [key, members.score(priority), members.member(seq, data)]
@@ -268,7 +281,7 @@ class Tiers:
                 ["0", *{key.rpartition("/")[2] for key in keep}] if moved == 0 and keep else ["1"]
             )
             scripts.REFILLED.run(
-                self.router, k, [now_arg(now), host, token, self.hot_per_host, *again]
+                self.router, k, [now_arg(now), name, token, self.hot_per_host, *again]
             )
         except (StoreError, redis.RedisError) as exc:
             self._failed(f"refill {host} from the store", exc)
