@@ -275,16 +275,22 @@ def test_status_counts_the_requests_in_the_store(redis_server, redis_client, tmp
         assert store.frontier_scan("t/", 10) == []
 
 
-def test_revisits_beyond_the_horizon_wait_in_the_store(redis_client, store):
-    """FRONTIER_REVISIT_HORIZON: a revisit due later waits in the store (sorted by due
-    time) and reaches Redis's schedule when it comes within the horizon, once."""
-    queue, keys = make(redis_client, store)
-    day, now = 86400.0, 1.7e9
+def put_far_revisits(queue, now, day):
+    """Revisits of a/0, a/1, a/2 due in 2, 3 and 4 days, into the store."""
     far = [
         (f"k{i}", "a", -1, now + day * (2 + i), queue.encode(Request(f"http://a/{i}")))
         for i in range(3)
     ]
     queue.put_far_revisits(far)
+    return far
+
+
+def test_revisits_beyond_the_horizon_wait_in_the_store(redis_client, store):
+    """FRONTIER_REVISIT_HORIZON: a revisit due later waits in the store (sorted by due
+    time) and reaches Redis's schedule when it comes within the horizon, once."""
+    queue, keys = make(redis_client, store)
+    day, now = 86400.0, 1.7e9
+    far = put_far_revisits(queue, now, day)
     assert sum(redis_client.zcard(k.revisits) for k in keys.all_shards()) == 0
     assert queue.move_revisits_up(day, now=now) == 0  # none within a day yet
     assert queue.move_revisits_up(day, now=now + 1.5 * day) == 1  # k0: due in half a day
@@ -459,11 +465,7 @@ def test_unreadable_revisit_rows_are_dropped_and_the_others_move_up(redis_client
     counted), and the others move up, across batches."""
     queue, keys = make(redis_client, store)
     day, now = 86400.0, 1.7e9
-    far = [
-        (f"k{i}", "a", -1, now + day * (2 + i), queue.encode(Request(f"http://a/{i}")))
-        for i in range(3)
-    ]
-    queue.put_far_revisits(far)
+    put_far_revisits(queue, now, day)
     store.frontier_put(
         [
             ("t/~r/0000000000000x/bad-due", b"a\n-1\nx"),  # sorts first
