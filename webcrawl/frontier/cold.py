@@ -68,7 +68,8 @@ def cold_key(crawl: str, shard: int, host: str, priority: int, seq: int, *, clai
 
 def parse_cold_key(key: str) -> tuple[str, int, str, int, int, str]:
     """``(crawl, shard, host, priority, seq, claim)`` of a cold key (ValueError for a key
-    that is not one)."""
+    that is not one, or holds the surrogates of bytes that were no UTF-8)."""
+    key.encode()  # (UnicodeEncodeError is a ValueError)
     crawl, shard, host, priority, seq, claim = key.split("/")
     hex_shard = len(shard) == 4 and all(c in "0123456789abcdef" for c in shard)
     if not (hex_shard and _digits(priority, 11) and _digits(seq, 20) and claim):
@@ -89,7 +90,9 @@ def revisit_key(crawl: str, due: float, url_key: str) -> str:
 
 
 def parse_revisit_key(key: str) -> tuple[float, str]:
-    """``(due, url key)`` of a revisit key (ValueError for a key that is not one)."""
+    """``(due, url key)`` of a revisit key (ValueError for a key that is not one, or holds
+    the surrogates of bytes that were no UTF-8)."""
+    key.encode()  # (UnicodeEncodeError is a ValueError)
     due, url_key = key.rsplit("/", 2)[1:]
     if not _digits(due, 14) or not url_key:
         raise ValueError(f"not a revisit key: {key!r}")

@@ -35,13 +35,13 @@ SPILL_BATCH = 500
 REFILLS_PER_STEP = 4
 
 
-def _text(key: str) -> bool:
-    """Whether ``key`` is text, not the surrogates of bytes that were no UTF-8."""
+def _unreadable_key(key: str) -> ValueError | None:
+    """Why ``key`` is not a cold key (None: it is one)."""
     try:
-        key.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
+        parse_cold_key(key)
+    except ValueError as exc:
+        return exc
+    return None
 
 
 @dataclass
@@ -225,8 +225,9 @@ class Tiers:
             # a host no request has: nothing to read, and the refill tells Redis so (its
             # cold count is taken off, the lease given back: not granted again for ever)
             self._unreadable(f"refill lease of shard {shard}", [(host, exc)])
-        unreadable = [(key, ValueError("not a cold key")) for key in stale if not _text(key)]
-        stale = [key for key in stale if _text(key)]
+        checked = [(key, _unreadable_key(key)) for key in stale]  # (a moved set's keys)
+        unreadable = [(key, why) for key, why in checked if why]
+        stale = [key for key, why in checked if not why]
         started = time.perf_counter()
         try:
             rows = [] if prefix is None else self.store.frontier_scan(prefix, room)
@@ -331,10 +332,10 @@ class Tiers:
                 due_rows, revisits, unreadable = [], [], []
                 for key, value in rows:
                     try:
-                        due, url_key = parse_revisit_key(key.encode().decode())
+                        due, url_key = parse_revisit_key(key)
                         host, priority, data = value.split(b"\n", 2)
                         host_key, prio = check_host(host.decode()), int(priority)
-                    except ValueError as exc:  # (UnicodeError is one)
+                    except ValueError as exc:  # (UnicodeDecodeError is one)
                         unreadable.append((key, exc))
                         continue
                     if due <= clock + horizon:
