@@ -133,3 +133,61 @@ def test_redis_profile_splits_a_pages_redis_instructions():
     assert abs(sum(parts.values()) - total) <= 0.01 * total, out
     assert parts["commands called by scripts"] > 0 and parts["Lua: the scripts around them"] > 0
     assert "zaddCommand" in out, out
+
+
+def test_layouts_prints_every_layout_and_its_script_does_the_plain_commands_work(tmp_path):
+    """``python -m tools.bench layouts``: a row a layout; and its L (a page's work in one
+    script) adds the same fingerprints and queues the same requests as BC's plain
+    commands, so the table compares like with like."""
+    import argparse
+
+    import redis
+
+    from tools.bench.layouts import VARIANTS, Layouts, add_arguments
+    from webcrawl.bench.common import tcp_redis
+
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tools.bench",
+            "layouts",
+            "--hosts",
+            "200",
+            "--pages",
+            "200",
+            "--rounds",
+            "1",
+        ],
+        cwd=ROOT,
+        env=crawl_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = [line.split()[0] for line in result.stdout.splitlines()[3:] if line[:1].isupper()]
+    assert rows == list(VARIANTS), result.stdout
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--hosts", "50", "--pages", "100"])
+    with tcp_redis(tmp_path) as url:
+        client = redis.Redis.from_url(url)
+        layouts = Layouts(client, args)
+        layouts.build()
+
+        def totals() -> tuple[int, int]:
+            queued = sum(client.llen(k) for k in client.scan_iter("hl:*"))
+            return queued, sum(client.scard(k) for k in client.scan_iter("seenh:*"))
+
+        done = []
+        for seed, (variant, script_pages) in enumerate((("L", 1), ("L", 3), ("BC", 1))):
+            args.script_pages = script_pages
+            before = totals()
+            layouts.run(variant, seed=seed)
+            after = totals()
+            done.append((after[0] - before[0], after[1] - before[1]))
+    for queued, seen in done:
+        assert seen > 1000 and abs(seen - done[-1][1]) < 0.1 * done[-1][1], done
+        assert queued == seen - 100, done  # (100 pops)

@@ -29,6 +29,9 @@ HELP = {
     "redis_profile": "the frontier's Redis work a page in instructions (callgrind), not "
     "time: bench frontier's workload for a fixed number of pages, split into commands, the "
     "Lua around them and the rest; the same count on any machine",
+    "layouts": "Redis CPU a page of bench frontier's synthetic workload as plain pipelined "
+    "commands, in the frontier's data layout and in others (per-host integer seen sets, "
+    "list host queues): the least any frontier of that layout costs",
     "sitemaps": "revisits wasted and changes caught with and without sitemaps, for a truthful "
     "and a lying host of the changing demo web; a worker's memory reading the largest and "
     "the most hostile sitemaps",
@@ -143,6 +146,12 @@ def _redis_profile(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep", metavar="FILE", help="keep callgrind's profile in FILE")
 
 
+def _layouts(p: argparse.ArgumentParser) -> None:
+    from tools.bench.layouts import add_arguments
+
+    add_arguments(p)
+
+
 ARGUMENTS = {
     "compare": add_crawl_arguments,
     "stages": _stages,
@@ -155,6 +164,7 @@ ARGUMENTS = {
     "warc_members": _warc_members,
     "redis_profile": _redis_profile,
     "sitemaps": _sitemaps,
+    "layouts": _layouts,
 }
 
 
