@@ -136,29 +136,20 @@ def test_redis_profile_splits_a_pages_redis_instructions():
 
 
 def test_layouts_prints_every_layout_and_its_script_does_the_plain_commands_work(tmp_path):
-    """``python -m tools.bench layouts``: a row a layout; and its L (a page's work in one
-    script) adds the same fingerprints and queues the same requests as BC's plain
-    commands, so the table compares like with like."""
+    """``python -m tools.bench layouts``: a row a layout; and its L and L2 (a page's work
+    in one script) and M (a step's in one transaction) add the same fingerprints and queue
+    the same requests as BC's plain commands, so the table compares like with like."""
     import argparse
 
     import redis
 
-    from tools.bench.layouts import VARIANTS, Layouts, add_arguments
+    from tools.bench.layouts import DONE, LEASED, VARIANTS, Layouts, add_arguments
     from webcrawl.bench.common import tcp_redis
 
+    every = ",".join(VARIANTS)
+    command = ["tools.bench", "layouts", "--hosts", "200", "--pages", "200", "--rounds", "1"]
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tools.bench",
-            "layouts",
-            "--hosts",
-            "200",
-            "--pages",
-            "200",
-            "--rounds",
-            "1",
-        ],
+        [sys.executable, "-m", *command, "--variants", every],
         cwd=ROOT,
         env=crawl_env(),
         capture_output=True,
@@ -171,7 +162,7 @@ def test_layouts_prints_every_layout_and_its_script_does_the_plain_commands_work
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    args = parser.parse_args(["--hosts", "50", "--pages", "100"])
+    args = parser.parse_args(["--hosts", "50", "--pages", "100", "--variants", every])
     with tcp_redis(tmp_path) as url:
         client = redis.Redis.from_url(url)
         layouts = Layouts(client, args)
@@ -182,12 +173,30 @@ def test_layouts_prints_every_layout_and_its_script_does_the_plain_commands_work
             return queued, sum(client.scard(k) for k in client.scan_iter("seenh:*"))
 
         done = []
-        for seed, (variant, script_pages) in enumerate((("L", 1), ("L", 3), ("BC", 1))):
+        runs = (("L", 1), ("L", 3), ("L2", 1), ("L2", 3), ("BC", 1))
+        for seed, (variant, script_pages) in enumerate(runs):
             args.script_pages = script_pages
             before = totals()
             layouts.run(variant, seed=seed)
             after = totals()
             done.append((after[0] - before[0], after[1] - before[1]))
+        ready = {m for k in client.scan_iter("readyl:*") for m in client.zrange(k, 0, -1)}
+        assert ready <= {f"www.site{i}.example".encode() for i in range(50)}, ready
+
+        # M: as many URLs new, each with its request; a page's URL leased and done
+        def states() -> list[int]:
+            keys = list(client.scan_iter("hz:*"))
+            requests = sum(client.hlen(k.replace(b"hz:", b"hd:", 1)) for k in keys)
+            return [sum(client.zcard(k) for k in keys), requests] + [
+                sum(client.zcount(k, s, s) for k in keys) for s in (LEASED, DONE)
+            ]
+
+        before = states()
+        layouts.run("M", seed=9)
+        m_new, m_requests, m_leased, m_done = (b - a for a, b in zip(before, states(), strict=True))
     for queued, seen in done:
         assert seen > 1000 and abs(seen - done[-1][1]) < 0.1 * done[-1][1], done
         assert queued == seen - 100, done  # (100 pops)
+    assert abs(m_new - done[-1][1]) < 0.1 * done[-1][1], (m_new, done)
+    assert m_leased == 0 and m_done == 100, (m_leased, m_done)
+    assert m_requests >= m_new - 100, (m_requests, m_new)  # (done ones dropped theirs)

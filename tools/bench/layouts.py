@@ -16,14 +16,23 @@ so that a slow spell of the machine hits them all:
   one contiguous array a host, where A's members are scattered over the shard's table);
 - ``C``: as A, but host queues as lists (RPUSH, LPOP: no ordered insert, no priority);
 - ``BC``: both;
-- ``L``: BC made atomic the only way a frontier can on any Redis server, a Lua script:
-  a call a page (``--script-pages``), the least such a step can do (a page's pop,
-  lease and acknowledgement; a host's links looked up with one SMISMEMBER, the new ones
-  added with one SADD and one RPUSH), nothing else a frontier needs (no host turns,
-  budgets, cold tier, priorities, delays, revisits).
+- ``L``: BC made atomic by a Lua script, a call a page (``--script-pages``): a page's
+  pop, lease and acknowledgement; a host's links looked up with one SMISMEMBER, the
+  new ones added with one SADD and one RPUSH; nothing else a frontier needs (no host
+  turns, budgets, cold tier, priorities, delays, revisits);
+- ``L2``: L with less: a request popped and leased at once (LMOVE to a list of the
+  worker's leases, acknowledged by LREM: a lease expires with its worker, not on its
+  own), and a host with one link sent takes a SADD alone;
+- ``M``: atomic without Lua, MULTI/EXEC: a host's sorted set is its seen set and its
+  queue at once (a URL's score says queued, leased or done; its request in a hash of
+  the host), so a link needs no lookup: ``ZADD NX`` adds only what is new, ``HSETNX``
+  its request.  A step reads its pops first (the host's first queued URL), then writes
+  its pages in one transaction: leases, acknowledgements, links.  A sketch of the
+  protocol, not proven: its requests of links already done are left behind in the
+  hashes, and a crash between the reads and the transaction is not handled.
 
 P to BC are plain commands, no atomicity: a frontier whose steps must be atomic costs
-more than its layout's floor; L shows how much more at least.  Redis CPU a page is
+more than its layout's floor; L, L2 and M show how much more.  Redis CPU a page is
 ``INFO cpu``'s user and system time over the pages.
 """
 
@@ -41,26 +50,29 @@ from webcrawl.bench.common import tcp_redis
 from webcrawl.bench.frontier import article_urls, fingerprint, host_name, nav_urls
 from webcrawl.frontier import members
 
-VARIANTS = ("P", "A", "B", "C", "BC", "L")
+VARIANTS = ("P", "A", "B", "C", "BC", "L", "L2", "M")
 NAV, KNOWN_ARTICLES, QUEUED = 45, 10, 5  # per host: navigation, articles known, queued
 BUILD_BATCH = 500  # hosts per pipeline while building
 DATA = b"x" * 112  # a request's encoding, about the size of bench frontier's
+# M: a URL's score in its host's sorted set: queued (its order, below QUEUED_MAX), leased
+# or done
+QUEUED_MAX, LEASED, DONE = 1e15, 2e15, 3e15
 # L: --script-pages pages in one call, their keys in ARGV (one Redis, no
 # cluster); per page: ready, the host's list, leases, leased, lease id, the page's
-# number, the lease's member, n hosts of its links, then per host: seen key, list key,
-# n, n fingerprints, n members
+# number, the lease's member, the host, n hosts of its links, then per host: seen key,
+# list key, n, n fingerprints, n members
 STEP_SCRIPT = """
 local a, i = ARGV, 1
 while i <= #a do
   redis.call('ZPOPMIN', a[i])
   redis.call('LPOP', a[i + 1])
-  redis.call('ZADD', a[i], a[i + 5], a[i + 1])
+  redis.call('ZADD', a[i], a[i + 5], a[i + 7])
   redis.call('ZADD', a[i + 2], a[i + 5], a[i + 4])
   redis.call('HSET', a[i + 3], a[i + 4], a[i + 6])
   redis.call('ZREM', a[i + 2], a[i + 4])
   redis.call('HDEL', a[i + 3], a[i + 4])
-  local hosts = tonumber(a[i + 7])
-  i = i + 8
+  local hosts = tonumber(a[i + 8])
+  i = i + 9
   for _ = 1, hosts do
     local seen, list, n = a[i], a[i + 1], tonumber(a[i + 2])
     i = i + 3
@@ -75,6 +87,44 @@ while i <= #a do
     if #fps > 0 then
       redis.call('SADD', seen, unpack(fps))
       redis.call('RPUSH', list, unpack(entries))
+    end
+    i = i + 2 * n
+  end
+end
+"""
+
+
+# L2: L with less: a page's request popped and leased at once, LMOVE to the worker's
+# list of leases (whose deadline would be the worker's, not a lease's), acknowledged by
+# LREM; a host with one link sent adds it with SADD alone.  Per page: ready, the host's
+# list, the worker's leases, the page's number, the host, n hosts of its links, then as L
+LEAN_SCRIPT = """
+local a, i = ARGV, 1
+while i <= #a do
+  redis.call('ZPOPMIN', a[i])
+  local got = redis.call('LMOVE', a[i + 1], a[i + 2], 'LEFT', 'RIGHT')
+  redis.call('ZADD', a[i], a[i + 3], a[i + 4])
+  if got then redis.call('LREM', a[i + 2], '1', got) end
+  local hosts = tonumber(a[i + 5])
+  i = i + 6
+  for _ = 1, hosts do
+    local seen, list, n = a[i], a[i + 1], tonumber(a[i + 2])
+    i = i + 3
+    if n == 1 then
+      if redis.call('SADD', seen, a[i]) == 1 then redis.call('RPUSH', list, a[i + 1]) end
+    else
+      local known = redis.call('SMISMEMBER', seen, unpack(a, i, i + n - 1))
+      local fps, entries = {}, {}
+      for k = 1, n do
+        if known[k] == 0 then
+          fps[#fps + 1] = a[i + k - 1]
+          entries[#entries + 1] = a[i + n + k - 1]
+        end
+      end
+      if #fps > 0 then
+        redis.call('SADD', seen, unpack(fps))
+        redis.call('RPUSH', list, unpack(entries))
+      end
     end
     i = i + 2 * n
   end
@@ -104,9 +154,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--variants",
         type=lambda v: v.split(","),
-        default=list(VARIANTS),
-        metavar="P,A,B,C,BC",
-        help="layouts measured (default all)",
+        default=[v for v in VARIANTS if v != "M"],
+        metavar="P,A,...",
+        help=f"layouts measured, of {','.join(VARIANTS)} (default all but M, whose key "
+        "space is another: measure it beside A, --variants A,M)",
     )
     p.add_argument("--redis-server", metavar="PATH", help="the redis-server to measure")
 
@@ -125,6 +176,7 @@ class Layouts:
         # a pipeline's fingerprints, by seen key: to look up, and to add
         self.checks: dict[str, list[bytes]] = {}
         self.adds: dict[str, list[bytes]] = {}
+        self.m_pages: list[tuple[Any, ...]] = []  # M: a step's pages
 
     def shard(self, host: str) -> int:
         s = self.shard_of.get(host)
@@ -134,20 +186,37 @@ class Layouts:
 
     def seen_key(self, variant: str, host: str) -> str:
         s = self.shard(host)
+        if variant == "M":
+            return f"hz:{{{s}}}:{host}"
         return f"seenh:{{{s}}}:{host}" if "B" in variant else f"seen:{{{s}}}"
 
     def build(self) -> None:
+        """The key space of the layouts measured (only theirs: a larger one costs every
+        layout more cache misses)."""
+        uses = set(self.args.variants)
+        seen, seenh = uses & {"A", "C"}, uses & {"B", "BC", "L", "L2"}
+        ordered, lists = uses & {"P", "A", "B"}, uses & {"C", "BC", "L", "L2"}
         pipe = self.r.pipeline(transaction=False)
         for i in range(self.args.hosts):
             host = host_name(i)
             s = self.shard(host)
             urls = nav_urls(host, NAV) + article_urls(host, KNOWN_ARTICLES)
             queued = [members.member(i * 10 + k, DATA) for k in range(QUEUED)]
-            pipe.sadd(f"seen:{{{s}}}", *[fingerprint(u) for u in urls])
-            pipe.sadd(f"seenh:{{{s}}}:{host}", *[_int_fingerprint(u) for u in urls])
-            pipe.zadd(f"hq:{{{s}}}:{host}", {m: -1 for m in queued})
-            pipe.rpush(f"hl:{{{s}}}:{host}", *queued)
-            pipe.zadd(f"ready:{{{s}}}", {host: i}).zadd(f"readyl:{{{s}}}", {host: i})
+            if seen:
+                pipe.sadd(f"seen:{{{s}}}", *[fingerprint(u) for u in urls])
+            if seenh:
+                pipe.sadd(f"seenh:{{{s}}}:{host}", *[_int_fingerprint(u) for u in urls])
+            if ordered:
+                pipe.zadd(f"hq:{{{s}}}:{host}", {m: -1 for m in queued})
+                pipe.zadd(f"ready:{{{s}}}", {host: i})
+            if lists:
+                pipe.rpush(f"hl:{{{s}}}:{host}", *queued).zadd(f"readyl:{{{s}}}", {host: i})
+            if "M" in uses:
+                waiting = [_int_fingerprint(f"http://{host}/q/{k}") for k in range(QUEUED)]
+                states = {_int_fingerprint(u): DONE for u in urls}
+                states.update({fp: k for k, fp in enumerate(waiting)})
+                pipe.zadd(f"hz:{{{s}}}:{host}", states).zadd(f"readym:{{{s}}}", {host: i})
+                pipe.hset(f"hd:{{{s}}}:{host}", mapping=dict(zip(waiting, queued, strict=True)))
             if i % BUILD_BATCH == BUILD_BATCH - 1:
                 pipe.execute()
         pipe.execute()
@@ -160,16 +229,19 @@ class Layouts:
         """Redis CPU µs a page of ``args.pages`` pages in ``variant``."""
         a, rng = self.args, random.Random(seed)
         pipe = self.r.pipeline(transaction=False)
-        script = self.r.register_script(STEP_SCRIPT)
-        self.r.script_load(STEP_SCRIPT)  # (loaded before the pages are timed)
+        source = LEAN_SCRIPT if variant == "L2" else STEP_SCRIPT
+        script = self.r.register_script(source)
+        self.r.script_load(source)  # (loaded before the pages are timed)
         step: list[Any] = []
         self.checks, self.adds = {}, {}
         began = self.cpu()
         for page in range(a.pages):
             host = host_name(rng.randrange(a.hosts))
             page_id = seed * 10**7 + page
-            if variant == "L":
-                step += self._page_args(rng, page_id, host)
+            if variant in {"L", "L2"}:
+                step += self._page_args(rng, page_id, host, lean=variant == "L2")
+            elif variant == "M":
+                self.m_pages.append((page_id, host, *self._links("M", rng, page_id, host)))
             else:
                 self._pop_lease_ack(pipe, "C" in variant, page_id, host)
                 if variant != "P":
@@ -178,6 +250,9 @@ class Layouts:
                 script(args=step, client=pipe)
                 step = []
             if page % a.prefetch == a.prefetch - 1 or page == a.pages - 1:
+                if self.m_pages:
+                    self._transaction(self.m_pages)
+                    self.m_pages = []
                 for key, fps in self.checks.items():
                     pipe.execute_command("SMISMEMBER", key, *fps)
                 for key, fps in self.adds.items():
@@ -216,11 +291,15 @@ class Layouts:
         pipe.hset(f"leased:{{{s}}}", lease, members.member(page, DATA))
         pipe.zrem(f"leases:{{{s}}}", lease).hdel(f"leased:{{{s}}}", lease)
 
-    def _page_args(self, rng: random.Random, page: int, host: str) -> list[Any]:
-        """L: a page's part of STEP_SCRIPT's arguments."""
+    def _page_args(self, rng: random.Random, page: int, host: str, lean: bool) -> list[Any]:
+        """L, L2: a page's part of STEP_SCRIPT's (LEAN_SCRIPT's) arguments."""
         s, lease = self.shard(host), f"l{page}"
-        args: list[Any] = [f"readyl:{{{s}}}", f"hl:{{{s}}}:{host}", f"leases:{{{s}}}"]
-        args += [f"leased:{{{s}}}", lease, page, members.member(page, DATA)]
+        args: list[Any] = [f"readyl:{{{s}}}", f"hl:{{{s}}}:{host}"]
+        if lean:
+            args += [f"worker-leases:{{{s}}}", page, host]
+        else:
+            args += [f"leases:{{{s}}}", f"leased:{{{s}}}", lease, page]
+            args += [members.member(page, DATA), host]
         looked, added, queued = self._links("BC", rng, page, host)
         new = {fp for _, fp in added}
         by_key: dict[str, list[bytes]] = {}
@@ -236,6 +315,40 @@ class Layouts:
             args += [key, f"hl:{{{t}}}:{target}", len(fps), *fps, *data]
         return args
 
+    def _transaction(self, pages: list[tuple[Any, ...]]) -> None:
+        """M: a step's pops read, then its pages written in one MULTI/EXEC."""
+        reads = self.r.pipeline(transaction=False)
+        popped: dict[str, int] = {}  # (a host popped twice in a step: its first two)
+        for _, host, *_ in pages:
+            popped[host] = popped.get(host, 0) + 1
+            s = self.shard(host)
+            reads.zpopmin(f"readym:{{{s}}}")
+        for host, n in popped.items():
+            hz = f"hz:{{{self.shard(host)}}}:{host}"
+            reads.zrangebyscore(hz, "-inf", QUEUED_MAX, start=0, num=n)
+        firsts = dict(zip(popped, reads.execute()[len(pages) :], strict=True))
+        tx = self.r.pipeline(transaction=True)
+        for page, host, looked, _, _ in pages:
+            s = self.shard(host)
+            hz, hd, leases = f"hz:{{{s}}}:{host}", f"hd:{{{s}}}:{host}", f"leases:{{{s}}}"
+            tx.zadd(f"readym:{{{s}}}", {host: page})
+            if firsts[host]:
+                url = firsts[host].pop(0)
+                lease = b"%s\n%s" % (host.encode(), url)
+                tx.zadd(hz, {url: LEASED}, xx=True).zadd(leases, {lease: page})
+                tx.zadd(hz, {url: DONE}, xx=True).zrem(leases, lease).hdel(hd, url)
+            by_key: dict[str, list[bytes]] = {}
+            for key, fp in looked:
+                by_key.setdefault(key, []).append(fp)
+            for key, fps in by_key.items():
+                target = key.split(":", 2)[2]
+                t = self.shard(target)
+                tx.zadd(key, dict.fromkeys(fps, page % QUEUED_MAX), nx=True)
+                for fp in fps:
+                    tx.hsetnx(f"hd:{{{t}}}:{target}", fp, members.member(page, DATA))
+                tx.zadd(f"readym:{{{t}}}", {target: page}, nx=True)
+        tx.execute()
+
     def _links(
         self, variant: str, rng: random.Random, page: int, host: str
     ) -> tuple[list[tuple[str, bytes]], list[tuple[str, bytes]], dict[str, list[bytes]]]:
@@ -243,7 +356,7 @@ class Layouts:
         ``--new`` of them added, and the requests queued by host; a new link goes to the
         page's host (10 in 12.6, as bench frontier's articles) or to another host."""
         a = self.args
-        fp = _int_fingerprint if "B" in variant else fingerprint
+        fp = _int_fingerprint if "B" in variant or variant == "M" else fingerprint
         new = int(a.new) + (rng.random() < a.new % 1)
         sent = max(new, int(a.sent) + (rng.random() < a.sent % 1))
         looked, added, queued = [], [], {}
@@ -277,13 +390,16 @@ def run(args: argparse.Namespace) -> int:
         layouts.build()
         memory = client.info("memory")["used_memory_human"]
         print(
-            f"Redis {version}; {args.hosts} hosts in {args.shards} shards, every layout "
+            f"Redis {version}; {args.hosts} hosts in {args.shards} shards, the layouts "
             f"built at once ({memory}); {args.pages} pages a layout and round, "
             f"{args.sent} links sent and {args.new} new a page"
         )
         results: dict[str, list[float]] = {v: [] for v in args.variants}
+        n = len(args.variants)
         for rnd in range(args.rounds):
-            for i, variant in enumerate(args.variants):
+            # (each round in another order: no layout always follows the same one)
+            for i in range(n):
+                variant = args.variants[(rnd + i) % n]
                 results[variant].append(layouts.run(variant, seed=rnd * 100 + i))
         print()
         print("layout   " + "".join(f"round {r + 1:<4}" for r in range(args.rounds)) + "median")
@@ -291,7 +407,8 @@ def run(args: argparse.Namespace) -> int:
             cells = "".join(f"{v:>8.1f}  " for v in values)
             print(f"{variant:<8} {cells}{statistics.median(values):>6.1f}")
         print(
-            "\n(Redis CPU µs a page; P to BC: plain pipelined commands, no atomicity; L: "
-            f"BC's work, atomic: {args.script_pages} page(s) a script call)"
+            "\n(Redis CPU µs a page; P to BC: plain pipelined commands, no atomicity; "
+            f"L, L2: BC's work in Lua, {args.script_pages} page(s) a script call; M: without Lua, "
+            "a MULTI/EXEC a step)"
         )
     return 0
