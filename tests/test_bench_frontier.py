@@ -14,16 +14,21 @@ SMALL = ("--hosts", "300", "--duration", "2", "--workers", "2")
 PROFILED = ("--hosts", "400", "--pages", "150", "--links", "20")
 
 
-def bench(*command: str) -> str:
-    """The output of ``python -m COMMAND`` on a small frontier (300 hosts, 2 s, 2 workers)."""
-    result = subprocess.run(
-        [sys.executable, "-m", *command, *SMALL],
+def python_m(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``python -m ARGV`` in the checkout, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", *argv],
         cwd=ROOT,
         env=crawl_env(),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
     )
+
+
+def bench(*command: str) -> str:
+    """The output of ``python -m COMMAND`` on a small frontier (300 hosts, 2 s, 2 workers)."""
+    result = python_m(*command, *SMALL)
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
 
@@ -95,28 +100,14 @@ def test_bench_frontier_seen_cache_too_small_sends_the_navigation_links_to_redis
     assert "local seen cache 2," in tiny, tiny
     default = bench("webcrawl.cli", "bench", "frontier", "--shards", "16")
     assert local_dups(tiny) < 10 and local_dups(default) > 60, tiny + default
-    result = subprocess.run(
-        [sys.executable, "-m", "webcrawl.cli", "bench", "frontier", "--seen-cache", "0"],
-        cwd=ROOT,
-        env=crawl_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = python_m("webcrawl.cli", "bench", "frontier", "--seen-cache", "0", timeout=60)
     assert result.returncode != 0 and "--seen-cache must be >= 1" in result.stderr, result
 
 
 def test_redis_profile_splits_a_pages_redis_instructions():
     """``python -m tools.bench redis_profile``: Redis's instructions a page (callgrind's
     count, not a time), split into parts that add up to them."""
-    result = subprocess.run(
-        [sys.executable, "-m", "tools.bench", "redis_profile", *PROFILED],
-        cwd=ROOT,
-        env=crawl_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = python_m("tools.bench", "redis_profile", *PROFILED, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert "150 pages by one worker that owns all 128 shards" in out, out
@@ -148,14 +139,7 @@ def test_layouts_prints_every_layout_and_its_script_does_the_plain_commands_work
 
     every = ",".join(VARIANTS)
     command = ["tools.bench", "layouts", "--hosts", "200", "--pages", "200", "--rounds", "1"]
-    result = subprocess.run(
-        [sys.executable, "-m", *command, "--variants", every],
-        cwd=ROOT,
-        env=crawl_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = python_m(*command, "--variants", every)
     assert result.returncode == 0, result.stdout + result.stderr
     rows = [line.split()[0] for line in result.stdout.splitlines()[3:] if line[:1].isupper()]
     assert rows == list(VARIANTS), result.stdout

@@ -57,60 +57,16 @@ DATA = b"x" * 112  # a request's encoding, about the size of bench frontier's
 # M: a URL's score in its host's sorted set: queued (its order, below QUEUED_MAX), leased
 # or done
 QUEUED_MAX, LEASED, DONE = 1e15, 2e15, 3e15
-# L: --script-pages pages in one call, their keys in ARGV (one Redis, no
-# cluster); per page: ready, the host's list, leases, leased, lease id, the page's
-# number, the lease's member, the host, n hosts of its links, then per host: seen key,
-# list key, n, n fingerprints, n members
-STEP_SCRIPT = """
-local a, i = ARGV, 1
-while i <= #a do
-  redis.call('ZPOPMIN', a[i])
-  redis.call('LPOP', a[i + 1])
-  redis.call('ZADD', a[i], a[i + 5], a[i + 7])
-  redis.call('ZADD', a[i + 2], a[i + 5], a[i + 4])
-  redis.call('HSET', a[i + 3], a[i + 4], a[i + 6])
-  redis.call('ZREM', a[i + 2], a[i + 4])
-  redis.call('HDEL', a[i + 3], a[i + 4])
-  local hosts = tonumber(a[i + 8])
-  i = i + 9
+# L and L2: per host of a page's links (hosts of them, from a[i]): seen key, list key,
+# n, n fingerprints, n members; the new ones added (lean: a host's one link by SADD
+# alone, no lookup first).  Returns where the next page starts.
+ADD_LINKS = """
+local a = ARGV
+local function add_links(i, hosts, lean)
   for _ = 1, hosts do
     local seen, list, n = a[i], a[i + 1], tonumber(a[i + 2])
     i = i + 3
-    local known = redis.call('SMISMEMBER', seen, unpack(a, i, i + n - 1))
-    local fps, entries = {}, {}
-    for k = 1, n do
-      if known[k] == 0 then
-        fps[#fps + 1] = a[i + k - 1]
-        entries[#entries + 1] = a[i + n + k - 1]
-      end
-    end
-    if #fps > 0 then
-      redis.call('SADD', seen, unpack(fps))
-      redis.call('RPUSH', list, unpack(entries))
-    end
-    i = i + 2 * n
-  end
-end
-"""
-
-
-# L2: L with less: a page's request popped and leased at once, LMOVE to the worker's
-# list of leases (whose deadline would be the worker's, not a lease's), acknowledged by
-# LREM; a host with one link sent adds it with SADD alone.  Per page: ready, the host's
-# list, the worker's leases, the page's number, the host, n hosts of its links, then as L
-LEAN_SCRIPT = """
-local a, i = ARGV, 1
-while i <= #a do
-  redis.call('ZPOPMIN', a[i])
-  local got = redis.call('LMOVE', a[i + 1], a[i + 2], 'LEFT', 'RIGHT')
-  redis.call('ZADD', a[i], a[i + 3], a[i + 4])
-  if got then redis.call('LREM', a[i + 2], '1', got) end
-  local hosts = tonumber(a[i + 5])
-  i = i + 6
-  for _ = 1, hosts do
-    local seen, list, n = a[i], a[i + 1], tonumber(a[i + 2])
-    i = i + 3
-    if n == 1 then
+    if lean and n == 1 then
       if redis.call('SADD', seen, a[i]) == 1 then redis.call('RPUSH', list, a[i + 1]) end
     else
       local known = redis.call('SMISMEMBER', seen, unpack(a, i, i + n - 1))
@@ -128,29 +84,57 @@ while i <= #a do
     end
     i = i + 2 * n
   end
+  return i
 end
 """
 
 
+def _pages_script(page: str) -> str:
+    """A script of --script-pages pages: each its host's turn popped, then ``page``."""
+    head = "local i = 1\nwhile i <= #a do\n  redis.call('ZPOPMIN', a[i])"
+    return f"{ADD_LINKS}{head}{page}end\n"
+
+
+# L: --script-pages pages in one call, their keys in ARGV (one Redis, no cluster); per
+# page: ready, the host's list, leases, leased, lease id, the page's number, the lease's
+# member, the host, n hosts of its links, then its links (ADD_LINKS)
+STEP_SCRIPT = _pages_script("""
+  redis.call('LPOP', a[i + 1])
+  redis.call('ZADD', a[i], a[i + 5], a[i + 7])
+  redis.call('ZADD', a[i + 2], a[i + 5], a[i + 4])
+  redis.call('HSET', a[i + 3], a[i + 4], a[i + 6])
+  redis.call('ZREM', a[i + 2], a[i + 4])
+  redis.call('HDEL', a[i + 3], a[i + 4])
+  i = add_links(i + 9, tonumber(a[i + 8]), false)
+""")
+# L2: L with less: a page's request popped and leased at once, LMOVE to the worker's
+# list of leases (whose deadline would be the worker's, not a lease's), acknowledged by
+# LREM; a host with one link sent adds it with SADD alone.  Per page: ready, the host's
+# list, the worker's leases, the page's number, the host, n hosts of its links, then its
+# links
+LEAN_SCRIPT = _pages_script("""
+  local got = redis.call('LMOVE', a[i + 1], a[i + 2], 'LEFT', 'RIGHT')
+  redis.call('ZADD', a[i], a[i + 3], a[i + 4])
+  if got then redis.call('LREM', a[i + 2], '1', got) end
+  i = add_links(i + 6, tonumber(a[i + 5]), true)
+""")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--hosts", type=int, default=100_000, help="synthetic hosts")
-    p.add_argument("--shards", type=int, default=128)
-    p.add_argument("--pages", type=int, default=20_000, help="pages per layout and round")
-    p.add_argument("--rounds", type=int, default=3, help="rounds of every layout")
-    p.add_argument(
-        "--sent",
-        type=float,
-        default=14.8,
-        help="links a page sends to Redis (bench frontier's 'links/page reaching Redis')",
-    )
-    p.add_argument("--new", type=float, default=12.6, help="of them new (added)")
-    p.add_argument("--prefetch", type=int, default=16, help="pages a pipeline (a step's)")
-    p.add_argument(
-        "--script-pages",
-        type=int,
-        default=1,
-        help="L: pages a script call (default 1: measured cheaper than a pipeline's 16)",
-    )
+    for name, default, text in (
+        ("--hosts", 100_000, "synthetic hosts"),
+        ("--shards", 128, "shards the hosts are in"),
+        ("--pages", 20_000, "pages per layout and round"),
+        ("--rounds", 3, "rounds of every layout"),
+        ("--prefetch", 16, "pages a pipeline (a step's)"),
+        ("--script-pages", 1, "L, L2: pages a script call (1: cheaper than 16, measured)"),
+    ):
+        p.add_argument(name, type=int, default=default, help=f"{text} (default %(default)s)")
+    for name, default, text in (
+        ("--sent", 14.8, "links a page sends to Redis (bench frontier's 'pushed/page')"),
+        ("--new", 12.6, "of them new (added)"),
+    ):
+        p.add_argument(name, type=float, default=default, help=f"{text} (default %(default)s)")
     p.add_argument(
         "--variants",
         type=lambda v: v.split(","),
