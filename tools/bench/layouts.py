@@ -42,13 +42,13 @@ import argparse
 import random
 import statistics
 import tempfile
-import zlib
 from pathlib import Path
 from typing import Any
 
-from webcrawl.bench.common import tcp_redis
+from webcrawl.bench.common import redis_cpu, tcp_redis
 from webcrawl.bench.frontier import article_urls, fingerprint, host_name, nav_urls
 from webcrawl.frontier import members
+from webcrawl.frontier.keys import shard_of
 
 VARIANTS = ("P", "A", "B", "C", "BC", "L", "L2", "M")
 NAV, KNOWN_ARTICLES, QUEUED = 45, 10, 5  # per host: navigation, articles known, queued
@@ -165,7 +165,7 @@ class Layouts:
     def shard(self, host: str) -> int:
         s = self.shard_of.get(host)
         if s is None:
-            s = self.shard_of[host] = zlib.crc32(host.encode()) % self.args.shards
+            s = self.shard_of[host] = shard_of(host, self.args.shards)
         return s
 
     def seen_key(self, variant: str, host: str) -> str:
@@ -205,10 +205,6 @@ class Layouts:
                 pipe.execute()
         pipe.execute()
 
-    def cpu(self) -> float:
-        info = self.r.info("cpu")
-        return info["used_cpu_user"] + info["used_cpu_sys"]
-
     def run(self, variant: str, seed: int) -> float:
         """Redis CPU µs a page of ``args.pages`` pages in ``variant``."""
         a, rng = self.args, random.Random(seed)
@@ -218,7 +214,7 @@ class Layouts:
         self.r.script_load(source)  # (loaded before the pages are timed)
         step: list[Any] = []
         self.checks, self.adds = {}, {}
-        began = self.cpu()
+        began = redis_cpu(self.r)
         for page in range(a.pages):
             host = host_name(rng.randrange(a.hosts))
             page_id = seed * 10**7 + page
@@ -243,7 +239,7 @@ class Layouts:
                     pipe.sadd(key, *fps)
                 self.checks, self.adds = {}, {}
                 pipe.execute()
-        return (self.cpu() - began) / a.pages * 1e6
+        return (redis_cpu(self.r) - began) / a.pages * 1e6
 
     def _plain_links(
         self, variant: str, rng: random.Random, page: int, host: str, pipe: Any

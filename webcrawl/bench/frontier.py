@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from webcrawl.bench.common import machine_cpu
+from webcrawl.bench.common import machine_cpu, redis_cpu
 from webcrawl.settings import defaults
 
 if TYPE_CHECKING:
@@ -511,8 +511,7 @@ def snapshot(srv: Servers, stats: Any) -> Snapshot:
             was = commands.get(k.removeprefix("cmdstat_"), (0.0, 0.0))
             commands[k.removeprefix("cmdstat_")] = (was[0] + v["calls"], was[1] + v["usec"])
     for name, client in (srv.masters | srv.replicas).items():
-        info = client.info("cpu")
-        cpu[name] = info["used_cpu_sys"] + info["used_cpu_user"]
+        cpu[name] = redis_cpu(client)
     return Snapshot(time.perf_counter(), calls, scripts, cpu, list(stats), machine_cpu(), commands)
 
 
@@ -708,8 +707,7 @@ def native_floor(
     keys = queue.keys
     sample = _floor_sample(cfg)
     data = queue.encode(Request(f"http://{host_name(0)}/a/1", meta={"depth": 1}))
-    cpu = lambda: sum(client.info("cpu")[k] for k in ("used_cpu_user", "used_cpu_sys"))  # noqa: E731
-    began = cpu()
+    began = redis_cpu(client)
     pipe = client.pipeline(transaction=False)
     checks: dict[int, list[bytes]] = {}
     adds: dict[int, list[bytes]] = {}
@@ -738,7 +736,7 @@ def native_floor(
                 pipe.sadd(keys.shard(shard).seen, *fps)
             checks, adds = {}, {}
             pipe.execute()
-    return (cpu() - began) / pages * 1e6
+    return (redis_cpu(client) - began) / pages * 1e6
 
 
 def _floor_sample(cfg: Config) -> Callable[[random.Random], tuple[str, list[str], list[str]]]:
