@@ -506,3 +506,26 @@ def test_a_refill_lease_for_a_host_no_request_has_is_given_back_and_its_count_cl
     assert redis_client.hgetall(k.cold) == {} and int(redis_client.get(k.cold_total)) == 0
     assert redis_client.hgetall(k.refill) == {} and int(redis_client.get(k.reserved) or 0) == 0
     assert len(queue) == 0 and not queue.has_work(now=1300)
+
+
+def test_unreadable_keys_in_a_hosts_moved_set_are_dropped_and_its_refills_go_on(
+    redis_client, store, caplog
+):
+    """A host's moved set names the store rows a refill moved up, deleted by the next
+    refill; a member that is no cold key (text that is not one, or bytes that are no
+    UTF-8: corrupted in Redis) is dropped (logged, counted), not deleted from the store,
+    and the host's rows are refilled in order."""
+    queue, keys = make(redis_client, store, shards=1, per_host=2)
+    urls = [f"http://a/{i}" for i in range(8)]
+    queue.step(now=0, pushes=[entry(queue, u) for u in urls], pop=False)
+    first = queue.step(now=1000)  # pops a/0; claims the spill set, which is stored
+    assert first.request.url == urls[0] and len(store.frontier_scan("t/", 100)) == 6
+    k = keys.shard_for("a")
+    redis_client.sadd(k.moved_prefix + "a", b"not a cold key", b"t/0000/a/\xff/1/x")
+    caplog.set_level("ERROR", logger="webcrawl.frontier.tiers")
+    popped = drain(queue, now=1000, check=None)
+    queue.step(now=1000, acks=[first.lease], pop=False)
+    assert popped == urls[1:]
+    assert queue.tier_stats.unreadable == 2 and "unreadable" in caplog.text
+    assert store.frontier_scan("t/", 10) == []
+    assert len(queue) == 0 and not queue.has_work(now=1000)
