@@ -2,10 +2,11 @@
 -- schedule reads next and writes ready; defer writes ready.
 -- schedule(host, now, now_text): hand host out at its next turn, no sooner than now,
 -- unless it is handed out already (now_text: now as '%.17g' prints it, if the caller
--- has it).  A host with requests queued is handed out already: most are, and a ZSCORE
--- finds it for less than the ZADD NX that would leave it so.
+-- has it).  A host with requests queued is handed out already: most are, and a ZRANK
+-- finds it for less than the ZADD NX that would leave it so (and than a ZSCORE, whose
+-- reply prints the score: thousands of instructions in '%.17g').
 local function schedule(host, now, now_text)
-  if redis.call('ZSCORE', K.ready, host) then return end
+  if redis.call('ZRANK', K.ready, host) then return end
   local nxt = tonumber(redis.call('HGET', K.next, host) or '0')
   if nxt > now or not now_text then now_text = string.format('%.17g', math.max(now, nxt)) end
   redis.call('ZADD', K.ready, 'NX', now_text, host)
