@@ -120,11 +120,12 @@ class _ShardWork:
 
 
 def _by_host_and_group(pushes: Sequence[tuple]) -> list[object]:
-    """The step script's pushes: how many call numbers they take, how many hosts, then
-    per host (in the order of their first push) the host and how many groups, and per
-    group (a run of its pushes with the same priority, wait and call number) its score,
-    the wait, how many, which of the call's numbers (0, 1, ...; only when they take more
-    than one), then per push its fingerprint and ``members.indexed`` data: its place
+    """The step script's pushes: how many call numbers they take, how many hosts, every
+    push's fingerprint (in the order of the pushes below: the script looks them all up
+    in one command), then per host (in the order of its first push) the host and how
+    many groups, and per group (a run of its pushes with the same priority, wait and call
+    number) its score, the wait, how many, which of the call's numbers (0, 1, ...; only
+    when they take more than one), then per push its ``members.indexed`` data: its place
     among the pushes of its number (``PUSHES_PER_CALL`` a number), which orders a host's
     requests of one score."""
     limit = members.PUSHES_PER_CALL
@@ -134,18 +135,21 @@ def _by_host_and_group(pushes: Sequence[tuple]) -> list[object]:
         group = (_clamped(priority), max(0.0, float(wait)), part)
         of_host = runs.setdefault(host, [])
         if not of_host or of_host[-1][0] != group:
-            of_host.append([group])
-        of_host[-1] += (fingerprint, members.indexed(index + 1, data))
+            of_host.append([group, []])
+        of_host[-1][1].append((fingerprint, members.indexed(index + 1, data)))
     numbers = -(-len(pushes) // limit)
-    args: list[object] = [numbers, len(runs)]
+    fingerprints: list[object] = []
+    groups: list[object] = []
     for host, of_host in runs.items():
-        args += [host, len(of_host)]
-        for (priority, wait, part), *items in of_host:
-            args += [members.score(priority), wait, len(items) // 2]
+        groups += [host, len(of_host)]
+        for (priority, wait, part), items in of_host:
+            groups += [members.score(priority), wait, len(items)]
             if numbers > 1:
-                args.append(part)
-            args += items
-    return args
+                groups.append(part)
+            for fingerprint, data in items:
+                fingerprints.append(fingerprint)
+                groups.append(data)
+    return [numbers, len(runs), *fingerprints, *groups]
 
 
 class HostQueue:
@@ -487,7 +491,12 @@ class HostQueue:
         for lease, wait in nacks:
             shard, ident = lease_shard(lease)
             work.setdefault(shard, _ShardWork()).nacks.append((ident, wait))
+        sent: set[str] = set()
         for entry in pushes:
+            if entry[0]:  # a step's first push of a fingerprint, not its repeats (step.lua)
+                if entry[0] in sent:
+                    continue
+                sent.add(entry[0])
             work.setdefault(self.keys.shard_of(entry[1]), _ShardWork()).pushes.append(entry)
         for entry in revisits:
             work.setdefault(self.keys.shard_of(entry[1]), _ShardWork()).revisits.append(entry)

@@ -65,10 +65,17 @@ local function bloom_add(fp)
   return new
 end
 
--- has the dupefilter a request? (looked up, not added)
-local function is_known(fp)
+-- The seen set's answers for this call's pushes (set mode): known[k] is 1 when the
+-- seen set had the k-th push's fingerprint before the call; to_add, the new ones (added
+-- together at the end of part 2: two commands a call, not one a link).  The caller sends
+-- a fingerprint once a call (HostQueue._group keeps a step's first push of each): no
+-- table of what the call added is kept, which costs Lua more than the SADDs it saves.
+local known, to_add = {}, {}
+
+-- has the dupefilter the k-th push's request? (looked up, not added)
+local function is_known(fp, k)
   if fp == '' then return false end
-  if not bloom then return redis.call('SISMEMBER', K.seen, fp) == 1 end
+  if not bloom then return known[k] == 1 end
   for offset in string.gmatch(fp, '%d+') do
     if redis.call('GETBIT', K.seen, tonumber(offset)) == 0 then return false end
   end
@@ -215,30 +222,50 @@ for _ = 1, n_nacks do
 end
 
 -- 2. new requests, by host: n requests, n call numbers they take (one a
--- PUSHES_PER_CALL of them), n hosts, then per host: host, n groups, and per group (a
--- run of the host's pushes with one priority, wait and call number): score
--- (-priority), seconds to wait, count, which of the call's numbers (0, 1, ...; only
--- when it takes more than one), and count times (fingerprint, then the push's place
--- among those of its number and its data: '<5 digits>|<data>'); a host's new requests
--- go into its queue together.  A member is its number (15 digits, the shard's counter)
--- joined to what was sent: its sequence number, which orders a host's requests of one
--- score (members.py); nothing is printed a request.  A host takes at most max_pages
--- new URLs in all (FRONTIER_MAX_PAGES_PER_HOST, 0: no limit); beyond, new URLs are
--- dropped and the host joins the set of hosts over their budget.  A dropped URL stays
--- out of the dupefilter: a host's links beyond its budget would otherwise fill its
--- shard's Bloom filter without end, and other hosts' new URLs there would be taken for
--- seen.
+-- PUSHES_PER_CALL of them), n hosts, the n requests' fingerprints (in the order of the
+-- requests below), then per host: host, n groups, and per group (a run of the host's
+-- pushes with one priority, wait and call number): score (-priority), seconds to wait,
+-- count, which of the call's numbers (0, 1, ...; only when it takes more than one), and
+-- count times the push's place among those of its number and its data:
+-- '<5 digits>|<data>'; a host's new requests go into its queue together.  A member is
+-- its number (15 digits, the shard's counter) joined to what was sent: its sequence
+-- number, which orders a host's requests of one score (members.py); nothing is printed
+-- a request.  A host takes at most max_pages new URLs in all
+-- (FRONTIER_MAX_PAGES_PER_HOST, 0: no limit); beyond, new URLs are dropped and the host
+-- joins the set of hosts over their budget.  A dropped URL stays out of the
+-- dupefilter: a host's links beyond its budget would otherwise fill its shard's Bloom
+-- filter without end, and other hosts' new URLs there would be taken for seen.
+-- The seen set is asked for every fingerprint in one SMISMEMBER and given the new ones
+-- in one SADD, at the end: a redis.call is most of a link's cost in Lua.
 local added, over_budget = 0, 0
 local n_push, n_numbers, n_hosts = tonumber(ARGV[i]), tonumber(ARGV[i+1]), tonumber(ARGV[i+2])
-i = i + 3
+local fp_at = i + 3  -- ARGV[fp_at + k - 1]: the k-th push's fingerprint
+i = fp_at + n_push
 local first_number, single = 0, nil
 if n_push > 0 then
-  first_number = redis.call('INCRBY', K.seq, ARGV[i - 2]) - n_numbers + 1
+  first_number = redis.call('INCRBY', K.seq, ARGV[fp_at - 2]) - n_numbers + 1
   if first_number + n_numbers > 1e15 then  -- (30 000 years at a thousand calls a second)
     return redis.error_reply('the shard has used every call number (members.py)')
   end
   if n_numbers == 1 then single = string.format('%015d', first_number) end
+  if not bloom then
+    local last = fp_at + n_push - 1
+    for s = fp_at, last, 1000 do  -- (unpack's limit)
+      local upto = math.min(s + 999, last)
+      local reply = redis.pcall('SMISMEMBER', K.seen, unpack(ARGV, s, upto))
+      if reply.err then  -- a Redis before 6.2 (or SMISMEMBER renamed away): one at a time
+        reply = {}
+        for j = s, upto do reply[#reply + 1] = redis.call('SISMEMBER', K.seen, ARGV[j]) end
+      end
+      if s == fp_at then
+        known = reply
+      else
+        for j = 1, #reply do known[s - fp_at + j] = reply[j] end
+      end
+    end
+  end
 end
+local k = 0  -- the push read last
 for _ = 1, n_hosts do
   local host, n_groups = ARGV[i], tonumber(ARGV[i+1]); i = i + 2
   local entries = {}
@@ -255,19 +282,25 @@ for _ = 1, n_hosts do
     end
     local due = wait > 0 and string.format('%.17g', now + wait)
     for _ = 1, count do
-      local fp = ARGV[i]
+      k = k + 1
+      local fp = ARGV[fp_at + k - 1]
       local new
       if fp == '' then
         new = true
       elseif max_pages > 0 and pages + counted >= max_pages then
         new = false
-        if not is_known(fp) then over_budget = over_budget + 1 end
+        if not is_known(fp, k) then over_budget = over_budget + 1 end
       else
-        if bloom then new = bloom_add(fp) else new = redis.call('SADD', K.seen, fp) == 1 end
+        if bloom then
+          new = bloom_add(fp)
+        else
+          new = known[k] == 0
+          if new then to_add[#to_add + 1] = fp end
+        end
         if new and max_pages > 0 then counted = counted + 1 end
       end
       if new then
-        local member = prefix .. ARGV[i+1]
+        local member = prefix .. ARGV[i]
         if due then
           redis.call('ZADD', K.delayed, due, host .. '\n' .. score .. '\n' .. member)
         else
@@ -276,12 +309,15 @@ for _ = 1, n_hosts do
         end
         added = added + 1
       end
-      i = i + 2
+      i = i + 1
     end
   end
   if #entries > 0 then enqueue_all(host, entries) end
   if counted > 0 then redis.call('HINCRBY', K.host_pages, host, int(counted)) end
   if over_budget > over_before then redis.call('SADD', K.over_budget, host) end
+end
+for s = 1, #to_add, 1000 do
+  redis.call('SADD', K.seen, unpack(to_add, s, math.min(s + 999, #to_add)))
 end
 
 -- 3. revisits scheduled (url key, host, priority, seconds until due, data): one
