@@ -156,6 +156,26 @@ def test_a_call_of_thousands_of_pushes_looks_them_up_in_parts(redis_client):
     assert sorted(drain(queue)) == sorted(urls)
 
 
+def test_a_fingerprint_sent_as_text_and_as_bytes_is_taken_once(redis_client):
+    """Redis sees one fingerprint whatever type the caller used: the step takes it once
+    (the script trusts the client to send each fingerprint once a call)."""
+    queue, _ = make(redis_client, shards=1)
+    pushes = [entry(queue, "http://h/x", fp=b"x"), entry(queue, "http://h/x", fp="x")]
+    assert queue.step(now=1, pushes=pushes, pop=False).added == 1
+    assert len(queue) == 1
+
+
+def test_an_over_budget_link_pushed_twice_in_a_step_counts_once(redis_client):
+    keys = CrawlKeys("t", 1)
+    queue = HostQueue(redis_client, S(), keys, max_pages_per_host=1)
+    pushes = [entry(queue, "http://h/a"), entry(queue, "http://h/b"), entry(queue, "http://h/b")]
+    result = queue.step(now=1, pushes=pushes, pop=False)
+    assert (result.added, result.over_budget) == (1, 1)
+    (shard,) = keys.all_shards()
+    assert redis_client.smembers(shard.seen) == {b"http://h/a"}
+    assert redis_client.smembers(shard.over_budget) == {b"h"}
+
+
 def test_a_redis_without_smismember_still_filters_in_the_script(tmp_path):
     """Before Redis 6.2 there is no SMISMEMBER: the pre-check is given up (logged once), the
     step script finds the duplicates as before.  (A real server with the command renamed
@@ -191,6 +211,17 @@ def test_a_redis_without_smismember_still_filters_in_the_script(tmp_path):
         assert queue.step(now=1, pushes=pushes, pop=False).added == 30
         result = queue.step(now=1, pushes=pushes, pop=False)
         assert (result.known, result.added) == (0, 0) and not queue._precheck
+        # a call of thousands, over several parts, with a page budget: the same outcome
+        keys = CrawlKeys("u", 1)
+        queue = HostQueue(client, S(), keys, max_pages_per_host=300)
+        urls = [f"http://h{i % 7}/{i}" for i in range(2500)]
+        old = urls[5::3]
+        first = queue.step(now=1, pushes=[entry(queue, u) for u in old], pop=False)
+        result = queue.step(now=1, pushes=[entry(queue, u) for u in urls + old], pop=False)
+        assert first.added + result.added == len(queue) == 7 * 300
+        assert result.over_budget == len(urls) - 7 * 300
+        (shard,) = keys.all_shards()
+        assert client.scard(shard.seen) == 7 * 300
         client.close()
     finally:
         server.terminate()

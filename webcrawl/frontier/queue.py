@@ -491,12 +491,13 @@ class HostQueue:
         for lease, wait in nacks:
             shard, ident = lease_shard(lease)
             work.setdefault(shard, _ShardWork()).nacks.append((ident, wait))
-        sent: set[str] = set()
+        sent: set[bytes] = set()
         for entry in pushes:
-            if entry[0]:  # a step's first push of a fingerprint, not its repeats (step.lua)
-                if entry[0] in sent:
+            if fp := entry[0]:  # a step's first push of a fingerprint only (step.lua)
+                fp = fp.encode() if isinstance(fp, str) else bytes(fp)  # (one to Redis)
+                if fp in sent:
                     continue
-                sent.add(entry[0])
+                sent.add(fp)
             work.setdefault(self.keys.shard_of(entry[1]), _ShardWork()).pushes.append(entry)
         for entry in revisits:
             work.setdefault(self.keys.shard_of(entry[1]), _ShardWork()).revisits.append(entry)

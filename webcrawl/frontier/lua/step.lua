@@ -55,8 +55,7 @@ local function new_id()
   return id_base .. ids
 end
 
--- is a request new?  Its bits set in the Bloom filter: new if any was 0 (the seen
--- set's SADD is called where a push is read: a link's Lua function call saved)
+-- is a request new?  Its bits set in the Bloom filter: new if any was 0
 local function bloom_add(fp)
   local new = false
   for offset in string.gmatch(fp, '%d+') do
@@ -253,7 +252,9 @@ if n_push > 0 then
     for s = fp_at, last, 1000 do  -- (unpack's limit)
       local upto = math.min(s + 999, last)
       local reply = redis.pcall('SMISMEMBER', K.seen, unpack(ARGV, s, upto))
-      if reply.err then  -- a Redis before 6.2 (or SMISMEMBER renamed away): one at a time
+      -- a Redis before 6.2, or SMISMEMBER renamed away or denied: one at a time (Redis 7
+      -- counts the error reply in errorstat_ERR, a step call; docs/operations.md)
+      if reply.err then
         reply = {}
         for j = s, upto do reply[#reply + 1] = redis.call('SISMEMBER', K.seen, ARGV[j]) end
       end
