@@ -282,9 +282,7 @@ class Layouts:
             args += [members.member(page, DATA), host]
         looked, added, queued = self._links("BC", rng, page, host)
         new = {fp for _, fp in added}
-        by_key: dict[str, list[bytes]] = {}
-        for key, fp in looked:
-            by_key.setdefault(key, []).append(fp)
+        by_key = _by_key(looked)
         args.append(len(by_key))
         for key, fps in by_key.items():
             target = key.split(":", 2)[2]
@@ -317,10 +315,7 @@ class Layouts:
                 lease = b"%s\n%s" % (host.encode(), url)
                 tx.zadd(hz, {url: LEASED}, xx=True).zadd(leases, {lease: page})
                 tx.zadd(hz, {url: DONE}, xx=True).zrem(leases, lease).hdel(hd, url)
-            by_key: dict[str, list[bytes]] = {}
-            for key, fp in looked:
-                by_key.setdefault(key, []).append(fp)
-            for key, fps in by_key.items():
+            for key, fps in _by_key(looked).items():
                 target = key.split(":", 2)[2]
                 t = self.shard(target)
                 tx.zadd(key, dict.fromkeys(fps, page % QUEUED_MAX), nx=True)
@@ -353,6 +348,14 @@ class Layouts:
         return looked, added, queued
 
 
+def _by_key(looked: list[tuple[str, bytes]]) -> dict[str, list[bytes]]:
+    """A page's (seen key, fingerprint) pairs grouped by seen key, in order."""
+    by_key: dict[str, list[bytes]] = {}
+    for key, fp in looked:
+        by_key.setdefault(key, []).append(fp)
+    return by_key
+
+
 def run(args: argparse.Namespace) -> int:
     unknown = set(args.variants) - set(VARIANTS)
     if unknown:
@@ -371,7 +374,7 @@ def run(args: argparse.Namespace) -> int:
         memory = client.info("memory")["used_memory_human"]
         print(
             f"Redis {version}; {args.hosts} hosts in {args.shards} shards, the layouts "
-            f"built at once ({memory}); {args.pages} pages a layout and round, "
+            f"measured built at once ({memory}); {args.pages} pages a layout and round, "
             f"{args.sent} links sent and {args.new} new a page"
         )
         results: dict[str, list[float]] = {v: [] for v in args.variants}
