@@ -156,6 +156,24 @@ def test_a_call_of_thousands_of_pushes_looks_them_up_in_parts(redis_client):
     assert sorted(drain(queue)) == sorted(urls)
 
 
+def test_a_call_that_pops_and_acks_a_thousand_leases_does_it_in_rounds(redis_client):
+    """A call pops ready hosts in rounds of at most 500 (unpack's limit) and acks in
+    parts of 1 000: every host comes out once, its lease is kept, then acked."""
+    queue, keys = make(redis_client, shards=1)
+    urls = [f"http://h{i}/{page}" for page in "ab" for i in range(1300)]
+    assert queue.step(now=1, pushes=[entry(queue, u) for u in urls], pop=False).added == 2600
+    result = queue.step(now=2, pop=1300)
+    assert result.calls == 1
+    assert sorted(r.url for r, _ in result.popped) == sorted(urls[:1300])
+    (shard,) = keys.all_shards()
+    assert redis_client.zcard(shard.leases) == redis_client.hlen(shard.leased) == 1300
+    assert redis_client.zcard(shard.ready) == 1300  # each still has its page b
+    queue.step(now=3, acks=[lease for _, lease in result.popped], pop=False)
+    assert redis_client.zcard(shard.leases) == redis_client.hlen(shard.leased) == 0
+    assert sorted(drain(queue)) == sorted(urls[1300:])
+    assert redis_client.zcard(shard.ready) == 0
+
+
 def test_a_fingerprint_sent_as_text_and_as_bytes_is_taken_once(redis_client):
     """Redis sees one fingerprint whatever type the caller used: the step takes it once
     (the script trusts the client to send each fingerprint once a call)."""

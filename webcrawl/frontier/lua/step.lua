@@ -81,12 +81,6 @@ local function is_known(fp, k)
   return true
 end
 
-local function host_delay(host)
-  local delay = tonumber(redis.call('HGET', K.delay, host) or default_delay)
-  if delay > 0 then return delay + slack end
-  return 0
-end
-
 -- ZADD entries[from..to] (score, member pairs; from odd) in calls of at most 500
 -- pairs: unpack's limit
 local function zadd_all(key, entries, from, to)
@@ -99,7 +93,8 @@ end
 -- most hot_per_host requests in its queue, and the shard at most budget; the rest
 -- goes to the cold tier: into the spill set, from which a worker moves it to the
 -- store.  Once a host has requests in the cold tier its new ones follow them there,
--- in order, and move up with the refills.
+-- in order, and move up with the refills.  The queued count and the host's turn are
+-- written later, for all the call's hosts at once (finish).
 local function enqueue_all(host, entries, force)
   local n = #entries / 2
   local room = n
@@ -113,8 +108,8 @@ local function enqueue_all(host, entries, force)
   end
   if room > 0 then
     zadd_all(K.hq .. host, entries, 1, 2 * room)
-    add_count(K.queued, room)
-    schedule(host, now, now_s)
+    add_count_later(K.queued, room)
+    schedule_later(host)
   end
   if room < n then
     local spilled = {}
@@ -196,6 +191,13 @@ local function grant_refills()
   return grants
 end
 
+-- What enqueue_all left for later: the hosts' turns and the queued count.  Before the
+-- call reads ready, and before it returns.
+local function finish()
+  write_ready(now, now_s)
+  write_counts()
+end
+
 -- When the shard has work: its ready hosts, leases, delayed requests and revisits, its
 -- spill set, refill leases that may expire, and hosts waiting for a refill when the
 -- budget has room for them
@@ -209,11 +211,12 @@ end
 -- completed: it goes back to its host queue when the lease expires, after a wait)
 local i = 15
 local n_acks = tonumber(ARGV[i]); i = i + 1
-for _ = 1, n_acks do
-  redis.call('ZREM', K.leases, ARGV[i])
-  redis.call('HDEL', K.leased, ARGV[i])
-  i = i + 1
+for s = i, i + n_acks - 1, 1000 do  -- (unpack's limit)
+  local upto = math.min(s + 999, i + n_acks - 1)
+  redis.call('ZREM', K.leases, unpack(ARGV, s, upto))
+  redis.call('HDEL', K.leased, unpack(ARGV, s, upto))
 end
+i = i + n_acks
 local n_nacks = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n_nacks do
   redis.call('ZADD', K.leases, 'XX', string.format('%.17g', now + tonumber(ARGV[i+1])), ARGV[i])
@@ -347,6 +350,7 @@ if want_pop == 0 then
   if hot_per_host > 0 and redis.call('ZCARD', K.spill) >= spill_batch then
     spills = claim_spills()
   end
+  finish()
   return {added, requeued, revisited, '', {}, spills, over_budget}
 end
 local expired = redis.call('ZRANGEBYSCORE', K.leases, '-inf', now_s, 'LIMIT', '0', requeue_limit)
@@ -374,6 +378,7 @@ for _, key in ipairs(revisits) do
   -- schedule: a shard out of numbers keeps it there)
   local number = entry and redis.call('INCR', K.seq)
   if number and number >= 1e15 then
+    finish()
     return redis.error_reply('the shard has used every call number (members.py)')
   end
   redis.call('ZREM', K.revisits, key)
@@ -388,40 +393,58 @@ end
 
 -- 5. pop up to want_pop requests, each from the host whose turn it is (a
 -- host handed out is not ready again before its delay, so with a delay one
--- call never hands out one host twice)
+-- call never hands out one host twice): the ready hosts in rounds, each round's
+-- turns, delays, new turns and leases read and written together
+finish()
 local out = {added, requeued, revisited, false, false, false, over_budget}
 local tries, taken = 0, 0
-while #out < 7 + 2 * want_pop and tries < 10 + 2 * want_pop do
-  tries = tries + 1
-  local top = redis.call('ZRANGE', K.ready, '0', '0', 'WITHSCORES')
-  if #top == 0 or tonumber(top[2]) > now then break end
-  local host = top[1]
-  local item = redis.call('ZPOPMIN', K.hq .. host)
-  if #item == 0 then
-    -- its requests left are in the cold tier: it is ready again when they move up
-    redis.call('ZREM', K.ready, host)
-    want_refill(host, hot_per_host, now)
-  else
-    taken = taken + 1
-    -- the host's turn is claimed until now + delay (or its next send, if later)
-    local sent = tonumber(redis.call('HGET', K.next, host) or '0')
-    local nxt = math.max(now + host_delay(host), sent)
-    if redis.call('EXISTS', K.hq .. host) == 1 then
-      redis.call('ZADD', K.ready, nxt == now and now_s or string.format('%.17g', nxt), host)
+local leases, leased = {}, {}  -- (ZADD's and HSET's arguments)
+while taken < want_pop and tries < 10 + 2 * want_pop do
+  local limit = math.min(want_pop - taken, 10 + 2 * want_pop - tries, 500)
+  local hosts = redis.call('ZRANGEBYSCORE', K.ready, '-inf', now_s, 'LIMIT', '0', int(limit))
+  if #hosts == 0 then break end
+  tries = tries + #hosts
+  local sent = redis.call('HMGET', K.next, unpack(hosts))
+  local delays = redis.call('HMGET', K.delay, unpack(hosts))
+  local turns, done = {}, {}
+  for j, host in ipairs(hosts) do
+    local item = redis.call('ZPOPMIN', K.hq .. host)
+    if #item == 0 then
+      -- its requests left are in the cold tier: it is ready again when they move up
+      done[#done + 1] = host
     else
-      redis.call('ZREM', K.ready, host)
+      taken = taken + 1
+      -- the host's turn is claimed until now + delay (or its next send, if later)
+      local delay = tonumber(delays[j] or default_delay)
+      if delay > 0 then delay = delay + slack else delay = 0 end
+      local nxt = math.max(now + delay, tonumber(sent[j] or '0'))
+      if redis.call('EXISTS', K.hq .. host) == 1 then
+        turns[#turns + 1] = nxt == now and now_s or string.format('%.17g', nxt)
+        turns[#turns + 1] = host
+      else
+        done[#done + 1] = host
+      end
+      local id = new_id()
+      leases[#leases + 1] = lease_until()
+      leases[#leases + 1] = id
+      leased[#leased + 1] = id
+      leased[#leased + 1] = host .. '\n' .. item[2] .. '\n' .. item[1]
+      out[#out + 1] = item[1]
+      out[#out + 1] = id
     end
     want_refill(host, hot_per_host, now)
-    local id = new_id()
-    redis.call('ZADD', K.leases, lease_until(), id)
-    redis.call('HSET', K.leased, id, host .. '\n' .. item[2] .. '\n' .. item[1])
-    out[#out + 1] = item[1]
-    out[#out + 1] = id
   end
+  if #turns > 0 then redis.call('ZADD', K.ready, unpack(turns)) end
+  if #done > 0 then redis.call('ZREM', K.ready, unpack(done)) end
+end
+zadd_all(K.leases, leases, 1, #leases)
+for s = 1, #leased, 1000 do
+  redis.call('HSET', K.leased, unpack(leased, s, math.min(s + 999, #leased)))
 end
 if taken > 0 then add_count(K.queued, -taken) end  -- (before the budget is read)
 out[5] = grant_refills()
 out[6] = {}
 if hot_per_host > 0 then out[6] = claim_spills() end
+finish()  -- (nothing is left: for a later change's sake)
 out[4] = shard_next_work()
 return out

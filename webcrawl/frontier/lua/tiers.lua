@@ -4,19 +4,34 @@
 local function num(v) return tonumber(v or '0') or 0 end
 
 -- queued and reserved as this call last read or wrote them: read once a call, then
--- kept with its own changes (a step stores the links of many hosts)
-local counts = {}
+-- kept with its own changes (a step stores the links of many hosts); unwritten, the
+-- changes add_count_later keeps for write_counts
+local counts, unwritten = {}, {}
 local function count_of(key)
   local v = counts[key]
   if v == nil then
-    v = num(redis.call('GET', key))
+    v = num(redis.call('GET', key)) + (unwritten[key] or 0)
     counts[key] = v
   end
   return v
 end
 -- (n 0 writes nothing: -0, which a negated 0 is, is no integer to INCRBY)
 local function add_count(key, n)
-  if n ~= 0 then counts[key] = redis.call('INCRBY', key, string.format('%d', n)) end
+  if n ~= 0 then
+    counts[key] = redis.call('INCRBY', key, string.format('%d', n)) + (unwritten[key] or 0)
+  end
+end
+-- add_count, written by write_counts: one INCRBY a key a call, not one a host.  A
+-- script that uses it calls write_counts before every return.
+local function add_count_later(key, n)
+  unwritten[key] = (unwritten[key] or 0) + n
+  if counts[key] ~= nil then counts[key] = counts[key] + n end
+end
+local function write_counts()
+  for key, n in pairs(unwritten) do
+    unwritten[key] = nil  -- (a field set to nil while pairs walks the table: allowed)
+    add_count(key, n)
+  end
 end
 
 -- queue places left under the shard's budget (budget 0: no limit)
