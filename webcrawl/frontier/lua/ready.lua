@@ -23,7 +23,7 @@ local function schedule_later(host)
   end
 end
 local function write_ready(now, now_text)
-  for s = 1, #to_schedule, 500 do  -- (unpack's limit: 1 000 arguments)
+  for s = 1, #to_schedule, 500 do  -- (in parts: unpack takes at most ~8 000 values)
     local upto = math.min(s + 499, #to_schedule)
     local turns = redis.call('HMGET', K.next, unpack(to_schedule, s, upto))
     local args = {}

@@ -211,7 +211,7 @@ end
 -- completed: it goes back to its host queue when the lease expires, after a wait)
 local i = 15
 local n_acks = tonumber(ARGV[i]); i = i + 1
-for s = i, i + n_acks - 1, 1000 do  -- (unpack's limit)
+for s = i, i + n_acks - 1, 1000 do  -- (in parts: unpack takes at most ~8 000 values)
   local upto = math.min(s + 999, i + n_acks - 1)
   redis.call('ZREM', K.leases, unpack(ARGV, s, upto))
   redis.call('HDEL', K.leased, unpack(ARGV, s, upto))
@@ -252,7 +252,7 @@ if n_push > 0 then
   if n_numbers == 1 then single = string.format('%015d', first_number) end
   if not bloom then
     local last = fp_at + n_push - 1
-    for s = fp_at, last, 1000 do  -- (unpack's limit)
+    for s = fp_at, last, 1000 do  -- (in parts: unpack takes at most ~8 000 values)
       local upto = math.min(s + 999, last)
       local reply = redis.pcall('SMISMEMBER', K.seen, unpack(ARGV, s, upto))
       -- a Redis before 6.2, or SMISMEMBER renamed away or denied: one at a time (Redis 7
