@@ -157,7 +157,7 @@ def test_a_call_of_thousands_of_pushes_looks_them_up_in_parts(redis_client):
 
 
 def test_a_call_that_pops_and_acks_a_thousand_leases_does_it_in_rounds(redis_client):
-    """A call pops ready hosts in rounds of at most 500 (unpack's limit) and acks in
+    """A call pops ready hosts in rounds of at most 500 and acks in
     parts of 1 000: every host comes out once, its lease is kept, then acked."""
     queue, keys = make(redis_client, shards=1)
     urls = [f"http://h{i}/{page}" for page in "ab" for i in range(1300)]

@@ -81,11 +81,11 @@ local function is_known(fp, k)
   return true
 end
 
--- ZADD entries[from..to] (score, member pairs; from odd) in calls of at most 500
--- pairs: unpack's limit
-local function zadd_all(key, entries, from, to)
+-- redis.call(command, key, values[from..to]) in calls of at most 1 000 values (unpack
+-- takes at most ~8 000); pairs (score and member, field and value) from `from` stay whole
+local function in_parts(command, key, values, from, to)
   for s = from, to, 1000 do
-    redis.call('ZADD', key, unpack(entries, s, math.min(s + 999, to)))
+    redis.call(command, key, unpack(values, s, math.min(s + 999, to)))
   end
 end
 
@@ -107,7 +107,7 @@ local function enqueue_all(host, entries, force)
     end
   end
   if room > 0 then
-    zadd_all(K.hq .. host, entries, 1, 2 * room)
+    in_parts('ZADD', K.hq .. host, entries, 1, 2 * room)
     add_count_later(K.queued, room)
     schedule_later(host)
   end
@@ -117,7 +117,7 @@ local function enqueue_all(host, entries, force)
       spilled[#spilled + 1] = '0'
       spilled[#spilled + 1] = host .. '\n' .. entries[s] .. '\n' .. entries[s + 1]
     end
-    zadd_all(K.spill, spilled, 1, #spilled)
+    in_parts('ZADD', K.spill, spilled, 1, #spilled)
     redis.call('HINCRBY', K.spilling, host, int(n - room))
     add_cold(host, n - room)
   end
@@ -211,11 +211,8 @@ end
 -- completed: it goes back to its host queue when the lease expires, after a wait)
 local i = 15
 local n_acks = tonumber(ARGV[i]); i = i + 1
-for s = i, i + n_acks - 1, 1000 do  -- (in parts: unpack takes at most ~8 000 values)
-  local upto = math.min(s + 999, i + n_acks - 1)
-  redis.call('ZREM', K.leases, unpack(ARGV, s, upto))
-  redis.call('HDEL', K.leased, unpack(ARGV, s, upto))
-end
+in_parts('ZREM', K.leases, ARGV, i, i + n_acks - 1)
+in_parts('HDEL', K.leased, ARGV, i, i + n_acks - 1)
 i = i + n_acks
 local n_nacks = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n_nacks do
@@ -320,9 +317,7 @@ for _ = 1, n_hosts do
   if counted > 0 then redis.call('HINCRBY', K.host_pages, host, int(counted)) end
   if over_budget > over_before then redis.call('SADD', K.over_budget, host) end
 end
-for s = 1, #to_add, 1000 do
-  redis.call('SADD', K.seen, unpack(to_add, s, math.min(s + 999, #to_add)))
-end
+in_parts('SADD', K.seen, to_add, 1, #to_add)
 
 -- 3. revisits scheduled (url key, host, priority, seconds until due, data): one
 -- entry per URL
@@ -434,13 +429,11 @@ while taken < want_pop and tries < 10 + 2 * want_pop do
     end
     want_refill(host, hot_per_host, now)
   end
-  if #turns > 0 then redis.call('ZADD', K.ready, unpack(turns)) end
-  if #done > 0 then redis.call('ZREM', K.ready, unpack(done)) end
+  in_parts('ZADD', K.ready, turns, 1, #turns)
+  in_parts('ZREM', K.ready, done, 1, #done)
 end
-zadd_all(K.leases, leases, 1, #leases)
-for s = 1, #leased, 1000 do
-  redis.call('HSET', K.leased, unpack(leased, s, math.min(s + 999, #leased)))
-end
+in_parts('ZADD', K.leases, leases, 1, #leases)
+in_parts('HSET', K.leased, leased, 1, #leased)
 if taken > 0 then add_count(K.queued, -taken) end  -- (before the budget is read)
 out[5] = grant_refills()
 out[6] = {}
