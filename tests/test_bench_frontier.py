@@ -3,6 +3,7 @@ the local Redis Cluster) print their tables and lose nothing."""
 
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 from conftest import ROOT, crawl_env
@@ -134,7 +135,7 @@ def test_layouts_prints_every_layout_and_its_script_does_the_plain_commands_work
 
     import redis
 
-    from tools.bench.layouts import DONE, LEASED, VARIANTS, Layouts, add_arguments
+    from tools.bench.layouts import DONE, LEASED, VARIANTS, Layouts, _Wire, add_arguments
     from webcrawl.bench.common import tcp_redis
 
     every = ",".join(VARIANTS)
@@ -178,9 +179,56 @@ def test_layouts_prints_every_layout_and_its_script_does_the_plain_commands_work
         before = states()
         layouts.run("M", seed=9)
         m_new, m_requests, m_leased, m_done = (b - a for a, b in zip(before, states(), strict=True))
+
+        # O, OZ: as many URLs new, each queued once in its host's list (sorted set), a
+        # page's request popped; one client: no transaction read again, until another
+        # client writes a key the first one watches (O once more): it is read again
+        class Meddling(_Wire):
+            watched: tuple[str, ...] = ()
+
+            def send(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+                if commands[0][0] == "WATCH":
+                    self.watched = commands[0][1:]
+                if commands[-1] == ("EXEC",) and layouts.aborted == 0:
+                    client.sadd(next(k for k in self.watched if k.startswith("seen:")), "x")
+                return super().send(commands)
+
+        def sizes(variant: str) -> tuple[int, int]:
+            size = client.zcard if variant == "OZ" else client.llen
+            queued = sum(size(k) for k in client.scan_iter("hq:*" if variant == "OZ" else "hl:*"))
+            return queued, sum(client.scard(k) for k in client.scan_iter("seen:*"))
+
+        optimistic = []
+        # (the last: two processes at once, each its shards' pops, its links to any)
+        runs = (("O", False, 1), ("OZ", False, 1), ("O", True, 1), ("O", False, 2))
+        for seed, (variant, meddled, clients) in enumerate(runs, start=20):
+            if meddled:
+                assert layouts.aborted == 0
+                layouts.wire = Meddling(client)
+            args.clients = clients
+            before = sizes(variant)
+            layouts.run(variant, seed=seed)
+            optimistic.append(tuple(b - a for a, b in zip(before, sizes(variant), strict=True)))
+            if meddled:
+                assert layouts.aborted == 1
+                optimistic[-1] = (optimistic[-1][0], optimistic[-1][1] - 1)  # (its "x")
+        assert layouts.transactions > 100
     for queued, seen in done:
         assert seen > 1000 and abs(seen - done[-1][1]) < 0.1 * done[-1][1], done
         assert queued == seen - 100, done  # (100 pops)
     assert abs(m_new - done[-1][1]) < 0.1 * done[-1][1], (m_new, done)
     assert m_leased == 0 and m_done == 100, (m_leased, m_done)
     assert m_requests >= m_new - 100, (m_requests, m_new)  # (done ones dropped theirs)
+    for queued, seen in optimistic:
+        assert abs(seen - done[-1][1]) < 0.1 * done[-1][1], (optimistic, done)
+        assert queued == seen - 100, optimistic  # (100 pops)
+
+
+def test_layouts_counts_instructions_under_callgrind():
+    """``layouts --count``: thousands of Redis instructions a page, callgrind's count."""
+    command = ["tools.bench", "layouts", "--count", "--hosts", "50", "--pages", "50"]
+    result = python_m(*command, "--rounds", "1", "--variants", "P,O", timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = {line.split()[0]: float(line.split()[-1]) for line in result.stdout.splitlines()[3:5]}
+    assert set(rows) == {"P", "O"} and 0 < rows["P"] < rows["O"], result.stdout
+    assert "thousand Redis instructions a page" in result.stdout, result.stdout

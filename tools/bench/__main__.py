@@ -31,8 +31,9 @@ HELP = {
     "Lua around them and the rest; the same count on any machine",
     "layouts": "Redis CPU a page of bench frontier's synthetic workload as plain pipelined "
     "commands, in the frontier's data layout and in others (per-host integer seen sets, "
-    "list host queues), and the cheapest made atomic by the least Lua step or by "
-    "MULTI/EXEC: what a frontier of that layout costs at least",
+    "list host queues), and made atomic by the least Lua step, by MULTI/EXEC or by "
+    "optimistic transactions (WATCH): what a frontier of that layout costs at least "
+    "(--count: instructions, under callgrind)",
     "sitemaps": "revisits wasted and changes caught with and without sitemaps, for a truthful "
     "and a lying host of the changing demo web; a worker's memory reading the largest and "
     "the most hostile sitemaps",

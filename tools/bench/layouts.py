@@ -29,11 +29,29 @@ so that a slow spell of the machine hits them all:
   its request.  A step reads its pops first (the host's first queued URL), then writes
   its pages in one transaction: leases, acknowledgements, links.  A sketch of the
   protocol, not proven: its requests of links already done are left behind in the
-  hashes, and a crash between the reads and the transaction is not handled.
+  hashes, and a crash between the reads and the transaction is not handled;
+- ``O``: atomic without Lua, optimistically: C's layout (a seen set a shard, host queues
+  as lists), a step's pages popped from one shard as ``step.lua`` pops them.  It WATCHes
+  the shard's ready set and seen set, reads the hosts whose turn it is, their queues'
+  heads and its links' fingerprints (two round trips), then writes in one MULTI/EXEC:
+  pops, new turns, leases, acknowledgements, the new links and their hosts' turns.  A
+  change to a watched key in between aborts it, and the step reads again.  Links to
+  other shards wait in an outbox a shard and leave ``--outbox`` at a time, each batch
+  its own transaction (WATCH the shard's seen set, look up, write).  Host queues are
+  not watched: a pop changes the ready set, and a push to a queue that was empty adds
+  its host there; a host left with an empty queue stays in the ready set, and the pop
+  that finds it empty takes it out in a transaction of its own that watches the queue.
+  Like L, it has no host delays, priorities, budgets, cold tier, delayed requests,
+  revisits or lease expiry;
+- ``OZ``: O with A's sorted-set host queues, so priorities.  A push of a higher priority
+  changes a queue's head unseen (no watched key shows it): a pop removes the request it
+  read, not the first one.
 
 P to BC are plain commands, no atomicity: a frontier whose steps must be atomic costs
-more than its layout's floor; L, L2 and M show how much more.  Redis CPU a page is
-``INFO cpu``'s user and system time over the pages.
+more than its layout's floor; L, L2, M, O and OZ show how much more.  Redis CPU a page
+is ``INFO cpu``'s user and system time over the pages; with ``--count``, the
+instructions Redis runs a page, counted by callgrind (deterministic, as
+``tools.bench redis_profile``'s).
 """
 
 from __future__ import annotations
@@ -43,14 +61,16 @@ import random
 import statistics
 import tempfile
 from pathlib import Path
+from shutil import which
 from typing import Any
 
 from webcrawl.bench.common import redis_cpu, tcp_redis
 from webcrawl.bench.frontier import article_urls, fingerprint, host_name, nav_urls
 from webcrawl.frontier import members
+from webcrawl.frontier.embedded_redis import redis_server_binary
 from webcrawl.frontier.keys import shard_of
 
-VARIANTS = ("P", "A", "B", "C", "BC", "L", "L2", "M")
+VARIANTS = ("P", "A", "B", "C", "BC", "L", "L2", "M", "O", "OZ")
 NAV, KNOWN_ARTICLES, QUEUED = 45, 10, 5  # per host: navigation, articles known, queued
 BUILD_BATCH = 500  # hosts per pipeline while building
 DATA = b"x" * 112  # a request's encoding, about the size of bench frontier's
@@ -128,6 +148,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         ("--rounds", 3, "rounds of every layout"),
         ("--prefetch", 16, "pages a pipeline (a step's)"),
         ("--script-pages", 1, "L, L2: pages a script call (1: cheaper than 16, measured)"),
+        ("--outbox", 32, "O, OZ: links to another shard a batch (FRONTIER_SHARD_BATCH's)"),
+        ("--clients", 1, "O, OZ: processes sending at once, each owning its share of shards"),
     ):
         p.add_argument(name, type=int, default=default, help=f"{text} (default %(default)s)")
     for name, default, text in (
@@ -144,6 +166,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "space is another: measure it beside A, --variants A,M)",
     )
     p.add_argument("--redis-server", metavar="PATH", help="the redis-server to measure")
+    p.add_argument(
+        "--count",
+        action="store_true",
+        help="count Redis's instructions a page under callgrind instead of timing its CPU "
+        "(needs valgrind; slower, and the same on any machine)",
+    )
 
 
 def _int_fingerprint(url: str) -> bytes:
@@ -161,6 +189,9 @@ class Layouts:
         self.checks: dict[str, list[bytes]] = {}
         self.adds: dict[str, list[bytes]] = {}
         self.m_pages: list[tuple[Any, ...]] = []  # M: a step's pages
+        self.wire: _Wire | None = None  # O, OZ: their connection
+        self.transactions = 0  # O, OZ: transactions sent
+        self.aborted = 0  # O, OZ: of them, aborted (a watched key changed)
 
     def shard(self, host: str) -> int:
         s = self.shard_of.get(host)
@@ -178,8 +209,8 @@ class Layouts:
         """The key space of the layouts measured (only theirs: a larger one costs every
         layout more cache misses)."""
         uses = set(self.args.variants)
-        seen, seenh = uses & {"A", "C"}, uses & {"B", "BC", "L", "L2"}
-        ordered, lists = uses & {"P", "A", "B"}, uses & {"C", "BC", "L", "L2"}
+        seen, seenh = uses & {"A", "C", "O", "OZ"}, uses & {"B", "BC", "L", "L2"}
+        ordered, lists = uses & {"P", "A", "B", "OZ"}, uses & {"C", "BC", "L", "L2", "O"}
         pipe = self.r.pipeline(transaction=False)
         for i in range(self.args.hosts):
             host = host_name(i)
@@ -208,6 +239,8 @@ class Layouts:
     def run(self, variant: str, seed: int) -> float:
         """Redis CPU µs a page of ``args.pages`` pages in ``variant``."""
         a, rng = self.args, random.Random(seed)
+        if variant in {"O", "OZ"}:
+            return self._run_optimistic(variant, rng, seed)
         pipe = self.r.pipeline(transaction=False)
         source = LEAN_SCRIPT if variant == "L2" else STEP_SCRIPT
         script = self.r.register_script(source)
@@ -324,28 +357,239 @@ class Layouts:
                 tx.zadd(f"readym:{{{t}}}", {target: page}, nx=True)
         tx.execute()
 
+    def _run_optimistic(self, variant: str, rng: random.Random, seed: int) -> float:
+        """O, OZ: Redis CPU µs a page, by one client or by ``--clients``."""
+        began = redis_cpu(self.r)
+        if self.args.clients == 1:
+            self._optimistic(variant, rng, self.args.pages, seed * 10**7)
+        else:
+            self._in_processes(variant, seed)
+        return (redis_cpu(self.r) - began) / self.args.pages * 1e6
+
+    def _in_processes(self, variant: str, seed: int) -> None:
+        """O, OZ by ``--clients`` processes at once, each its share of the pages, popped
+        from the shards it owns (as the frontier's workers own shards: shard % clients),
+        its links to any shard; their transactions and those read again added up."""
+        import multiprocessing
+
+        _FORKED["layouts"] = self
+        n = self.args.clients
+        jobs = [(variant, seed, k) for k in range(n)]
+        with multiprocessing.get_context("fork").Pool(n) as pool:
+            for transactions, aborted in pool.map(_client, jobs):
+                self.transactions += transactions
+                self.aborted += aborted
+
+    def _optimistic(
+        self,
+        variant: str,
+        rng: random.Random,
+        pages: int,
+        first_id: int,
+        owned: tuple[int, int] | None = None,
+    ) -> None:
+        """O, OZ: ``pages`` pages (ids from ``first_id``) in steps of ``--prefetch`` from
+        one shard (of those ``s % owned[1] == owned[0]``, if given), each step and each
+        outbox batch an optimistic transaction."""
+        a, zsets = self.args, variant == "OZ"
+        self.wire = self.wire or _Wire(self.r)
+        outbox: dict[int, list[tuple[str, bytes, str, bytes | None]]] = {}
+        done, idle = 0, 0
+        while done < pages:
+            s = self.shard(host_name(rng.randrange(a.hosts)))  # (a shard with hosts)
+            if owned and s % owned[1] != owned[0]:
+                continue
+            first = first_id + done
+            page_ids = list(range(first, first + min(a.prefetch, pages - done)))
+            popped, links = self._step_transaction(zsets, rng, s, page_ids)
+            done += popped
+            idle = 0 if popped else idle + 1
+            if idle > 10 * a.shards:
+                raise RuntimeError(f"{variant}: no host has a turn after {done} pages")
+            for link in links:
+                outbox.setdefault(self.shard(link[2]), []).append(link)
+            for t in [t for t, batch in outbox.items() if len(batch) >= a.outbox]:
+                self._push_transaction(zsets, t, outbox.pop(t))
+        for t, batch in outbox.items():
+            self._push_transaction(zsets, t, batch)
+
+    def _keys(self, zsets: bool, s: int) -> tuple[str, str, str]:
+        """O, OZ: a shard's ready set, seen set and host queues' prefix."""
+        if zsets:
+            return f"ready:{{{s}}}", f"seen:{{{s}}}", f"hq:{{{s}}}:"
+        return f"readyl:{{{s}}}", f"seen:{{{s}}}", f"hl:{{{s}}}:"
+
+    def _step_transaction(
+        self, zsets: bool, rng: random.Random, s: int, page_ids: list[int]
+    ) -> tuple[int, list[tuple[str, bytes, str, bytes | None]]]:
+        """O, OZ: a step on shard ``s``: up to a page a page id, each its host's turn and
+        request popped, leased and acknowledged, and its links to the shard added, in
+        one transaction that is read again when a watched key changed: (pages, their
+        links to other shards)."""
+        ready, seen, queue = self._keys(zsets, s)
+        while True:
+            first = ("ZRANGE", ready, 0, len(page_ids) - 1)
+            hosts = self.wire.send([("WATCH", ready, seen), first])
+            pages = list(zip(page_ids, (h.decode() for h in hosts[1]), strict=False))
+            here, away = [], []
+            for page, host in pages:  # (a host found empty sends links too: rare here)
+                for link in self._page_links("A" if zsets else "C", rng, page, host):
+                    (here if link[0] == seen else away).append(link)
+            fps = list(dict.fromkeys(fp for _, fp, _, _ in here))
+            head = "ZRANGE" if zsets else "LRANGE"
+            reads = [(head, queue + host, 0, 0) for _, host in pages]
+            if fps:
+                reads.append(("SMISMEMBER", seen, *fps))
+            answers = self.wire.send(reads)
+            known = dict(zip(fps, answers[len(pages) :][0], strict=True)) if fps else {}
+            heads = answers[: len(pages)]
+            empty = [host for (_, host), got in zip(pages, heads, strict=True) if not got]
+            tx: list[tuple[Any, ...]] = [("MULTI",)]
+            turns, lease_at, leased, ids = [], [], [], []
+            for (page, host), got in zip(pages, heads, strict=True):
+                if not got:
+                    continue
+                # (the request read: a push of a higher priority may have come first
+                # since, which no watched key shows; a list's head changes by pops only)
+                tx.append(("ZREM", queue + host, got[0]) if zsets else ("LPOP", queue + host))
+                turns += [page, host]
+                lease = f"l{page}"
+                lease_at += [page + 300, lease]
+                leased += [lease, got[0]]
+                ids.append(lease)
+            if turns:
+                tx += [("ZADD", ready, *turns), ("ZADD", f"leases:{{{s}}}", *lease_at)]
+                tx += [("HSET", f"leased:{{{s}}}", *leased)]
+                tx += [("ZREM", f"leases:{{{s}}}", *ids), ("HDEL", f"leased:{{{s}}}", *ids)]
+            tx += self._adds(zsets, s, here, known)
+            self.transactions += 1
+            done = self.wire.send([*tx, ("EXEC",)])[-1]
+            if done is not None:
+                _raise_any(done)
+                for host in empty:
+                    self._drop_empty(zsets, s, host)
+                return len(turns) // 2, away
+            self.aborted += 1
+
+    def _push_transaction(
+        self, zsets: bool, t: int, links: list[tuple[str, bytes, str, bytes | None]]
+    ) -> None:
+        """O, OZ: an outbox batch of links to shard ``t``: looked up, the new ones added."""
+        _, seen, _ = self._keys(zsets, t)
+        fps = list(dict.fromkeys(fp for _, fp, _, _ in links))
+        while True:
+            answers = self.wire.send([("WATCH", seen), ("SMISMEMBER", seen, *fps)])
+            tx = [("MULTI",), *self._adds(zsets, t, links, dict(zip(fps, answers[1], strict=True)))]
+            self.transactions += 1
+            done = self.wire.send([*tx, ("EXEC",)])[-1]
+            if done is not None:
+                _raise_any(done)
+                return
+            self.aborted += 1
+
+    def _adds(
+        self,
+        zsets: bool,
+        s: int,
+        links: list[tuple[str, bytes, str, bytes | None]],
+        known: dict[bytes, int],
+    ) -> list[tuple[Any, ...]]:
+        """O, OZ: the commands that add a shard's new links: their fingerprints, their
+        requests into their hosts' queues, and the turns of hosts that had none."""
+        ready, seen, queue = self._keys(zsets, s)
+        new: list[bytes] = []
+        queued: dict[str, list[Any]] = {}
+        for _, fp, target, entry in links:
+            if entry is not None and not known[fp]:
+                known[fp] = 1  # (a link sent twice is added once)
+                new.append(fp)
+                queued.setdefault(target, []).extend((-1, entry) if zsets else (entry,))
+        if not new:
+            return []
+        tx: list[tuple[Any, ...]] = [("SADD", seen, *new)]
+        tx += [("ZADD" if zsets else "RPUSH", queue + host, *e) for host, e in queued.items()]
+        turns = [x for host in queued for x in (0, host)]
+        return [*tx, ("ZADD", ready, "NX", *turns)]
+
+    def _drop_empty(self, zsets: bool, s: int, host: str) -> None:
+        """O, OZ: a host found with an empty queue leaves the ready set, unless a push
+        came in the meantime (its queue is watched)."""
+        ready, _, queue = self._keys(zsets, s)
+        length = ("ZCARD" if zsets else "LLEN", queue + host)
+        if self.wire.send([("WATCH", queue + host), length])[1]:
+            self.wire.send([("UNWATCH",)])
+        else:
+            self.wire.send([("MULTI",), ("ZREM", ready, host), ("EXEC",)])
+
     def _links(
         self, variant: str, rng: random.Random, page: int, host: str
     ) -> tuple[list[tuple[str, bytes]], list[tuple[str, bytes]], dict[str, list[bytes]]]:
         """A page's links: (seen key, fingerprint) of the ``--sent`` looked up and of the
-        ``--new`` of them added, and the requests queued by host; a new link goes to the
-        page's host (10 in 12.6, as bench frontier's articles) or to another host."""
+        ``--new`` of them added, and the requests queued by host."""
+        looked, added, queued = [], [], {}
+        for key, fp, target, entry in self._page_links(variant, rng, page, host):
+            looked.append((key, fp))
+            if entry is not None:
+                added.append((key, fp))
+                queued.setdefault(target, []).append(entry)
+        return looked, added, queued
+
+    def _page_links(
+        self, variant: str, rng: random.Random, page: int, host: str
+    ) -> list[tuple[str, bytes, str, bytes | None]]:
+        """A page's ``--sent`` links as (seen key, fingerprint, host, its request if it is
+        one of the ``--new``, else None); a new link goes to the page's host (10 in 12.6,
+        as bench frontier's articles) or to another host."""
         a = self.args
         fp = _int_fingerprint if "B" in variant or variant == "M" else fingerprint
         new = int(a.new) + (rng.random() < a.new % 1)
         sent = max(new, int(a.sent) + (rng.random() < a.sent % 1))
-        looked, added, queued = [], [], {}
+        links: list[tuple[str, bytes, str, bytes | None]] = []
         for n in range(sent):
+            entry = None
             if n < new:
                 target = host if rng.random() < 10 / 12.6 else host_name(rng.randrange(a.hosts))
                 url = f"http://{target}/n/{page}-{n}"
-                queued.setdefault(target, []).append(members.member(page * 100 + n, DATA))
-                added.append((self.seen_key(variant, target), fp(url)))
+                entry = members.member(page * 100 + n, DATA)
             else:
                 target = host
                 url = f"http://{host}/a/{rng.randrange(KNOWN_ARTICLES)}"
-            looked.append((self.seen_key(variant, target), fp(url)))
-        return looked, added, queued
+            links.append((self.seen_key(variant, target), fp(url), target, entry))
+        return links
+
+
+_FORKED: dict[str, Layouts] = {}  # (the Layouts a --clients process runs: forked, not pickled)
+
+
+def _client(job: tuple[str, int, int]) -> tuple[int, int]:
+    """A ``--clients`` process: its share of O's (OZ's) pages; (transactions, aborted)."""
+    variant, seed, k = job
+    layouts = _FORKED["layouts"]
+    n = layouts.args.clients
+    layouts.wire, layouts.transactions, layouts.aborted = None, 0, 0  # (its own connection)
+    pages = layouts.args.pages // n + (k < layouts.args.pages % n)
+    rng = random.Random(seed * 1000 + k)
+    layouts._optimistic(variant, rng, pages, seed * 10**7 + k * 10**6, owned=(k, n))
+    return layouts.transactions, layouts.aborted
+
+
+class _Wire:
+    """Commands sent together on one connection, their replies read in order: WATCH,
+    MULTI and EXEC as plain commands (redis-py's pipeline sends WATCH at once, alone)."""
+
+    def __init__(self, client: Any) -> None:
+        self.conn = client.connection_pool.get_connection()
+
+    def send(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        self.conn.send_packed_command(self.conn.pack_commands(commands))
+        return [self.conn.read_response() for _ in commands]
+
+
+def _raise_any(replies: list[Any]) -> None:
+    """A transaction's first error reply, raised."""
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
 
 
 def _by_key(looked: list[tuple[str, bytes]]) -> dict[str, list[bytes]]:
@@ -356,42 +600,86 @@ def _by_key(looked: list[tuple[str, bytes]]) -> dict[str, list[bytes]]:
     return by_key
 
 
+def _rounds(args: argparse.Namespace, measure: Any) -> dict[str, list[float]]:
+    """``measure(variant, seed)`` of every layout, ``--rounds`` times, each round in
+    another order (no layout always follows the same one)."""
+    results: dict[str, list[float]] = {v: [] for v in args.variants}
+    n = len(args.variants)
+    for rnd in range(args.rounds):
+        for i in range(n):
+            variant = args.variants[(rnd + i) % n]
+            results[variant].append(measure(variant, rnd * 100 + i))
+    return results
+
+
+def _counted(args: argparse.Namespace, work: Path) -> dict[str, list[float]]:
+    """``_rounds`` counted: thousands of instructions a page, the saved key space in
+    ``work`` loaded by a redis-server under callgrind."""
+    import redis
+
+    from tools.bench.redis_profile import control, dump_total, under_callgrind
+
+    binary = args.redis_server or redis_server_binary()
+    with under_callgrind(binary, work, work / "callgrind.out") as (url, pid):
+        layouts = Layouts(redis.Redis.from_url(url), args)
+
+        def measure(variant: str, seed: int) -> float:
+            control("-i", "on", str(pid))
+            layouts.run(variant, seed)
+            control("-i", "off", str(pid))
+            return dump_total(work, pid) / args.pages / 1e3
+
+        return _rounds(args, measure)
+
+
 def run(args: argparse.Namespace) -> int:
     unknown = set(args.variants) - set(VARIANTS)
     if unknown:
         raise SystemExit(f"--variants: unknown layouts {sorted(unknown)} (of {VARIANTS})")
-    numbers = ("hosts", "shards", "pages", "rounds", "prefetch", "script_pages")
+    numbers = ("hosts", "shards", "pages", "rounds", "prefetch", "script_pages", "outbox")
+    numbers += ("clients",)
     small = [f"--{n.replace('_', '-')}" for n in numbers if getattr(args, n) < 1]
     if small:
         raise SystemExit(f"{', '.join(small)}: must be >= 1")
+    missing = [t for t in ("valgrind", "callgrind_control") if args.count and not which(t)]
+    if missing:
+        raise SystemExit(f"--count: {', '.join(missing)} missing (apt-get install valgrind)")
     import redis
 
-    with tempfile.TemporaryDirectory() as work, tcp_redis(Path(work), args.redis_server) as url:
-        client = redis.Redis.from_url(url)
-        version = client.info("server")["redis_version"]
-        layouts = Layouts(client, args)
-        layouts.build()
-        memory = client.info("memory")["used_memory_human"]
-        print(
-            f"Redis {version}; {args.hosts} hosts in {args.shards} shards, the layouts "
-            f"measured built at once ({memory}); {args.pages} pages a layout and round, "
-            f"{args.sent} links sent and {args.new} new a page"
-        )
-        results: dict[str, list[float]] = {v: [] for v in args.variants}
-        n = len(args.variants)
-        for rnd in range(args.rounds):
-            # (each round in another order: no layout always follows the same one)
-            for i in range(n):
-                variant = args.variants[(rnd + i) % n]
-                results[variant].append(layouts.run(variant, seed=rnd * 100 + i))
+    with tempfile.TemporaryDirectory() as work:
+        with tcp_redis(Path(work), args.redis_server) as url:
+            client = redis.Redis.from_url(url)
+            version = client.info("server")["redis_version"]
+            layouts = Layouts(client, args)
+            layouts.build()
+            memory = client.info("memory")["used_memory_human"]
+            print(
+                f"Redis {version}; {args.hosts} hosts in {args.shards} shards, the layouts "
+                f"measured built at once ({memory}); {args.pages} pages a layout and round, "
+                f"{args.sent} links sent and {args.new} new a page",
+                flush=True,
+            )
+            if args.count:
+                client.save()
+            else:
+                results = _rounds(args, layouts.run)
+        if args.count:
+            results = _counted(args, Path(work))
         print()
         print("layout   " + "".join(f"round {r + 1:<4}" for r in range(args.rounds)) + "median")
         for variant, values in results.items():
             cells = "".join(f"{v:>8.1f}  " for v in values)
             print(f"{variant:<8} {cells}{statistics.median(values):>6.1f}")
+        optimistic = [v for v in args.variants if v in {"O", "OZ"}]
+        if optimistic and not args.count:
+            print(
+                f"(transactions aborted and sent again, {', '.join(optimistic)} by "
+                f"{args.clients} client(s): {layouts.aborted} of {layouts.transactions})"
+            )
+        unit = "thousand Redis instructions a page" if args.count else "Redis CPU µs a page"
         print(
-            "\n(Redis CPU µs a page; P to BC: plain pipelined commands, no atomicity; "
-            f"L, L2: BC's work in Lua, {args.script_pages} page(s) a script call; M: without Lua, "
-            "a MULTI/EXEC a step)"
+            f"\n({unit}; P to BC: plain pipelined commands, no atomicity; L, L2: BC's work "
+            f"in Lua, {args.script_pages} page(s) a script call; M: without Lua, a MULTI/EXEC "
+            "a step; O, OZ: optimistic MULTI/EXEC steps, WATCH)"
         )
     return 0

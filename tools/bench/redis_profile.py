@@ -149,13 +149,30 @@ def under_callgrind(binary: str, workdir: Path, out: Path) -> Iterator[tuple[str
         log.close()
 
 
-def _control(*args: str) -> None:
+def control(*args: str) -> None:
+    """callgrind_control with ``args``."""
     subprocess.run(
         ["callgrind_control", *args],
         check=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+
+def dump_total(workdir: Path, pid: int) -> int:
+    """The instructions counted since the last dump (or the start) of the callgrind at
+    ``pid``, writing to ``workdir``: dumped, read and the dump removed."""
+    before = set(workdir.glob("callgrind.out.*"))
+    control("-d", str(pid))
+    dumps = set(workdir.glob("callgrind.out.*")) - before
+    if len(dumps) != 1:
+        raise RuntimeError(f"callgrind wrote {len(dumps)} profiles, not one")
+    path = dumps.pop()
+    for line in path.read_text().splitlines():
+        if line.startswith("totals:"):
+            path.unlink()
+            return int(line.split()[1])
+    raise RuntimeError(f"{path}: no totals line")
 
 
 def profile(args: argparse.Namespace, workdir: Path) -> tuple[Path, bf.Worker]:
@@ -172,10 +189,10 @@ def profile(args: argparse.Namespace, workdir: Path) -> tuple[Path, bf.Worker]:
     with under_callgrind(binary, workdir, out) as (url, pid):
         w = worker(config(args, url, str(workdir)))
         w.prefill_cache()
-        _control("-i", "on", str(pid))
+        control("-i", "on", str(pid))
         drive(w, args.pages)
-        _control("-i", "off", str(pid))
-        _control("-d", str(pid))
+        control("-i", "off", str(pid))
+        control("-d", str(pid))
         w.redis.close()
     dumps = sorted(workdir.glob("callgrind.out.*"))
     if not dumps:
