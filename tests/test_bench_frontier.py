@@ -181,16 +181,27 @@ def test_layouts_prints_every_layout_and_its_script_does_the_plain_commands_work
         m_new, m_requests, m_leased, m_done = (b - a for a, b in zip(before, states(), strict=True))
 
         # O, OZ: as many URLs new, each queued once in its host's list (sorted set), a
-        # page's request popped; one client: no transaction read again, until another
-        # client writes a key the first one watches (O once more): it is read again
+        # page's request popped, every lease acknowledged; one client: no transaction
+        # read again, until another client, before the first EXEC, adds to the seen set
+        # the step watches, or puts a request back first in a queue the step read (no
+        # change to the ready set): then that step is read again
         class Meddling(_Wire):
-            watched: tuple[str, ...] = ()
+            def __init__(self, client: Any, kind: str) -> None:
+                super().__init__(client)
+                self.kind, self.watched, self.meddled = kind, [], False
 
             def send(self, commands: list[tuple[Any, ...]]) -> list[Any]:
-                if commands[0][0] == "WATCH":
-                    self.watched = commands[0][1:]
-                if commands[-1] == ("EXEC",) and layouts.aborted == 0:
-                    client.sadd(next(k for k in self.watched if k.startswith("seen:")), "x")
+                # (the seen set a step watches, the queues it reads)
+                read = [k for c in commands if c[0] == "WATCH" for k in c[1:]]
+                read += [c[1] for c in commands if c[0] == "LRANGE"]
+                keys = [k for k in read if k.startswith(self.kind)]
+                self.watched = keys or self.watched
+                if commands[-1] == ("EXEC",) and not self.meddled:
+                    self.meddled = True
+                    if self.kind == "seen:":
+                        client.sadd(self.watched[0], "x")
+                    else:
+                        client.lpush(self.watched[0], "put back")
                 return super().send(commands)
 
         def sizes(variant: str) -> tuple[int, int]:
@@ -200,18 +211,24 @@ def test_layouts_prints_every_layout_and_its_script_does_the_plain_commands_work
 
         optimistic = []
         # (the last: two processes at once, each its shards' pops, its links to any)
-        runs = (("O", False, 1), ("OZ", False, 1), ("O", True, 1), ("O", False, 2))
+        runs = (("O", "", 1), ("OZ", "", 1), ("O", "seen:", 1), ("O", "hl:", 1), ("O", "", 2))
         for seed, (variant, meddled, clients) in enumerate(runs, start=20):
+            aborted = layouts.aborted
             if meddled:
-                assert layouts.aborted == 0
-                layouts.wire = Meddling(client)
+                layouts.wire = Meddling(client, meddled)
             args.clients = clients
             before = sizes(variant)
             layouts.run(variant, seed=seed)
-            optimistic.append(tuple(b - a for a, b in zip(before, sizes(variant), strict=True)))
+            queued, seen = (b - a for a, b in zip(before, sizes(variant), strict=True))
             if meddled:
-                assert layouts.aborted == 1
-                optimistic[-1] = (optimistic[-1][0], optimistic[-1][1] - 1)  # (its "x")
+                assert layouts.aborted == aborted + 1, meddled
+                seen -= meddled == "seen:"  # (its "x")
+                queued -= meddled == "hl:"  # (its request put back)
+            else:
+                assert layouts.aborted == aborted or clients > 1
+            optimistic.append((queued, seen))
+            leases = [k for k in client.scan_iter("lease*:*") if client.type(k) != b"list"]
+            assert not leases, (variant, leases)
         assert layouts.transactions > 100
     for queued, seen in done:
         assert seen > 1000 and abs(seen - done[-1][1]) < 0.1 * done[-1][1], done

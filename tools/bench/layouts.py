@@ -31,21 +31,21 @@ so that a slow spell of the machine hits them all:
   protocol, not proven: its requests of links already done are left behind in the
   hashes, and a crash between the reads and the transaction is not handled;
 - ``O``: atomic without Lua, optimistically: C's layout (a seen set a shard, host queues
-  as lists), a step's pages popped from one shard as ``step.lua`` pops them.  It WATCHes
-  the shard's ready set and seen set, reads the hosts whose turn it is, their queues'
-  heads and its links' fingerprints (two round trips), then writes in one MULTI/EXEC:
-  pops, new turns, leases, acknowledgements, the new links and their hosts' turns.  A
-  change to a watched key in between aborts it, and the step reads again.  Links to
-  other shards wait in an outbox a shard and leave ``--outbox`` at a time, each batch
-  its own transaction (WATCH the shard's seen set, look up, write).  Host queues are
-  not watched: a pop changes the ready set, and a push to a queue that was empty adds
-  its host there; a host left with an empty queue stays in the ready set, and the pop
-  that finds it empty takes it out in a transaction of its own that watches the queue.
-  Like L, it has no host delays, priorities, budgets, cold tier, delayed requests,
-  revisits or lease expiry;
-- ``OZ``: O with A's sorted-set host queues, so priorities.  A push of a higher priority
-  changes a queue's head unseen (no watched key shows it): a pop removes the request it
-  read, not the first one.
+  as lists), a step's pages popped from one shard as ``step.lua`` pops them.  A step
+  WATCHes the shard's ready set and seen set and reads the hosts whose turn it is, then
+  WATCHes their queues and reads their heads and its links' fingerprints (two round
+  trips), then writes in one MULTI/EXEC: pops, new turns, the hosts found empty out of
+  the ready set, leases, acknowledgements, the new links and their hosts' turns.  A
+  change to a watched key in between aborts it, and the step reads again.  The queues
+  are watched because a head can change with no change to the ready set (a pop whose
+  new turn is its host's old score; a request put back first).  Links to other shards
+  wait in an outbox a shard and leave ``--outbox`` at a time, each batch its own
+  transaction (WATCH the shard's seen set, look up, write); a page's lease is
+  acknowledged (in a later step on its shard) once all its links are stored, as the
+  frontier's outbox does.  Lease ids are new at every attempt.  Like L, it has no host
+  delays, priorities, budgets, cold tier, delayed requests, revisits or lease expiry;
+- ``OZ``: O with A's sorted-set host queues, so priorities (a pop removes the request it
+  read).
 
 P to BC are plain commands, no atomicity: a frontier whose steps must be atomic costs
 more than its layout's floor; L, L2, M, O and OZ show how much more.  Redis CPU a page
@@ -57,6 +57,7 @@ instructions Redis runs a page, counted by callgrind (deterministic, as
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import tempfile
@@ -71,6 +72,9 @@ from webcrawl.frontier.embedded_redis import redis_server_binary
 from webcrawl.frontier.keys import shard_of
 
 VARIANTS = ("P", "A", "B", "C", "BC", "L", "L2", "M", "O", "OZ")
+# O, OZ: a link: seen key, fingerprint, host, its request if new, and (shard, lease) of
+# the page it is on
+Link = tuple[str, bytes, str, bytes | None, tuple[int, str]]
 NAV, KNOWN_ARTICLES, QUEUED = 45, 10, 5  # per host: navigation, articles known, queued
 BUILD_BATCH = 500  # hosts per pipeline while building
 DATA = b"x" * 112  # a request's encoding, about the size of bench frontier's
@@ -191,6 +195,11 @@ class Layouts:
         self.m_pages: list[tuple[Any, ...]] = []  # M: a step's pages
         self.wire: _Wire | None = None  # O, OZ: their connection
         self.transactions = 0  # O, OZ: transactions sent
+        # O, OZ: lease ids (a prefix a process), the links a lease's page still has in
+        # an outbox, and by shard the leases due acknowledgement (all their links stored)
+        self.lease_prefix, self.lease_count = f"l{os.getpid()}.", 0
+        self.waiting: dict[str, int] = {}
+        self.acks: dict[int, list[str]] = {}
         self.aborted = 0  # O, OZ: of them, aborted (a watched key changed)
 
     def shard(self, host: str) -> int:
@@ -393,7 +402,7 @@ class Layouts:
         outbox batch an optimistic transaction."""
         a, zsets = self.args, variant == "OZ"
         self.wire = self.wire or _Wire(self.r)
-        outbox: dict[int, list[tuple[str, bytes, str, bytes | None]]] = {}
+        outbox: dict[int, list[Link]] = {}
         done, idle = 0, 0
         while done < pages:
             s = self.shard(host_name(rng.randrange(a.hosts)))  # (a shard with hosts)
@@ -412,6 +421,7 @@ class Layouts:
                 self._push_transaction(zsets, t, outbox.pop(t))
         for t, batch in outbox.items():
             self._push_transaction(zsets, t, batch)
+        self._acknowledge_all()
 
     def _keys(self, zsets: bool, s: int) -> tuple[str, str, str]:
         """O, OZ: a shard's ready set, seen set and host queues' prefix."""
@@ -421,77 +431,113 @@ class Layouts:
 
     def _step_transaction(
         self, zsets: bool, rng: random.Random, s: int, page_ids: list[int]
-    ) -> tuple[int, list[tuple[str, bytes, str, bytes | None]]]:
+    ) -> tuple[int, list[Link]]:
         """O, OZ: a step on shard ``s``: up to a page a page id, each its host's turn and
-        request popped, leased and acknowledged, and its links to the shard added, in
-        one transaction that is read again when a watched key changed: (pages, their
-        links to other shards)."""
+        request popped and leased, its links to the shard added, and the shard's leases
+        whose links are all stored acknowledged, in one transaction that is read again
+        when a watched key changed: (pages, their links to other shards)."""
         ready, seen, queue = self._keys(zsets, s)
+        leases, leased = f"leases:{{{s}}}", f"leased:{{{s}}}"
         while True:
-            first = ("ZRANGE", ready, 0, len(page_ids) - 1)
-            hosts = self.wire.send([("WATCH", ready, seen), first])
-            pages = list(zip(page_ids, (h.decode() for h in hosts[1]), strict=False))
-            here, away = [], []
-            for page, host in pages:  # (a host found empty sends links too: rare here)
-                for link in self._page_links("A" if zsets else "C", rng, page, host):
-                    (here if link[0] == seen else away).append(link)
-            fps = list(dict.fromkeys(fp for _, fp, _, _ in here))
-            head = "ZRANGE" if zsets else "LRANGE"
-            reads = [(head, queue + host, 0, 0) for _, host in pages]
-            if fps:
-                reads.append(("SMISMEMBER", seen, *fps))
-            answers = self.wire.send(reads)
-            known = dict(zip(fps, answers[len(pages) :][0], strict=True)) if fps else {}
-            heads = answers[: len(pages)]
-            empty = [host for (_, host), got in zip(pages, heads, strict=True) if not got]
+            read = self._read_step(zsets, rng, s, page_ids)
+            if read is None:
+                return 0, []
+            pages, links, heads, known = read
             tx: list[tuple[Any, ...]] = [("MULTI",)]
-            turns, lease_at, leased, ids = [], [], [], []
-            for (page, host), got in zip(pages, heads, strict=True):
-                if not got:
+            turns, done, lease_at, to_lease, new_leases = [], [], [], [], []
+            here, away = [], []
+            for page, host in pages:
+                if not heads[host]:  # (no request: its host leaves ready, unless pushed to)
+                    done.append(host)
                     continue
-                # (the request read: a push of a higher priority may have come first
-                # since, which no watched key shows; a list's head changes by pops only)
-                tx.append(("ZREM", queue + host, got[0]) if zsets else ("LPOP", queue + host))
+                head = heads[host][0]
+                tx.append(("ZREM", queue + host, head) if zsets else ("LPOP", queue + host))
+                self.lease_count += 1
+                lease = f"{self.lease_prefix}{self.lease_count}"  # (new at each attempt)
                 turns += [page, host]
-                lease = f"l{page}"
                 lease_at += [page + 300, lease]
-                leased += [lease, got[0]]
-                ids.append(lease)
+                to_lease += [lease, head]
+                mine = [(*x, (s, lease)) for x in links[host]]
+                here += [x for x in mine if x[0] == seen]
+                away += [x for x in mine if x[0] != seen]
+                new_leases.append((lease, sum(x[0] != seen for x in mine)))
             if turns:
-                tx += [("ZADD", ready, *turns), ("ZADD", f"leases:{{{s}}}", *lease_at)]
-                tx += [("HSET", f"leased:{{{s}}}", *leased)]
-                tx += [("ZREM", f"leases:{{{s}}}", *ids), ("HDEL", f"leased:{{{s}}}", *ids)]
+                tx += [("ZADD", ready, *turns), ("ZADD", leases, *lease_at)]
+                tx.append(("HSET", leased, *to_lease))
+            if done:
+                tx.append(("ZREM", ready, *done))
+            acks = self.acks.get(s, [])
+            if acks:
+                tx += [("ZREM", leases, *acks), ("HDEL", leased, *acks)]
             tx += self._adds(zsets, s, here, known)
             self.transactions += 1
-            done = self.wire.send([*tx, ("EXEC",)])[-1]
-            if done is not None:
-                _raise_any(done)
-                for host in empty:
-                    self._drop_empty(zsets, s, host)
-                return len(turns) // 2, away
-            self.aborted += 1
+            if self.wire.send([*tx, ("EXEC",)])[-1] is None:
+                self.aborted += 1
+                continue
+            self.acks[s] = []
+            for lease, waiting in new_leases:  # (acknowledged once its links are stored)
+                self.waiting[lease] = waiting
+                if not waiting:
+                    self.acks[s].append(lease)
+            return len(new_leases), away
 
-    def _push_transaction(
-        self, zsets: bool, t: int, links: list[tuple[str, bytes, str, bytes | None]]
-    ) -> None:
-        """O, OZ: an outbox batch of links to shard ``t``: looked up, the new ones added."""
+    def _read_step(
+        self, zsets: bool, rng: random.Random, s: int, page_ids: list[int]
+    ) -> tuple[list[tuple[int, str]], dict[str, Any], dict[str, Any], dict[bytes, int]] | None:
+        """O, OZ: a step's reads, its keys watched: (pages (id, host whose turn it is),
+        their links, their hosts' queues' heads, which of the links to the shard are
+        known); None when no host of the shard has a turn."""
+        ready, seen, queue = self._keys(zsets, s)
+        first = ("ZRANGE", ready, 0, len(page_ids) - 1)
+        hosts = [h.decode() for h in self.wire.send([("WATCH", ready, seen), first])[1]]
+        if not hosts:
+            self.wire.send([("UNWATCH",)])
+            return None
+        pages = list(zip(page_ids, hosts, strict=False))  # (fewer hosts than pages)
+        kind = "A" if zsets else "C"
+        links = {h: self._page_links(kind, rng, p, h) for p, h in pages}
+        fps = list(dict.fromkeys(x[1] for h in hosts for x in links[h] if x[0] == seen))
+        # the queues read are watched: a head can change with no change to ready (a pop
+        # whose new turn is its host's old one; a request put back first)
+        reads: list[tuple[Any, ...]] = [("WATCH", *(queue + h for h in hosts))]
+        reads += [("ZRANGE" if zsets else "LRANGE", queue + h, 0, 0) for h in hosts]
+        if fps:
+            reads.append(("SMISMEMBER", seen, *fps))
+        answers = self.wire.send(reads)[1:]
+        known = dict(zip(fps, answers[len(hosts)], strict=True)) if fps else {}
+        return pages, links, dict(zip(hosts, answers, strict=False)), known
+
+    def _push_transaction(self, zsets: bool, t: int, links: list[Link]) -> None:
+        """O, OZ: an outbox batch of links to shard ``t``: looked up, the new ones added;
+        then the leases of pages whose links are all stored are due acknowledgement."""
         _, seen, _ = self._keys(zsets, t)
-        fps = list(dict.fromkeys(fp for _, fp, _, _ in links))
+        fps = list(dict.fromkeys(x[1] for x in links))
         while True:
             answers = self.wire.send([("WATCH", seen), ("SMISMEMBER", seen, *fps)])
             tx = [("MULTI",), *self._adds(zsets, t, links, dict(zip(fps, answers[1], strict=True)))]
             self.transactions += 1
-            done = self.wire.send([*tx, ("EXEC",)])[-1]
-            if done is not None:
-                _raise_any(done)
-                return
+            if self.wire.send([*tx, ("EXEC",)])[-1] is not None:
+                break
             self.aborted += 1
+        for *_, (s, lease) in links:
+            self.waiting[lease] -= 1
+            if not self.waiting[lease]:
+                self.acks.setdefault(s, []).append(lease)
+
+    def _acknowledge_all(self) -> None:
+        """O, OZ: the leases still due acknowledgement, a transaction a shard."""
+        for s, acks in self.acks.items():
+            if acks:
+                leases, leased = f"leases:{{{s}}}", f"leased:{{{s}}}"
+                tx = [("MULTI",), ("ZREM", leases, *acks), ("HDEL", leased, *acks), ("EXEC",)]
+                self.wire.send(tx)
+        self.acks = {}
 
     def _adds(
         self,
         zsets: bool,
         s: int,
-        links: list[tuple[str, bytes, str, bytes | None]],
+        links: list[Link],
         known: dict[bytes, int],
     ) -> list[tuple[Any, ...]]:
         """O, OZ: the commands that add a shard's new links: their fingerprints, their
@@ -499,7 +545,7 @@ class Layouts:
         ready, seen, queue = self._keys(zsets, s)
         new: list[bytes] = []
         queued: dict[str, list[Any]] = {}
-        for _, fp, target, entry in links:
+        for _, fp, target, entry, _ in links:
             if entry is not None and not known[fp]:
                 known[fp] = 1  # (a link sent twice is added once)
                 new.append(fp)
@@ -510,16 +556,6 @@ class Layouts:
         tx += [("ZADD" if zsets else "RPUSH", queue + host, *e) for host, e in queued.items()]
         turns = [x for host in queued for x in (0, host)]
         return [*tx, ("ZADD", ready, "NX", *turns)]
-
-    def _drop_empty(self, zsets: bool, s: int, host: str) -> None:
-        """O, OZ: a host found with an empty queue leaves the ready set, unless a push
-        came in the meantime (its queue is watched)."""
-        ready, _, queue = self._keys(zsets, s)
-        length = ("ZCARD" if zsets else "LLEN", queue + host)
-        if self.wire.send([("WATCH", queue + host), length])[1]:
-            self.wire.send([("UNWATCH",)])
-        else:
-            self.wire.send([("MULTI",), ("ZREM", ready, host), ("EXEC",)])
 
     def _links(
         self, variant: str, rng: random.Random, page: int, host: str
@@ -567,6 +603,7 @@ def _client(job: tuple[str, int, int]) -> tuple[int, int]:
     layouts = _FORKED["layouts"]
     n = layouts.args.clients
     layouts.wire, layouts.transactions, layouts.aborted = None, 0, 0  # (its own connection)
+    layouts.lease_prefix, layouts.waiting, layouts.acks = f"l{os.getpid()}.", {}, {}
     pages = layouts.args.pages // n + (k < layouts.args.pages % n)
     rng = random.Random(seed * 1000 + k)
     layouts._optimistic(variant, rng, pages, seed * 10**7 + k * 10**6, owned=(k, n))
@@ -581,15 +618,21 @@ class _Wire:
         self.conn = client.connection_pool.get_connection()
 
     def send(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """The replies, every one read before the first error reply is raised (a reply
+        left unread would be taken for the next command's)."""
         self.conn.send_packed_command(self.conn.pack_commands(commands))
-        return [self.conn.read_response() for _ in commands]
-
-
-def _raise_any(replies: list[Any]) -> None:
-    """A transaction's first error reply, raised."""
-    for reply in replies:
-        if isinstance(reply, Exception):
-            raise reply
+        replies, error = [], None
+        for _ in commands:
+            try:
+                replies.append(self.conn.read_response())
+            except Exception as e:  # (raised below, once all are read)
+                replies.append(e)
+                error = error or e
+        for reply in replies[-1] if isinstance(replies[-1], list) else []:
+            error = error or (reply if isinstance(reply, Exception) else None)
+        if error:
+            raise error
+        return replies
 
 
 def _by_key(looked: list[tuple[str, bytes]]) -> dict[str, list[bytes]]:
