@@ -309,9 +309,10 @@ class Layouts:
         else:
             pipe.zpopmin(f"ready:{{{s}}}").zpopmin(f"hq:{{{s}}}:{host}")
             pipe.zadd(f"ready:{{{s}}}", {host: page})
-        pipe.zadd(f"leases:{{{s}}}", {lease: page})
-        pipe.hset(f"leased:{{{s}}}", lease, members.member(page, DATA))
-        pipe.zrem(f"leases:{{{s}}}", lease).hdel(f"leased:{{{s}}}", lease)
+        leases, leased = _lease_keys(s)
+        pipe.zadd(leases, {lease: page})
+        pipe.hset(leased, lease, members.member(page, DATA))
+        pipe.zrem(leases, lease).hdel(leased, lease)
 
     def _page_args(self, rng: random.Random, page: int, host: str, lean: bool) -> list[Any]:
         """L, L2: a page's part of STEP_SCRIPT's (LEAN_SCRIPT's) arguments."""
@@ -320,7 +321,7 @@ class Layouts:
         if lean:
             args += [f"worker-leases:{{{s}}}", page, host]
         else:
-            args += [f"leases:{{{s}}}", f"leased:{{{s}}}", lease, page]
+            args += [*_lease_keys(s), lease, page]
             args += [members.member(page, DATA), host]
         looked, added, queued = self._links("BC", rng, page, host)
         new = {fp for _, fp in added}
@@ -350,7 +351,7 @@ class Layouts:
         tx = self.r.pipeline(transaction=True)
         for page, host, looked, _, _ in pages:
             s = self.shard(host)
-            hz, hd, leases = f"hz:{{{s}}}:{host}", f"hd:{{{s}}}:{host}", f"leases:{{{s}}}"
+            hz, hd, leases = f"hz:{{{s}}}:{host}", f"hd:{{{s}}}:{host}", _lease_keys(s)[0]
             tx.zadd(f"readym:{{{s}}}", {host: page})
             if firsts[host]:
                 url = firsts[host].pop(0)
@@ -437,7 +438,7 @@ class Layouts:
         whose links are all stored acknowledged, in one transaction that is read again
         when a watched key changed: (pages, their links to other shards)."""
         ready, seen, queue = self._keys(zsets, s)
-        leases, leased = f"leases:{{{s}}}", f"leased:{{{s}}}"
+        leases, leased = _lease_keys(s)
         while True:
             read = self._read_step(zsets, rng, s, page_ids)
             if read is None:
@@ -528,7 +529,7 @@ class Layouts:
         """O, OZ: the leases still due acknowledgement, a transaction a shard."""
         for s, acks in self.acks.items():
             if acks:
-                leases, leased = f"leases:{{{s}}}", f"leased:{{{s}}}"
+                leases, leased = _lease_keys(s)
                 tx = [("MULTI",), ("ZREM", leases, *acks), ("HDEL", leased, *acks), ("EXEC",)]
                 self.wire.send(tx)
         self.acks = {}
@@ -633,6 +634,11 @@ class _Wire:
         if error:
             raise error
         return replies
+
+
+def _lease_keys(s: int) -> tuple[str, str]:
+    """A shard's leases (a sorted set of deadlines) and leased (a hash of requests)."""
+    return f"leases:{{{s}}}", f"leased:{{{s}}}"
 
 
 def _by_key(looked: list[tuple[str, bytes]]) -> dict[str, list[bytes]]:
